@@ -1,0 +1,56 @@
+# torchlight: the two commands from the README are `make lab` and `make test`.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.torchlight-installed
+LINT_PATHS := $(wildcard torchlight tests benchmarks tools)
+HYPOTHESIS_PROFILE ?= ci
+export HYPOTHESIS_PROFILE
+
+.PHONY: venv lab test pytest lint typecheck notebooks bench clean distclean
+
+# (Re)install when pyproject.toml is newer than the stamp, or the venv is missing.
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	$(PY) -m pip install -e '.[all]'
+	$(PY) -m ipykernel install --sys-prefix --name torchlight --display-name "Python (torchlight)"
+	@touch $@
+
+# JupyterLab on the tutorials, with the `torchlight` kernel of .venv.
+# Jupyter refuses to run as root unless told to, so pass --allow-root only then.
+lab: venv
+	$(PY) -m ipykernel install --sys-prefix --name torchlight --display-name "Python (torchlight)"
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+test: venv lint typecheck pytest
+
+pytest: venv
+	$(PY) -m pytest tests
+
+lint: venv
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+
+typecheck: venv
+	$(VENV)/bin/mypy torchlight
+
+notebooks: venv
+	$(PY) tools/build_notebooks.py
+
+bench: venv
+	@set -e; for f in benchmarks/*.py; do \
+		[ -e "$$f" ] || { echo "no benchmarks/*.py"; break; }; \
+		echo "== $$f"; $(PY) "$$f"; \
+	done
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf benchmarks/results benchmarks/*.csv benchmarks/*.json
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print -exec rm -rf {} +
+	find . -path ./$(VENV) -prune -o -name .ipynb_checkpoints -type d -print -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

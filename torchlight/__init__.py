@@ -1,0 +1,58 @@
+"""torchlight: a small, readable autodiff library for learning how deep-learning frameworks work.
+
+Example:
+    >>> import torchlight as tl
+    >>> x = tl.tensor([2.0, 3.0], requires_grad=True)
+    >>> y = (x ** 2).sum(); y.backward(); x.grad
+    tensor([4., 6.])
+"""
+
+from torchlight import autograd, backends, functions, shape
+from torchlight.autograd import enable_grad, is_grad_enabled, no_grad
+from torchlight.backends import get_default_backend, set_default_backend
+from torchlight.creation import (
+    arange,
+    cat,
+    empty,
+    empty_like,
+    eye,
+    full,
+    full_like,
+    linspace,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randn,
+    randn_like,
+    stack,
+    tensor,
+    where,
+    zeros,
+    zeros_like,
+)
+from torchlight.dtypes import (
+    DType,
+    bool_,
+    float32,
+    float64,
+    get_default_dtype,
+    int32,
+    int64,
+    set_default_dtype,
+)
+from torchlight.tensor import Tensor
+
+bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
+__version__ = "0.1.0"
+
+__all__ = [
+    "DType", "Tensor", "arange", "autograd", "backends", "bool", "cat", "empty", "empty_like",
+    "enable_grad", "eye", "float32", "float64", "full", "full_like", "functions",
+    "get_default_backend", "get_default_dtype", "int32", "int64", "is_grad_enabled", "linspace",
+    "manual_seed", "no_grad", "ones", "ones_like", "rand", "rand_like", "randint", "randn",
+    "randn_like", "set_default_backend", "set_default_dtype", "shape", "stack", "tensor", "where",
+    "zeros", "zeros_like",
+]  # fmt: skip

@@ -1,0 +1,356 @@
+r"""Reverse-mode automatic differentiation over a dynamic graph.
+
+Every tensor made by a :class:`Function` carries a :class:`History`: which Function made it, the
+:class:`Context` that Function stashed values in, and the input tensors. ``backward()`` orders
+that graph with :func:`topological_sort` and walks it from the root to the leaves
+(:func:`backpropagate`), applying the chain rule at each node:
+
+$$\frac{\partial L}{\partial x_i} = \sum_{\text{uses of } x_i}
+  \frac{\partial L}{\partial f} \cdot \frac{\partial f}{\partial x_i}$$
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from torchlight.tensor import Tensor
+
+__all__ = [
+    "Context",
+    "Function",
+    "GradcheckError",
+    "History",
+    "Variable",
+    "backpropagate",
+    "central_difference",
+    "enable_grad",
+    "gradcheck",
+    "is_grad_enabled",
+    "no_grad",
+    "topological_sort",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# --------------------------------------------------------------------------- grad mode
+class _GradMode:
+    enabled = True
+
+
+def is_grad_enabled() -> bool:
+    """Whether new operations are being recorded in the graph."""
+    return _GradMode.enabled
+
+
+class no_grad:  # noqa: N801 - named as PyTorch names it
+    """Context manager (and decorator) that stops recording operations in the graph.
+
+    Example:
+        >>> import torchlight as tl
+        >>> w = tl.ones(2, requires_grad=True)
+        >>> with tl.no_grad():
+        ...     w.sub_(0.5)  # an optimizer step: in place, not recorded
+        tensor([0.5000, 0.5000], requires_grad=True)
+    """
+
+    _value = False
+
+    def __enter__(self) -> None:
+        self._previous = _GradMode.enabled
+        _GradMode.enabled = self._value
+
+    def __exit__(self, *exc: object) -> None:
+        _GradMode.enabled = self._previous
+
+    def __call__(self, fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self.__class__():
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+class enable_grad(no_grad):  # noqa: N801
+    """Turn recording back on inside a :class:`no_grad` block."""
+
+    _value = True
+
+
+# --------------------------------------------------------------------------- graph nodes
+class Variable(Protocol):
+    """What the engine needs of a tensor: its history, whether it wants a gradient, its shape."""
+
+    history: History | None
+    requires_grad: bool
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def _accumulate_grad(self, grad: Any) -> None: ...
+
+
+_FREED = (
+    "Trying to backward through the graph a second time: the values saved for backward by "
+    "{fn} were freed by the first backward(). Call backward(retain_graph=True) the first time "
+    "if you need to backward through this graph again."
+)
+
+
+class Context:
+    """Scratchpad a :class:`Function` uses to stash values for ``backward()``.
+
+    ``save_for_backward(*tensors)`` keeps tensors and their version numbers; reading
+    ``saved_tensors`` after any of them was changed in place raises, because the gradient
+    would silently be wrong. Plain attributes (``ctx.dim = 1``) work too.
+    """
+
+    def __init__(self, fn_name: str = "Function") -> None:
+        self._fn_name = fn_name
+        self._saved: tuple[Any, ...] = ()
+        self._versions: tuple[int, ...] = ()
+        self._freed = False
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        """Keep ``tensors`` for ``backward()``; they are released once backward has run."""
+        self._saved = tensors
+        self._versions = tuple(getattr(t, "_version", None) and t._version.value for t in tensors)
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        """The tensors given to :meth:`save_for_backward`, checked against in-place changes."""
+        if self._freed:
+            raise RuntimeError(_FREED.format(fn=self._fn_name))
+        for i, (t, v) in enumerate(zip(self._saved, self._versions, strict=True)):
+            if v is not None and t._version.value != v:
+                raise RuntimeError(
+                    f"one of the tensors saved for {self._fn_name}.backward (saved tensor {i}, "
+                    f"shape {tuple(t.shape)}) was modified by an in-place operation: it was at "
+                    f"version {v} when saved and is now at version {t._version.value}. The "
+                    "gradient would be wrong; use an out-of-place op (x = x + 1, not x.add_(1)) "
+                    "or .clone() the tensor before changing it."
+                )
+        return self._saved
+
+    def release(self) -> None:
+        """Drop the saved values (called by the engine after backward)."""
+        self._saved = ()
+        self._freed = True
+
+
+class History:
+    """Records which Function built a tensor, with its context and the input tensors.
+
+    ``history.inputs`` are the tensors the Function was applied to (the graph's edges);
+    ``parents`` is the docs page's word for the same tuple.
+    """
+
+    __slots__ = ("ctx", "inputs", "last_fn")
+
+    def __init__(self, last_fn: type[Function], ctx: Context, inputs: tuple[Any, ...]) -> None:
+        self.last_fn = last_fn
+        self.ctx = ctx
+        self.inputs = inputs
+
+    @property
+    def parents(self) -> tuple[Any, ...]:
+        return self.inputs
+
+    def chain_rule(self, grad_output: Any) -> list[tuple[Any, Any]]:
+        r"""One step of the chain rule: ``(input, dL/dinput)`` for each input that needs it.
+
+        Calls ``last_fn.backward(ctx, grad_output)``, checks it returned one gradient per input,
+        and sums broadcast gradients back to each input's shape, so a Function only writes math.
+        """
+        fn = self.last_fn
+        grads = fn.backward(self.ctx, grad_output)
+        if not isinstance(grads, tuple):
+            grads = (grads,)
+        if len(grads) != len(self.inputs):
+            raise RuntimeError(
+                f"{fn.__name__}.backward returned {len(grads)} gradient(s), but "
+                f"{fn.__name__}.forward took {len(self.inputs)} tensor input(s): return one "
+                "gradient per tensor input, in order (None for an input that needs none)"
+            )
+        pairs = []
+        for i, (inp, grad) in enumerate(zip(self.inputs, grads, strict=True)):
+            if grad is None or not inp.requires_grad:
+                continue
+            pairs.append((inp, inp._gradient_for(grad, fn.__name__, i)))
+        return pairs
+
+    def __repr__(self) -> str:
+        return f"History(last_fn={self.last_fn.__name__}, parents={self.inputs!r})"
+
+
+class Function:
+    r"""A differentiable operation: a ``forward``/``backward`` pair of static methods.
+
+    Subclass it, then call ``YourFunction.apply(*inputs)``. ``forward(ctx, *inputs)`` computes
+    the result with grad recording off; ``backward(ctx, grad_output)`` returns
+    $\partial L / \partial \text{input}_i = $ ``grad_output`` $\cdot\ \partial f / \partial \text{input}_i$,
+    one per tensor input. The engine reduces broadcast gradients to each input's shape.
+
+    Example:
+        >>> import torchlight as tl
+        >>> class Cube(tl.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x * x
+        ...     @staticmethod
+        ...     def backward(ctx, grad_output):
+        ...         (x,) = ctx.saved_tensors
+        ...         return grad_output * 3 * x * x
+        >>> x = tl.tensor([1.0, 2.0], requires_grad=True)
+        >>> Cube.apply(x).sum().backward(); x.grad
+        tensor([ 3., 12.])
+    """
+
+    @staticmethod
+    def forward(ctx: Context, *inputs: Any) -> Any:
+        raise NotImplementedError("a Function subclass must define forward(ctx, *inputs)")
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Any) -> Any:
+        raise NotImplementedError("a Function subclass must define backward(ctx, grad_output)")
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        """Run ``forward`` and, if any tensor input requires grad, record a History node."""
+        inputs = tuple(a for a in args if hasattr(a, "_attach_history"))
+        ctx = Context(cls.__name__)
+        previous = _GradMode.enabled
+        _GradMode.enabled = False
+        try:
+            result = cls.forward(ctx, *args, **kwargs)
+        finally:
+            _GradMode.enabled = previous
+        if not hasattr(result, "_attach_history"):
+            raise TypeError(
+                f"{cls.__name__}.forward must return a Tensor, got {type(result).__name__}"
+            )
+        if previous and any(t.requires_grad for t in inputs):
+            return result._attach_history(History(cls, ctx, inputs))
+        return result
+
+
+# --------------------------------------------------------------------------- the engine
+def topological_sort(root: Variable) -> list[Variable]:
+    """All tensors that lead to ``root`` and require grad, ordered from the leaves to the root.
+
+    Iterative depth-first search (a deep graph must not hit Python's recursion limit).
+    """
+    order: list[Variable] = []
+    seen: set[int] = set()
+    stack: list[tuple[Variable, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if children_done:
+            order.append(node)
+            continue
+        if id(node) in seen or not node.requires_grad:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if node.history is not None:
+            for parent in node.history.inputs:
+                if id(parent) not in seen:
+                    stack.append((parent, False))
+    return order
+
+
+def backpropagate(root: Variable, deriv: Any, retain_graph: bool = False) -> None:
+    """Walk the graph from ``root`` (whose gradient is ``deriv``) back to the leaves.
+
+    Each node's gradient is complete once every node after it in topological order has passed
+    its share back, so one reversed pass suffices. Leaves accumulate into ``.grad``; saved
+    values are released unless ``retain_graph``.
+    """
+    with _grad_mode(False):  # the backward computations themselves are not recorded
+        _backpropagate(root, deriv, retain_graph)
+
+
+def _backpropagate(root: Variable, deriv: Any, retain_graph: bool) -> None:
+    grads: dict[int, Any] = {id(root): deriv}
+    for node in reversed(topological_sort(root)):
+        grad = grads.pop(id(node), None)
+        if grad is None:
+            continue
+        history = node.history
+        if history is None or node._retains_grad:
+            node._accumulate_grad(grad)
+        if history is None:
+            continue
+        if history.ctx._freed:
+            raise RuntimeError(_FREED.format(fn=history.last_fn.__name__))
+        for parent, parent_grad in history.chain_rule(grad):
+            key = id(parent)
+            grads[key] = grads[key] + parent_grad if key in grads else parent_grad
+        if not retain_graph:
+            history.ctx.release()
+
+
+# --------------------------------------------------------------------------- checking
+def central_difference(f: Callable[..., Any], *vals: float, arg: int = 0, epsilon: float = 1e-6) -> float:
+    r"""Estimate $\partial f / \partial \mathrm{vals}_{arg}$ by a central difference.
+
+    $$\frac{f(\ldots, x + \epsilon, \ldots) - f(\ldots, x - \epsilon, \ldots)}{2\epsilon}$$
+
+    The error is $O(\epsilon^2)$ from truncation plus $O(\text{machine eps}/\epsilon)$ from rounding.
+
+    Example:
+        >>> round(central_difference(lambda x, y: x * y, 3.0, 4.0, arg=0), 6)
+        4.0
+    """
+    if not 0 <= arg < len(vals):
+        raise IndexError(f"arg={arg} but f was given {len(vals)} value(s)")
+    up = [float(v) for v in vals]
+    down = list(up)
+    up[arg] += epsilon
+    down[arg] -= epsilon
+    return (float(f(*up)) - float(f(*down))) / (2.0 * epsilon)
+
+
+class GradcheckError(RuntimeError):
+    """Raised by :func:`gradcheck` when backward disagrees with central differences."""
+
+
+def gradcheck(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+) -> bool:
+    r"""Compare the full Jacobian from backward with central differences, entry by entry.
+
+    For every output element $k$ and every element $j$ of every input that requires grad,
+    checks $|J^{\text{backward}}_{kj} - J^{\text{numerical}}_{kj}| \le$ atol + rtol $\cdot |J^{\text{numerical}}_{kj}|$.
+    Inputs must be float64: float32 rounding swamps a central difference.
+
+    Raises:
+        GradcheckError: naming the output, the input, the index, and both values.
+    """
+    from torchlight.checking import jacobian_mismatch
+
+    report = jacobian_mismatch(fn, inputs, eps=eps, atol=atol, rtol=rtol)
+    if report and raise_exception:
+        raise GradcheckError(report)
+    return not report
+
+
+@contextmanager
+def _grad_mode(enabled: bool) -> Iterator[None]:
+    previous = _GradMode.enabled
+    _GradMode.enabled = enabled
+    try:
+        yield
+    finally:
+        _GradMode.enabled = previous

@@ -1,0 +1,80 @@
+"""Backends: where a tensor's elements live and which kernels compute on them.
+
+Pick one per tensor (``backend=`` on every factory, ``tensor.to(name)``), per process
+(:func:`set_default_backend`) or from the environment (``TORCHLIGHT_BACKEND=numba``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from torchlight.backends.base import COMPARISON_OPS, MAP_OPS, REDUCE_OPS, ZIP_OPS, Backend
+
+__all__ = [
+    "COMPARISON_OPS",
+    "MAP_OPS",
+    "REDUCE_OPS",
+    "ZIP_OPS",
+    "Backend",
+    "available_backends",
+    "get_backend",
+    "get_default_backend",
+    "set_default_backend",
+]
+
+# name -> (module, class, what to install if the import fails)
+_REGISTRY: dict[str, tuple[str, str, str]] = {
+    "numpy": ("torchlight.backends.numpy_backend", "NumpyBackend", ""),
+}
+_loaded: dict[str, Backend] = {}
+_default_name: str | None = None
+
+
+def available_backends() -> tuple[str, ...]:
+    """The names :func:`get_backend` knows (some may still need an optional package)."""
+    return tuple(_REGISTRY)
+
+
+def get_backend(name: str | Backend | None = None) -> Backend:
+    """The backend called ``name`` (the process default when ``None``), loaded on first use.
+
+    Raises:
+        ValueError: for an unknown name, listing the known ones.
+        ImportError: when the backend needs a package that is not installed, saying which.
+    """
+    if name is None:
+        return get_default_backend()
+    if not isinstance(name, str):
+        return name
+    if name in _loaded:
+        return _loaded[name]
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(_REGISTRY)}")
+    module_name, class_name, install_hint = _REGISTRY[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImportError(
+            f"the {name!r} backend needs a package that is not installed ({error}). "
+            f"{install_hint}"
+        ) from error
+    backend = getattr(module, class_name)()
+    _loaded[name] = backend
+    return backend
+
+
+def get_default_backend() -> Backend:
+    """The process default: set by :func:`set_default_backend`, else ``$TORCHLIGHT_BACKEND``,
+    else numpy."""
+    global _default_name
+    if _default_name is None:
+        _default_name = os.environ.get("TORCHLIGHT_BACKEND", "numpy") or "numpy"
+    return get_backend(_default_name)
+
+
+def set_default_backend(name: str) -> None:
+    """Make ``name`` the backend of tensors created without ``backend=``."""
+    global _default_name
+    get_backend(name)  # fail now, with the install hint, rather than at the next factory
+    _default_name = name

@@ -1,0 +1,134 @@
+"""The default backend: numpy arrays are the storage, numpy ufuncs the kernels.
+
+numpy already implements strided storage, views and broadcasting, so each primitive here is
+one or two lines; the strided reference backend spells out what numpy does underneath.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from torchlight.backends.base import Index
+
+
+def _stable_sigmoid(x: np.ndarray) -> np.ndarray:
+    # 1/(1+e^-x) overflows e^-x for very negative x; use e^x/(1+e^x) there instead.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0).astype(x.dtype, copy=False)
+
+
+_MAP = {
+    "neg": np.negative,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "sigmoid": _stable_sigmoid,
+    "relu": _relu,
+    "tanh": np.tanh,
+    "sign": np.sign,
+    "reciprocal": np.reciprocal,
+    "square": np.square,
+    "copy": np.array,
+}
+
+_ZIP = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.true_divide,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
+
+_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
+
+
+class NumpyBackend:
+    """Storage is a ``numpy.ndarray``; every primitive is a numpy call."""
+
+    name = "numpy"
+
+    def from_numpy(self, array: np.ndarray) -> np.ndarray:
+        return np.asarray(array)
+
+    def to_numpy(self, a: np.ndarray) -> np.ndarray:
+        return a
+
+    def shape(self, a: np.ndarray) -> tuple[int, ...]:
+        return a.shape
+
+    def strides(self, a: np.ndarray) -> tuple[int, ...]:
+        return tuple(s // a.itemsize for s in a.strides)
+
+    def dtype(self, a: np.ndarray) -> np.dtype:
+        return a.dtype
+
+    def map(self, op: str, a: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):  # log(0) = -inf and friends, as in PyTorch
+            return np.asarray(_MAP[op](a))
+
+    def zip(self, op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return np.asarray(_ZIP[op](a, b))
+
+    def reduce(self, op: str, a: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
+        return np.asarray(_REDUCE[op](a, axis=dims, keepdims=keepdim))
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.asarray(np.matmul(a, b))
+
+    def view(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+        try:
+            out = a.view()
+            out.shape = shape  # raises instead of copying when the strides do not allow it
+        except AttributeError:
+            return None
+        return out
+
+    def permute(self, a: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+        return a.transpose(dims)
+
+    def expand(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        return np.broadcast_to(a, shape)
+
+    def contiguous(self, a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a)
+
+    def astype(self, a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        return a.astype(dtype)
+
+    def getitem(self, a: np.ndarray, index: Index) -> np.ndarray:
+        return np.asarray(a[index])
+
+    def index_add(self, shape: tuple[int, ...], index: Index, values: np.ndarray) -> np.ndarray:
+        out = np.zeros(shape, dtype=values.dtype)
+        np.add.at(out, index, values)
+        return out
+
+    def setitem(self, a: np.ndarray, index: Index, values: Any) -> None:
+        a[index] = values
+
+    def cat(self, parts: Sequence[np.ndarray], dim: int) -> np.ndarray:
+        return np.concatenate(parts, axis=dim)
+
+    def where(self, condition: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.where(condition, a, b)
+
+    def argreduce(self, op: str, a: np.ndarray, dim: int | None, keepdim: bool) -> np.ndarray:
+        fn = np.argmax if op == "max" else np.argmin
+        return np.asarray(fn(a, axis=dim, keepdims=keepdim)).astype(np.int64)

@@ -1,0 +1,466 @@
+r"""The built-in differentiable Functions.
+
+Each is the same small shape: ``forward`` computes with the backend primitives
+(``map``/``zip``/``reduce``/``matmul``/layout) and saves only what ``backward`` needs;
+``backward`` is one to three lines of tensor math returning one gradient per tensor input.
+The engine sums broadcast gradients back to each input's shape, so none of them does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from torchlight.autograd import Context, Function
+
+if TYPE_CHECKING:
+    from torchlight.backends import Backend
+    from torchlight.dtypes import DType
+    from torchlight.tensor import Tensor
+
+# --------------------------------------------------------------------------- elementwise, one input
+
+
+class Neg(Function):
+    r"""$f(x) = -x$, $f'(x) = -1$."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor) -> Tensor:
+        return a.map("neg")
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return -grad_output
+
+
+class Abs(Function):
+    r"""$f(x) = |x|$, $f'(x) = \mathrm{sign}(x)$ (0 at the kink, as in PyTorch)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor) -> Tensor:
+        ctx.save_for_backward(a)
+        return a.map("abs")
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (a,) = ctx.saved_tensors
+        return grad_output * a.map("sign")
+
+
+class Exp(Function):
+    r"""$f(x) = e^x$, $f'(x) = e^x$: save the output, not the input."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor) -> Tensor:
+        out = a.map("exp")
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (out,) = ctx.saved_tensors
+        return grad_output * out
+
+
+class Log(Function):
+    r"""$f(x) = \ln x$, $f'(x) = 1/x$ (log 0 is -inf, as in PyTorch)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor) -> Tensor:
+        ctx.save_for_backward(a)
+        return a.map("log")
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (a,) = ctx.saved_tensors
+        return grad_output / a
+
+
+class Sqrt(Function):
+    r"""$f(x) = \sqrt{x}$, $f'(x) = 1 / (2\sqrt{x})$."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor) -> Tensor:
+        out = a.map("sqrt")
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (out,) = ctx.saved_tensors
+        return grad_output / (2 * out)
+
+
+class Sigmoid(Function):
+    r"""$\sigma(x) = 1/(1+e^{-x})$, $\sigma'(x) = \sigma(x)(1-\sigma(x))$."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor) -> Tensor:
+        out = a.map("sigmoid")  # the backend computes it stably for large |x|
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (out,) = ctx.saved_tensors
+        return grad_output * out * (1 - out)
+
+
+class ReLU(Function):
+    r"""$f(x) = \max(x, 0)$, $f'(x) = [x > 0]$ (0 at the kink, as in PyTorch)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor) -> Tensor:
+        ctx.save_for_backward(a)
+        return a.map("relu")
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (a,) = ctx.saved_tensors
+        return grad_output * (a > 0)
+
+
+class Tanh(Function):
+    r"""$f(x) = \tanh x$, $f'(x) = 1 - \tanh^2 x$."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor) -> Tensor:
+        out = a.map("tanh")
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (out,) = ctx.saved_tensors
+        return grad_output * (1 - out * out)
+
+
+class Clamp(Function):
+    r"""$f(x) = \min(\max(x, lo), hi)$, $f'(x) = [lo \le x \le hi]$."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, lo: float | None, hi: float | None) -> Tensor:
+        ctx.save_for_backward(a)
+        ctx.lo, ctx.hi = lo, hi
+        out = a
+        if lo is not None:
+            out = out.zip("maximum", a._lift(lo))
+        if hi is not None:
+            out = out.zip("minimum", a._lift(hi))
+        return out if out is not a else a.map("copy")
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (a,) = ctx.saved_tensors
+        inside = grad_output
+        if ctx.lo is not None:
+            inside = inside * (a >= ctx.lo)
+        if ctx.hi is not None:
+            inside = inside * (a <= ctx.hi)
+        return inside
+
+
+class Copy(Function):
+    r"""$f(x) = x$ into fresh contiguous storage (``clone``, ``contiguous``); $f'(x) = 1$."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor) -> Tensor:
+        return a.map("copy")
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return grad_output
+
+
+# --------------------------------------------------------------------------- elementwise, two inputs
+
+
+class Add(Function):
+    r"""$f(a, b) = a + b$: both gradients are ``grad_output``."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        return a.zip("add", b)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        return grad_output, grad_output
+
+
+class Sub(Function):
+    r"""$f(a, b) = a - b$."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        return a.zip("sub", b)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        return grad_output, -grad_output
+
+
+class Mul(Function):
+    r"""$f(a, b) = a b$, $\partial f/\partial a = b$, $\partial f/\partial b = a$."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, b)
+        return a.zip("mul", b)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        a, b = ctx.saved_tensors
+        return grad_output * b, grad_output * a
+
+
+class Div(Function):
+    r"""$f(a, b) = a / b$, $\partial f/\partial a = 1/b$, $\partial f/\partial b = -a/b^2$."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, b)
+        return a.zip("div", b)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        a, b = ctx.saved_tensors
+        return grad_output / b, -grad_output * a / (b * b)
+
+
+class Pow(Function):
+    r"""$f(a, b) = a^b$, $\partial f/\partial a = b a^{b-1}$, $\partial f/\partial b = a^b \ln a$."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        out = a.zip("pow", b)
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor | None]:
+        a, b, out = ctx.saved_tensors
+        grad_a = grad_output * b * a ** (b - 1)
+        # Only when the exponent itself is learned: ln a is nan for a < 0.
+        grad_b = grad_output * out * a.log() if b.requires_grad else None
+        return grad_a, grad_b
+
+
+class Maximum(Function):
+    r"""$f(a, b) = \max(a, b)$: the gradient goes to the larger input, split evenly at ties."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, b)
+        return a.zip("maximum", b)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        a, b = ctx.saved_tensors
+        share_a = (a > b) + 0.5 * (a == b)
+        return grad_output * share_a, grad_output * (1 - share_a)
+
+
+class Minimum(Function):
+    r"""$f(a, b) = \min(a, b)$: the gradient goes to the smaller input, split evenly at ties."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, b)
+        return a.zip("minimum", b)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        a, b = ctx.saved_tensors
+        share_a = (a < b) + 0.5 * (a == b)
+        return grad_output * share_a, grad_output * (1 - share_a)
+
+
+class Where(Function):
+    r"""$f(c, a, b) = a$ where $c$ else $b$: the gradient flows to whichever was picked."""
+
+    @staticmethod
+    def forward(ctx: Context, condition: Tensor, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(condition)
+        return a._where(condition, b)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[None, Tensor, Tensor]:
+        (condition,) = ctx.saved_tensors
+        zero = grad_output._lift(0.0)
+        return None, grad_output._where(condition, zero), zero._where(condition, grad_output)
+
+
+class MatMul(Function):
+    r"""$C = AB$: $\partial L/\partial A = G B^T$, $\partial L/\partial B = A^T G$.
+
+    1-D operands are treated as a row (left) or a column (right) vector and the extra
+    dimension is dropped again; batch dimensions broadcast and the engine sums them back.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, b)
+        return a._matmul(b)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        a, b = ctx.saved_tensors
+        a2 = a.unsqueeze(0) if a.ndim == 1 else a
+        b2 = b.unsqueeze(1) if b.ndim == 1 else b
+        g = grad_output.unsqueeze(-2) if a.ndim == 1 else grad_output
+        g = g.unsqueeze(-1) if b.ndim == 1 else g
+        grad_a = g @ b2.transpose(-1, -2)
+        grad_b = a2.transpose(-1, -2) @ g
+        return (
+            grad_a.squeeze(-2) if a.ndim == 1 else grad_a,
+            grad_b.squeeze(-1) if b.ndim == 1 else grad_b,
+        )
+
+
+# --------------------------------------------------------------------------- reductions
+
+
+class Sum(Function):
+    r"""$f(x) = \sum_{i \in \text{dims}} x_i$: every summed element gets ``grad_output``."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool) -> Tensor:
+        ctx.shape, ctx.kept = a.shape, _kept_shape(a.shape, dims)
+        return a.reduce("sum", dims, keepdim)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return grad_output.reshape(ctx.kept).expand(ctx.shape)
+
+
+class Max(Function):
+    r"""$f(x) = \max_{i \in \text{dims}} x_i$: the gradient goes to the maximum, split at ties."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool, op: str = "max") -> Tensor:
+        out = a.reduce(op, dims, True)
+        ctx.save_for_backward(a, out)
+        ctx.dims, ctx.kept = dims, out.shape
+        return out if keepdim else out.reshape(_dropped_shape(a.shape, dims))
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        a, out = ctx.saved_tensors
+        winners = a == out
+        count = winners.sum(ctx.dims, keepdim=True)
+        return grad_output.reshape(ctx.kept) * winners / count
+
+
+# --------------------------------------------------------------------------- layout
+
+
+class View(Function):
+    r"""The same elements in a new shape; the gradient is reshaped back."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, shape: tuple[int, ...], copy_ok: bool) -> Tensor:
+        ctx.shape = a.shape
+        return a._view(shape, copy_ok)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return grad_output.reshape(ctx.shape)
+
+
+class Permute(Function):
+    r"""Reorder dimensions (a view); the gradient is permuted by the inverse order."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, dims: tuple[int, ...]) -> Tensor:
+        ctx.inverse = tuple(sorted(range(len(dims)), key=lambda d: dims[d]))
+        return a._permute(dims)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return grad_output.permute(*ctx.inverse)
+
+
+class Expand(Function):
+    r"""Repeat size-1 dimensions without copying (stride 0); the engine sums the gradient back."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, shape: tuple[int, ...]) -> Tensor:
+        return a._expand(shape)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return grad_output  # the engine reduces it to the input's shape
+
+
+class GetItem(Function):
+    r"""``a[index]``: the gradient is scattered back (repeated indices add up)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, index: tuple[Any, ...]) -> Tensor:
+        ctx.shape, ctx.index = a.shape, index
+        return a._getitem(index)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return grad_output._index_add(ctx.shape, ctx.index)
+
+
+class Cat(Function):
+    r"""Join tensors along ``dim``; each input gets its slice of the gradient."""
+
+    @staticmethod
+    def forward(ctx: Context, *parts_and_dim: Any) -> Tensor:
+        *parts, dim = parts_and_dim
+        ctx.dim, ctx.sizes = dim, [p.shape[dim] for p in parts]
+        return parts[0]._cat(parts, dim)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, ...]:
+        grads, start = [], 0
+        for size in ctx.sizes:
+            index = (slice(None),) * ctx.dim + (slice(start, start + size),)
+            grads.append(grad_output[index])
+            start += size
+        return tuple(grads)
+
+
+def _kept_shape(shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if d in dims else n for d, n in enumerate(shape))
+
+
+def _dropped_shape(shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(n for d, n in enumerate(shape) if d not in dims)
+
+
+class Min(Max):
+    r"""$f(x) = \min_{i \in \text{dims}} x_i$: the gradient goes to the minimum, split at ties."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool, op: str = "min") -> Tensor:
+        return Max.forward(ctx, a, dims, keepdim, op="min")
+
+
+class Cast(Function):
+    r"""Convert to another floating dtype; the gradient is converted back."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, dtype: DType) -> Tensor:
+        ctx.dtype = a.dtype
+        return a._new(a.backend.astype(a.data, dtype.numpy))
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return grad_output.to(ctx.dtype)
+
+
+class ToBackend(Function):
+    r"""Move the elements to another backend (e.g. host to GPU); the gradient moves back."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, backend: Backend) -> Tensor:
+        ctx.backend = a.backend
+        host = a.backend.to_numpy(a.data)
+        return type(a)(backend.from_numpy(host), backend)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return grad_output.to(ctx.backend.name)

@@ -1,0 +1,434 @@
+"""Tensor: backend storage + autograd history + gradient, with Python's operator sugar.
+
+A Tensor is a thin handle. Its elements live in ``data``, a storage object of its ``backend``
+(a numpy array by default); ``history`` says which :class:`~torchlight.autograd.Function` made it
+(``None`` for leaves); ``grad`` accumulates the gradient of leaves that ``requires_grad``.
+Every differentiable method below is a one-line call to a Function in ``functions.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from torchlight import dtypes
+from torchlight import functions as fn
+from torchlight.autograd import History, backpropagate
+from torchlight.backends import Backend
+from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape, sum_to_shape_dims
+from torchlight.tensor_ops import TensorOps
+
+Number = int | float | bool
+
+
+class _Version:
+    """How many in-place changes a storage has seen; shared by all views of that storage."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+_NON_LEAF_GRAD = (
+    "the .grad of a non-leaf tensor (made by {fn}) is not kept: only leaf tensors (created by "
+    "you, with requires_grad=True) accumulate gradients. Call .retain_grad() on it before "
+    "backward() to keep it, or make it a leaf with .detach().requires_grad_()."
+)
+
+
+class Tensor(TensorOps):
+    """An n-dimensional array that can record the operations applied to it.
+
+    Create tensors with the factories (``tl.tensor``, ``tl.zeros``, ``tl.randn``...).
+
+    Example:
+        >>> import torchlight as tl
+        >>> x = tl.tensor([2.0, 3.0], requires_grad=True)
+        >>> y = (x ** 2).sum(); y.backward(); x.grad
+        tensor([4., 6.])
+    """
+
+    __slots__ = ("__weakref__", "_grad", "_retains_grad", "_version", "backend", "data", "history", "name", "requires_grad")
+    __array_priority__ = 1000  # numpy scalars defer to Tensor's operators
+
+    def __init__(
+        self,
+        data: Any,
+        backend: Backend,
+        requires_grad: bool = False,
+        history: History | None = None,
+        version: _Version | None = None,
+    ) -> None:
+        self.data = data
+        self.backend = backend
+        self.history = history
+        self.requires_grad = requires_grad
+        self.name: str | None = None
+        self._grad: Tensor | None = None
+        self._retains_grad = False
+        self._version = version if version is not None else _Version()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.backend.shape(self.data)
+
+    def size(self, dim: int | None = None) -> Any:
+        """The shape, or the size of one dimension (PyTorch's spelling)."""
+        return self.shape if dim is None else self.shape[normalize_dim(dim, self.ndim)]
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return dtypes.from_any(self.backend.dtype(self.data))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def device(self) -> str:
+        """The name of the backend holding the elements (``"numpy"``, ``"cuda"``...)."""
+        return self.backend.name
+
+    def stride(self, dim: int | None = None) -> Any:
+        """Steps, in elements, between neighbours along each dimension."""
+        strides = self.backend.strides(self.data)
+        return strides if dim is None else strides[normalize_dim(dim, self.ndim)]
+
+    def is_contiguous(self) -> bool:
+        """Whether the elements are laid out row-major with no gaps (see ``shape.py``)."""
+        expected = strides_from_shape(self.shape)
+        return all(s == e for s, e, n in zip(self.stride(), expected, self.shape, strict=True) if n > 1)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.history is None
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient of a leaf (``None`` until a backward reaches it)."""
+        if self.history is not None and not self._retains_grad:
+            raise AttributeError(_NON_LEAF_GRAD.format(fn=self.history.last_fn.__name__))
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None and tuple(value.shape) != self.shape:
+            raise ValueError(f"grad must have the tensor's shape {self.shape}, got {tuple(value.shape)}")
+        self._grad = value
+
+    @property
+    def grad_fn(self) -> Any:
+        """The Function that made this tensor (``None`` for a leaf), as in PyTorch."""
+        return None if self.history is None else self.history.last_fn
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - PyTorch's name
+        """The dimensions reversed (the transpose of a matrix)."""
+        return self.permute(*reversed(range(self.ndim)))
+
+    # ------------------------------------------------------------------ autograd
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Start (or stop) recording operations on this leaf; returns ``self``."""
+        if self.history is not None:
+            raise RuntimeError("requires_grad can only be changed on leaf tensors; use .detach() first")
+        if requires_grad and not self.dtype.is_floating_point:
+            raise TypeError(
+                f"only floating point tensors can require gradients, got {self.dtype}; "
+                "create it with dtype=tl.float64 (or tl.float32)"
+            )
+        self.requires_grad = requires_grad
+        return self
+
+    def retain_grad(self) -> Tensor:
+        """Keep ``.grad`` on this non-leaf tensor during the next backward."""
+        self._retains_grad = True
+        return self
+
+    def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
+        r"""Compute $\partial\,\mathrm{self} / \partial\,\mathrm{leaf}$ into every leaf's ``.grad``.
+
+        Args:
+            gradient: $\partial L / \partial\,\mathrm{self}$; ones of ``self.shape`` when omitted.
+            retain_graph: keep the saved values so backward can run through the graph again.
+        """
+        if not self.requires_grad:
+            raise RuntimeError(
+                "backward() called on a tensor that does not require grad and has no history: "
+                "create the inputs with requires_grad=True (outside tl.no_grad())"
+            )
+        if gradient is None:
+            deriv = self._new(self.backend.from_numpy(np.ones(self.shape, dtype=self.dtype.numpy)))
+        else:
+            deriv = self._lift(gradient)
+            if deriv.shape != self.shape:
+                raise ValueError(
+                    f"backward(gradient): the gradient has shape {deriv.shape} but the tensor "
+                    f"has shape {self.shape}; they must match"
+                )
+        backpropagate(self, deriv, retain_graph=retain_graph)
+
+    def _accumulate_grad(self, grad: Tensor) -> None:
+        if self._grad is None:
+            # A fresh copy: the incoming gradient may be a read-only broadcast view, or the
+            # very tensor another leaf receives (Add passes grad_output to both inputs).
+            self._grad = grad.map("copy")
+        else:
+            self._grad = self._grad + grad
+
+    def _gradient_for(self, grad: Any, fn_name: str, index: int) -> Tensor:
+        """Check (and fix up) the gradient a Function's backward returned for this input."""
+        if not isinstance(grad, Tensor):
+            grad = self._lift(grad)
+        if grad.backend is not self.backend:
+            raise RuntimeError(
+                f"{fn_name}.backward returned input {index}'s gradient on backend "
+                f"{grad.backend.name!r}, but the input is on {self.backend.name!r}"
+            )
+        if grad.shape != self.shape:
+            if grad.ndim >= self.ndim and _broadcasts_to(self.shape, grad.shape):
+                # Broadcasting copied the input along these dims: sum the copies' gradients.
+                dims, _ = sum_to_shape_dims(grad.shape, self.shape)
+                grad = grad.reduce("sum", dims, keepdim=True).reshape(self.shape)
+            else:
+                raise RuntimeError(
+                    f"{fn_name}.backward returned a gradient of shape {grad.shape} for input "
+                    f"{index}, which has shape {self.shape}: the gradient must have the input's "
+                    "shape (or a shape the input broadcasts to)"
+                )
+        if grad.dtype is not self.dtype:
+            grad = grad.to(self.dtype)
+        return grad
+
+    def detach(self) -> Tensor:
+        """A new tensor on the same storage, cut out of the graph (no history, no grad)."""
+        return Tensor(self.data, self.backend, version=self._version)
+
+    def clone(self) -> Tensor:
+        """A copy into fresh storage that stays in the graph (gradients flow back through it)."""
+        return fn.Copy.apply(self)
+
+    def contiguous(self) -> Tensor:
+        """``self`` if already contiguous, else a contiguous copy (in the graph)."""
+        return self if self.is_contiguous() else fn.Copy.apply(self)
+
+    def zero_grad_(self) -> Tensor:
+        """Set ``.grad`` to zeros in place (as ``optimizer.zero_grad()`` does); returns ``self``."""
+        if self._grad is not None:
+            self._grad.zero_()
+        return self
+
+    # ------------------------------------------------------------------ primitives (no autograd)
+    def _new(self, data: Any) -> Tensor:
+        return Tensor(data, self.backend)
+
+    def _attach_history(self, history: History) -> Tensor:
+        """The result of a recorded Function: shares storage with ``self``, carries ``history``."""
+        return Tensor(self.data, self.backend, True, history, self._version)
+
+    def _lift(self, value: Any) -> Tensor:
+        """A Python number/list/array as a tensor on this backend (numbers keep self's dtype)."""
+        if isinstance(value, Tensor):
+            return value
+        if isinstance(value, (int, float, bool)) and not isinstance(value, np.ndarray):
+            dtype = self.dtype.numpy if self.dtype.is_floating_point or isinstance(value, bool) else None
+            return self._new(self.backend.from_numpy(np.asarray(value, dtype=dtype)))
+        return self._new(self.backend.from_numpy(np.asarray(value)))
+
+    def _check_backend(self, other: Tensor, what: str) -> None:
+        if other.backend is not self.backend:
+            raise RuntimeError(
+                f"{what}: expected both tensors on the same backend, got {self.backend.name!r} "
+                f"and {other.backend.name!r}; move one with .to({self.backend.name!r})"
+            )
+
+    def map(self, op: str) -> Tensor:
+        """Backend primitive: apply the named one-argument op to every element (no autograd)."""
+        return self._new(self.backend.map(op, self.data))
+
+    def zip(self, op: str, other: Tensor) -> Tensor:
+        """Backend primitive: the named two-argument op, elementwise with broadcasting."""
+        self._check_backend(other, op)
+        if self.shape != other.shape:
+            broadcast_shape(self.shape, other.shape)  # raises, naming both shapes
+        a, b = self.data, other.data
+        da, db = self.backend.dtype(a), self.backend.dtype(b)
+        if da != db:
+            common = _promote(da, db)
+            a = a if da == common else self.backend.astype(a, common)
+            b = b if db == common else self.backend.astype(b, common)
+        return self._new(self.backend.zip(op, a, b))
+
+    def reduce(self, op: str, dims: tuple[int, ...], keepdim: bool = False) -> Tensor:
+        """Backend primitive: fold elements along ``dims`` with ``sum``, ``max`` or ``min``."""
+        return self._new(self.backend.reduce(op, self.data, dims, keepdim))
+
+    def _matmul(self, other: Tensor) -> Tensor:
+        self._check_backend(other, "matmul")
+        _check_matmul(self.shape, other.shape)
+        return self._new(self.backend.matmul(self.data, other.data))
+
+    def _view(self, shape: tuple[int, ...], copy_ok: bool) -> Tensor:
+        out = self.backend.view(self.data, shape)
+        if out is not None:
+            return Tensor(out, self.backend, version=self._version)
+        if not copy_ok:
+            raise RuntimeError(
+                f"view{shape}: the strides {self.stride()} of this {self.shape} tensor do not "
+                "allow a view; use .reshape(...) (which copies) or .contiguous().view(...)"
+            )
+        return self._new(self.backend.view(self.backend.contiguous(self.data), shape))
+
+    def _permute(self, dims: tuple[int, ...]) -> Tensor:
+        return Tensor(self.backend.permute(self.data, dims), self.backend, version=self._version)
+
+    def _expand(self, shape: tuple[int, ...]) -> Tensor:
+        return Tensor(self.backend.expand(self.data, shape), self.backend, version=self._version)
+
+    def _getitem(self, index: tuple[Any, ...]) -> Tensor:
+        basic = all(isinstance(i, (int, slice, type(None), type(Ellipsis))) for i in index)
+        data = self.backend.getitem(self.data, index)
+        # basic indexing is a view of the same storage, as in PyTorch
+        return Tensor(data, self.backend, version=self._version if basic else None)
+
+    def _index_add(self, shape: tuple[int, ...], index: tuple[Any, ...]) -> Tensor:
+        return self._new(self.backend.index_add(shape, index, self.data))
+
+    def _cat(self, parts: Sequence[Tensor], dim: int) -> Tensor:
+        for p in parts:
+            self._check_backend(p, "cat")
+        return self._new(self.backend.cat([p.data for p in parts], dim))
+
+    def _where(self, condition: Tensor, other: Tensor) -> Tensor:
+        self._check_backend(other, "where")
+        return self._new(self.backend.where(condition.data, self.data, other.data))
+
+    # ------------------------------------------------------------------ conversion
+    def to(self, target: Any) -> Tensor:
+        """A copy with another dtype (``tl.float32``) or on another backend (``"numba"``)."""
+        from torchlight.backends import get_backend
+
+        if isinstance(target, str) and target not in dtypes._ALL:
+            backend = get_backend(target)
+            if backend is self.backend:
+                return self
+            return fn.ToBackend.apply(self, backend)
+        dtype = dtypes.from_any(target)
+        if dtype is self.dtype:
+            return self
+        return fn.Cast.apply(self, dtype)
+
+    def float(self) -> Tensor:
+        return self.to(dtypes.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dtypes.float64)
+
+    def long(self) -> Tensor:
+        return self.to(dtypes.int64)
+
+    def numpy(self) -> np.ndarray:
+        """The elements as a numpy array (shares memory on the numpy backend, as in PyTorch)."""
+        if self.requires_grad:
+            raise RuntimeError("can't call numpy() on a tensor that requires grad; use .detach().numpy()")
+        return self.backend.to_numpy(self.data)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = np.asarray(self.backend.to_numpy(self.data))
+        return array.astype(dtype) if dtype is not None else array
+
+    def item(self) -> Any:
+        """The single element as a Python number."""
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+        return np.asarray(self.backend.to_numpy(self.data)).reshape(()).item()
+
+    def tolist(self) -> Any:
+        return np.asarray(self.backend.to_numpy(self.data)).tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(
+                f"the truth value of a tensor with {self.numel()} elements is ambiguous; "
+                "use .any() or .all()"
+            )
+        return bool(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of one element can be converted to an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        from torchlight.printing import tensor_repr
+
+        return tensor_repr(self)
+
+    def _repr_html_(self) -> str:
+        from torchlight.printing import tensor_html
+
+        return tensor_html(self)
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    try:
+        return broadcast_shape(shape, target) == tuple(target)
+    except ValueError:
+        return False
+
+
+def _promote(a: np.dtype, b: np.dtype) -> np.dtype:
+    """PyTorch's promotion: a float operand decides the type (int64 * float32 is float32)."""
+    if a.kind == "f" and b.kind != "f":
+        return a
+    if b.kind == "f" and a.kind != "f":
+        return b
+    return np.result_type(a, b)
+
+
+def _check_matmul(a: tuple[int, ...], b: tuple[int, ...]) -> None:
+    if len(a) == 0 or len(b) == 0:
+        raise RuntimeError(f"matmul needs tensors of at least 1 dimension, got shapes {a} and {b}")
+    inner_a = a[-1]
+    inner_b = b[0] if len(b) == 1 else b[-2]
+    if inner_a != inner_b:
+        raise ValueError(
+            f"matmul: shapes {a} and {b} are not aligned: the first's last dimension ({inner_a}) "
+            f"must equal the second's {'only' if len(b) == 1 else 'second-to-last'} dimension ({inner_b})"
+        )
+    if len(a) > 2 and len(b) > 2:
+        try:
+            broadcast_shape(a[:-2], b[:-2])
+        except ValueError:
+            raise ValueError(
+                f"matmul: the batch dimensions of shapes {a} and {b} ({a[:-2]} and {b[:-2]}) "
+                "cannot be broadcast together"
+            ) from None
+

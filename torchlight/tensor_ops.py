@@ -1,0 +1,366 @@
+"""The math of Tensor: operators, elementwise functions, reductions, layout and in-place ops.
+
+Each differentiable method is a one-line call to a Function in ``functions.py``; a few
+(``mean``, ``var``, ``squeeze``...) are compositions of those, so their gradients come for free.
+``Tensor`` inherits these methods; this file exists so that ``tensor.py`` stays readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from torchlight import functions as fn
+from torchlight.autograd import _GradMode
+from torchlight.shape import normalize_dim
+
+if TYPE_CHECKING:
+    from torchlight.tensor import Tensor
+
+Dim = int | Sequence[int] | None
+
+
+def _dims(self: Tensor, dim: Dim) -> tuple[int, ...]:
+    if dim is None:
+        return tuple(range(self.ndim))
+    if isinstance(dim, int):
+        return (normalize_dim(dim, self.ndim),)
+    return tuple(sorted({normalize_dim(d, self.ndim) for d in dim}))
+
+
+def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+class TensorOps:
+    """Mixin with every user-facing operation of :class:`~torchlight.tensor.Tensor`."""
+
+    __slots__ = ()
+
+    # ---------------------------------------------------------------- arithmetic operators
+    def __add__(self: Tensor, other: Any) -> Tensor:
+        return fn.Add.apply(self, self._lift(other))
+
+    def __radd__(self: Tensor, other: Any) -> Tensor:
+        return fn.Add.apply(self._lift(other), self)
+
+    def __sub__(self: Tensor, other: Any) -> Tensor:
+        return fn.Sub.apply(self, self._lift(other))
+
+    def __rsub__(self: Tensor, other: Any) -> Tensor:
+        return fn.Sub.apply(self._lift(other), self)
+
+    def __mul__(self: Tensor, other: Any) -> Tensor:
+        return fn.Mul.apply(self, self._lift(other))
+
+    def __rmul__(self: Tensor, other: Any) -> Tensor:
+        return fn.Mul.apply(self._lift(other), self)
+
+    def __truediv__(self: Tensor, other: Any) -> Tensor:
+        return fn.Div.apply(self, self._lift(other))
+
+    def __rtruediv__(self: Tensor, other: Any) -> Tensor:
+        return fn.Div.apply(self._lift(other), self)
+
+    def __pow__(self: Tensor, other: Any) -> Tensor:
+        return fn.Pow.apply(self, self._lift(other))
+
+    def __rpow__(self: Tensor, other: Any) -> Tensor:
+        return fn.Pow.apply(self._lift(other), self)
+
+    def __matmul__(self: Tensor, other: Any) -> Tensor:
+        return fn.MatMul.apply(self, self._lift(other))
+
+    def __rmatmul__(self: Tensor, other: Any) -> Tensor:
+        return fn.MatMul.apply(self._lift(other), self)
+
+    def __neg__(self: Tensor) -> Tensor:
+        return fn.Neg.apply(self)
+
+    def __pos__(self: Tensor) -> Tensor:
+        return self
+
+    def __abs__(self: Tensor) -> Tensor:
+        return fn.Abs.apply(self)
+
+    add = __add__
+    sub = __sub__
+    mul = __mul__
+    div = __truediv__
+    pow = __pow__
+    matmul = __matmul__
+    neg = __neg__
+    abs = __abs__
+
+    # ---------------------------------------------------------------- comparisons (no gradient)
+    def __eq__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
+        return self.zip("eq", self._lift(other))
+
+    def __ne__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
+        return self.zip("ne", self._lift(other))
+
+    def __lt__(self: Tensor, other: Any) -> Tensor:
+        return self.zip("lt", self._lift(other))
+
+    def __le__(self: Tensor, other: Any) -> Tensor:
+        return self.zip("le", self._lift(other))
+
+    def __gt__(self: Tensor, other: Any) -> Tensor:
+        return self.zip("gt", self._lift(other))
+
+    def __ge__(self: Tensor, other: Any) -> Tensor:
+        return self.zip("ge", self._lift(other))
+
+    def __invert__(self: Tensor) -> Tensor:
+        return self.zip("eq", self._lift(False))
+
+    def __and__(self: Tensor, other: Any) -> Tensor:
+        return self.zip("minimum", self._lift(other))  # for bools, min is "and"
+
+    def __or__(self: Tensor, other: Any) -> Tensor:
+        return self.zip("maximum", self._lift(other))  # for bools, max is "or"
+
+    eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
+
+    def argmax(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        """Index of the largest element (along ``dim``), an int64 tensor without gradient."""
+        d = None if dim is None else normalize_dim(dim, self.ndim)
+        return self._new(self.backend.argreduce("max", self.data, d, keepdim))
+
+    def argmin(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        d = None if dim is None else normalize_dim(dim, self.ndim)
+        return self._new(self.backend.argreduce("min", self.data, d, keepdim))
+
+    def any(self: Tensor) -> Tensor:
+        return (self != 0).reduce("max", tuple(range(self.ndim)))
+
+    def all(self: Tensor) -> Tensor:
+        return (self != 0).reduce("min", tuple(range(self.ndim)))
+
+    # ---------------------------------------------------------------- elementwise functions
+    def exp(self: Tensor) -> Tensor:
+        return fn.Exp.apply(self)
+
+    def log(self: Tensor) -> Tensor:
+        return fn.Log.apply(self)
+
+    def sqrt(self: Tensor) -> Tensor:
+        return fn.Sqrt.apply(self)
+
+    def sigmoid(self: Tensor) -> Tensor:
+        return fn.Sigmoid.apply(self)
+
+    def relu(self: Tensor) -> Tensor:
+        return fn.ReLU.apply(self)
+
+    def tanh(self: Tensor) -> Tensor:
+        return fn.Tanh.apply(self)
+
+    def sign(self: Tensor) -> Tensor:
+        """-1, 0 or 1 for each element (no gradient: its derivative is 0 almost everywhere)."""
+        return self.map("sign")
+
+    def clamp(self: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
+        """Limit every element to ``[min, max]``; the gradient is 1 inside, 0 outside."""
+        if min is None and max is None:
+            raise ValueError("clamp needs at least one of min= or max=")
+        return fn.Clamp.apply(self, min, max)
+
+    clip = clamp
+
+    def maximum(self: Tensor, other: Any) -> Tensor:
+        return fn.Maximum.apply(self, self._lift(other))
+
+    def minimum(self: Tensor, other: Any) -> Tensor:
+        return fn.Minimum.apply(self, self._lift(other))
+
+    # ---------------------------------------------------------------- reductions
+    def sum(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        r"""$\sum_i x_i$ over ``dim`` (all dimensions when None)."""
+        return fn.Sum.apply(self, _dims(self, dim), keepdim)
+
+    def mean(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        r"""$\frac{1}{n}\sum_i x_i$ over ``dim``."""
+        dims = _dims(self, dim)
+        count = int(np.prod([self.shape[d] for d in dims], dtype=np.int64))
+        return self.sum(dims, keepdim) / count
+
+    def var(self: Tensor, dim: Dim = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        r"""$\frac{1}{n - c}\sum_i (x_i - \bar x)^2$ (``correction`` $c$ = 1: unbiased, as in PyTorch)."""
+        dims = _dims(self, dim)
+        count = int(np.prod([self.shape[d] for d in dims], dtype=np.int64))
+        centered = self - self.mean(dims, keepdim=True)
+        return (centered * centered).sum(dims, keepdim) / max(count - correction, 0)
+
+    def std(self: Tensor, dim: Dim = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        return self.var(dim, keepdim, correction).sqrt()
+
+    def max(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        """The largest element over ``dim``; the gradient goes to it (split evenly at ties)."""
+        return fn.Max.apply(self, _dims(self, dim), keepdim)
+
+    def min(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        return fn.Min.apply(self, _dims(self, dim), keepdim)
+
+    def mse_loss(self: Tensor, target: Any) -> Tensor:
+        r"""Mean squared error $\frac{1}{n}\sum_i (x_i - t_i)^2$ against ``target``."""
+        target = self._lift(target)
+        if target.shape != self.shape:
+            raise ValueError(
+                f"mse_loss: the input has shape {self.shape} but the target has shape "
+                f"{target.shape}; they must match"
+            )
+        diff = self - target
+        return (diff * diff).mean()
+
+    # ---------------------------------------------------------------- layout
+    def view(self: Tensor, *shape: Any) -> Tensor:
+        """The same storage seen with a new shape (one size may be -1); never copies."""
+        return fn.View.apply(self, _infer_shape(self, _shape_arg(shape)), False)
+
+    def reshape(self: Tensor, *shape: Any) -> Tensor:
+        """Like :meth:`view`, but copies when the strides do not allow a view."""
+        new = _infer_shape(self, _shape_arg(shape))
+        return self if new == self.shape else fn.View.apply(self, new, True)
+
+    def permute(self: Tensor, *dims: Any) -> Tensor:
+        """Reorder dimensions without copying: ``x.permute(1, 0)`` is a transpose."""
+        order = tuple(normalize_dim(d, self.ndim) for d in _shape_arg(dims))
+        if sorted(order) != list(range(self.ndim)):
+            raise ValueError(f"permute needs each of the {self.ndim} dims once, got {_shape_arg(dims)}")
+        return fn.Permute.apply(self, order)
+
+    def transpose(self: Tensor, dim0: int, dim1: int) -> Tensor:
+        order = list(range(self.ndim))
+        d0, d1 = normalize_dim(dim0, self.ndim), normalize_dim(dim1, self.ndim)
+        order[d0], order[d1] = order[d1], order[d0]
+        return self.permute(*order)
+
+    def expand(self: Tensor, *shape: Any) -> Tensor:
+        """Repeat size-1 dimensions to ``shape`` without copying (-1 keeps a size)."""
+        target = _shape_arg(shape)
+        lead = len(target) - self.ndim
+        if lead < 0:
+            raise ValueError(f"expand: cannot expand shape {self.shape} to fewer dims {target}")
+        full = tuple(
+            self.shape[d - lead] if size == -1 else size for d, size in enumerate(target)
+        )
+        for d, size in enumerate(self.shape):
+            if size != 1 and size != full[lead + d]:
+                raise ValueError(
+                    f"expand: shape {self.shape} cannot be expanded to {target}: dimension "
+                    f"{d} has size {size} (only size-1 dimensions can be expanded)"
+                )
+        return self if full == self.shape else fn.Expand.apply(self, full)
+
+    def squeeze(self: Tensor, dim: Dim = None) -> Tensor:
+        dims = _dims(self, dim)
+        return self.reshape(tuple(n for d, n in enumerate(self.shape) if not (d in dims and n == 1)))
+
+    def unsqueeze(self: Tensor, dim: int) -> Tensor:
+        d = normalize_dim(dim, self.ndim + 1)
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = normalize_dim(start_dim, self.ndim), normalize_dim(end_dim, self.ndim)
+        return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1 :])
+
+    def __getitem__(self: Tensor, index: Any) -> Tensor:
+        return fn.GetItem.apply(self, _normalize_index(index))
+
+    # ---------------------------------------------------------------- in place (recorded nowhere)
+    def _before_inplace(self: Tensor, what: str) -> None:
+        if _GradMode.enabled and self.requires_grad:
+            where = "a leaf tensor that requires grad" if self.history is None else "a tensor in the graph"
+            raise RuntimeError(
+                f"{what}: in-place operation on {where}. Autograd would lose track of the old "
+                "values; wrap the update in `with tl.no_grad():` (as optimizers do), or use an "
+                "out-of-place op (x = x + 1)."
+            )
+
+    def _write(self: Tensor, index: Any, values: Any, what: str) -> Tensor:
+        self._before_inplace(what)
+        if hasattr(values, "backend"):
+            self._check_backend(values, what)
+            values = values.data
+        try:
+            self.backend.setitem(self.data, index, values)
+        except ValueError as error:
+            if "read-only" in str(error):
+                raise RuntimeError(
+                    f"{what}: this tensor is an expanded view (several elements share one memory "
+                    "location); call .clone() before writing to it"
+                ) from None
+            raise
+        self._version.value += 1
+        return self
+
+    def __setitem__(self: Tensor, index: Any, value: Any) -> None:
+        self._write(_normalize_index(index), self._lift(value).to(self.dtype), "__setitem__")
+
+    def copy_(self: Tensor, src: Any) -> Tensor:
+        """Overwrite every element with ``src`` (broadcast to this shape)."""
+        return self._write((...,), self._lift(src).to(self.dtype), "copy_")
+
+    def fill_(self: Tensor, value: float) -> Tensor:
+        return self._write((...,), value, "fill_")
+
+    def zero_(self: Tensor) -> Tensor:
+        return self._write((...,), 0, "zero_")
+
+    def add_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
+        other = self._lift(other)
+        return self._write((...,), (self.detach() + other.detach() * alpha).to(self.dtype), "add_")
+
+    def sub_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
+        return self.add_(other, alpha=-alpha)
+
+    def mul_(self: Tensor, other: Any) -> Tensor:
+        other = self._lift(other)
+        return self._write((...,), (self.detach() * other.detach()).to(self.dtype), "mul_")
+
+    def div_(self: Tensor, other: Any) -> Tensor:
+        other = self._lift(other)
+        return self._write((...,), (self.detach() / other.detach()).to(self.dtype), "div_")
+
+
+def _infer_shape(self: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
+    numel = self.numel()
+    if shape.count(-1) > 1:
+        raise ValueError(f"only one dimension can be -1, got {shape}")
+    if -1 in shape:
+        rest = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        if rest == 0 or numel % rest:
+            raise ValueError(f"shape {shape} is invalid for a tensor of {numel} elements {self.shape}")
+        shape = tuple(numel // rest if s == -1 else s for s in shape)
+    if int(np.prod(shape, dtype=np.int64)) != numel:
+        raise ValueError(
+            f"shape {shape} is invalid for a tensor of {numel} elements (shape {self.shape})"
+        )
+    return shape
+
+
+def _normalize_index(index: Any) -> tuple[Any, ...]:
+    """Turn any index into a tuple numpy understands: tensors and lists become arrays."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    out: list[Any] = []
+    for item in index:
+        if hasattr(item, "backend"):  # a Tensor of indices or a mask
+            if item.dtype.is_floating_point:
+                raise IndexError(
+                    f"tensors used as indices must be integer or bool, got {item.dtype}"
+                )
+            item = item.backend.to_numpy(item.data)
+        elif isinstance(item, list):
+            item = np.asarray(item)
+        elif isinstance(item, np.ndarray) and item.dtype.kind == "f":
+            raise IndexError("arrays used as indices must be integer or bool, got floats")
+        out.append(item)
+    return tuple(out)
