@@ -223,21 +223,24 @@ class Function:
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run ``forward`` and, if any tensor input requires grad, record a History node."""
-        inputs = tuple(a for a in args if hasattr(a, "_attach_history"))
         ctx = Context(cls.__name__)
-        previous = _GradMode.enabled
+        if not _GradMode.enabled:  # fast path: inside no_grad, or inside another backward
+            return _checked(cls, cls.forward(ctx, *args, **kwargs))
         _GradMode.enabled = False
         try:
-            result = cls.forward(ctx, *args, **kwargs)
+            result = _checked(cls, cls.forward(ctx, *args, **kwargs))
         finally:
-            _GradMode.enabled = previous
-        if not hasattr(result, "_attach_history"):
-            raise TypeError(
-                f"{cls.__name__}.forward must return a Tensor, got {type(result).__name__}"
-            )
-        if previous and any(t.requires_grad for t in inputs):
+            _GradMode.enabled = True
+        inputs = tuple(a for a in args if hasattr(a, "_attach_history"))
+        if any(t.requires_grad for t in inputs):
             return result._attach_history(History(cls, ctx, inputs))
         return result
+
+
+def _checked(cls: type[Function], result: Any) -> Any:
+    if not hasattr(result, "_attach_history"):
+        raise TypeError(f"{cls.__name__}.forward must return a Tensor, got {type(result).__name__}")
+    return result
 
 
 # --------------------------------------------------------------------------- the engine

@@ -39,6 +39,7 @@ int32 = DType("int32")
 bool_ = DType("bool")
 
 _ALL = {d.name: d for d in (float64, float32, int64, int32, bool_)}
+_BY_NUMPY = {d.numpy: d for d in _ALL.values()}
 _default_dtype = float64
 
 
@@ -50,6 +51,9 @@ def from_any(dtype: Any) -> DType:
     """
     if isinstance(dtype, DType):
         return dtype
+    found = _BY_NUMPY.get(dtype) if isinstance(dtype, np.dtype) else None
+    if found is not None:
+        return found
     if dtype is float:
         return _default_dtype
     if dtype is int:

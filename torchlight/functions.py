@@ -306,8 +306,8 @@ class MatMul(Function):
         a, b = ctx.saved_tensors
         a2 = a.unsqueeze(0) if a.ndim == 1 else a
         b2 = b.unsqueeze(1) if b.ndim == 1 else b
-        g = grad_output.unsqueeze(-2) if a.ndim == 1 else grad_output
-        g = g.unsqueeze(-1) if b.ndim == 1 else g
+        g = grad_output.unsqueeze(-1) if b.ndim == 1 else grad_output
+        g = g.unsqueeze(-2) if a.ndim == 1 else g
         grad_a = g @ b2.transpose(-1, -2)
         grad_b = a2.transpose(-1, -2) @ g
         return (

@@ -257,16 +257,19 @@ class Tensor(TensorOps):
 
     def zip(self, op: str, other: Tensor) -> Tensor:
         """Backend primitive: the named two-argument op, elementwise with broadcasting."""
-        self._check_backend(other, op)
-        if self.shape != other.shape:
-            broadcast_shape(self.shape, other.shape)  # raises, naming both shapes
+        if other.backend is not self.backend:
+            self._check_backend(other, op)
         a, b = self.data, other.data
         da, db = self.backend.dtype(a), self.backend.dtype(b)
         if da != db:
             common = _promote(da, db)
             a = a if da == common else self.backend.astype(a, common)
             b = b if db == common else self.backend.astype(b, common)
-        return self._new(self.backend.zip(op, a, b))
+        try:
+            return Tensor(self.backend.zip(op, a, b), self.backend)
+        except ValueError:
+            broadcast_shape(self.shape, other.shape)  # raises the clearer error, naming both shapes
+            raise
 
     def reduce(self, op: str, dims: tuple[int, ...], keepdim: bool = False) -> Tensor:
         """Backend primitive: fold elements along ``dims`` with ``sum``, ``max`` or ``min``."""

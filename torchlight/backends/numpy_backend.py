@@ -55,6 +55,9 @@ _ZIP = {
     "ge": np.greater_equal,
 }
 
+# Ops whose domain errors numpy reports as warnings; PyTorch returns inf/nan silently.
+_MAY_WARN = frozenset({"log", "sqrt", "reciprocal", "div", "pow", "exp"})
+
 _REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 
 
@@ -79,12 +82,16 @@ class NumpyBackend:
         return a.dtype
 
     def map(self, op: str, a: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):  # log(0) = -inf and friends, as in PyTorch
-            return np.asarray(_MAP[op](a))
+        if op in _MAY_WARN:
+            with np.errstate(all="ignore"):  # log(0) = -inf and friends, silently, as in PyTorch
+                return np.asarray(_MAP[op](a))
+        return np.asarray(_MAP[op](a))
 
     def zip(self, op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return np.asarray(_ZIP[op](a, b))
+        if op in _MAY_WARN:
+            with np.errstate(all="ignore"):
+                return np.asarray(_ZIP[op](a, b))
+        return np.asarray(_ZIP[op](a, b))
 
     def reduce(self, op: str, a: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
         return np.asarray(_REDUCE[op](a, axis=dims, keepdims=keepdim))

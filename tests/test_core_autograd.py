@@ -1,0 +1,355 @@
+"""The autograd engine: the docs page's examples with their true values, custom Functions,
+every safety net with its message, and memory release."""
+
+from __future__ import annotations
+
+import gc
+import re
+import tracemalloc
+import weakref
+
+import numpy as np
+import pytest
+
+import torchlight as tl
+from torchlight.autograd import (
+    Context,
+    Function,
+    GradcheckError,
+    History,
+    backpropagate,
+    central_difference,
+    gradcheck,
+    topological_sort,
+)
+from torchlight.functions import Add, Mul
+
+
+def values(t):
+    return np.asarray(t.detach().numpy()).tolist()
+
+
+# ---------------------------------------------------------------- the docs page (with errata)
+def test_how_gradients_work():
+    x = tl.tensor([2.0, 3.0], requires_grad=True)
+    y = (x**2).sum()
+    y.backward()
+    assert values(x.grad) == [4.0, 6.0]
+    assert repr(x.grad) == "tensor([4., 6.])"
+    assert repr(x) == "tensor([2., 3.], requires_grad=True)"
+
+
+def test_the_computation_graph():
+    a = tl.tensor([1.0, 2.0], requires_grad=True)
+    b = a + a
+    assert b.history.last_fn is Add
+    assert b.history.inputs == (a, a)
+    assert b.history.parents[0] is a and b.history.parents[1] is a
+    assert repr(b.history) == (
+        "History(last_fn=Add, parents=(tensor([1., 2.], requires_grad=True), "
+        "tensor([1., 2.], requires_grad=True)))"
+    )
+    c = b * a
+    assert c.history.last_fn is Mul and c.history.inputs[0] is b and c.history.inputs[1] is a
+    c.backward()
+    # erratum 2: d(b*a)/da = b + a * db/da = 2a + 2a = 4a
+    assert values(a.grad) == [4.0, 8.0]
+
+
+def test_leaf_vs_intermediate():
+    a = tl.tensor([1.0, 2.0], requires_grad=True)
+    b = a * 2
+    b.backward()
+    assert values(a.grad) == [2.0, 2.0]  # erratum 1: the page prints [2.0, 4.0]
+    with pytest.raises(AttributeError, match="non-leaf.*only leaf tensors.*retain_grad"):
+        _ = b.grad
+    c = a.detach()
+    assert c.data is a.data or np.shares_memory(c.numpy(), a.detach().numpy())
+    assert not c.requires_grad and c.history is None
+
+
+def test_detach_zero_grad_clone():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    (x * x).sum().backward()
+    grad = x.grad
+    x.zero_grad_()
+    assert x.grad is grad and values(grad) == [0.0, 0.0]  # in place
+    detached = x.detach()
+    with tl.no_grad():
+        x.add_(1.0)
+    assert values(detached) == [2.0, 3.0]  # same storage
+    cloned = x.clone()
+    assert cloned.history is not None and not np.shares_memory(cloned.detach().numpy(), x.detach().numpy())
+    (cloned * 3).sum().backward()
+    assert values(x.grad) == [3.0, 3.0]
+
+
+def test_central_difference_matches_docs_example():
+    def f(x):
+        return (x**2).sum()
+
+    estimates = [central_difference(lambda *xs: f(tl.tensor(xs)), 3.0, 4.0, arg=i) for i in range(2)]
+    assert estimates == pytest.approx([6.0, 8.0], abs=1e-6)
+    with pytest.raises(IndexError, match="arg=2"):
+        central_difference(lambda x: x, 1.0, arg=2)
+
+
+def test_backward_seeds_ones_or_takes_a_gradient():
+    a = tl.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    (a * a).backward()
+    assert values(a.grad) == [[2.0, 4.0], [6.0, 8.0]]
+    b = tl.tensor([1.0, 2.0], requires_grad=True)
+    (b * 3).backward(tl.tensor([1.0, 10.0]))
+    assert values(b.grad) == [3.0, 30.0]
+    with pytest.raises(ValueError, match=r"gradient has shape \(3,\) but the tensor has shape \(2,\)"):
+        (b * 3).backward(tl.ones(3))
+
+
+def test_leaves_accumulate_until_zeroed():
+    x = tl.tensor([1.0], requires_grad=True)
+    for _ in range(3):
+        (x * 2).backward()
+    assert values(x.grad) == [6.0]
+
+
+def test_topological_sort_and_backpropagate_by_hand():
+    x = tl.tensor(2.0, requires_grad=True)
+    y = x * x
+    z = y + x
+    order = topological_sort(z)
+    assert order[-1] is z and order.index(x) < order.index(y) < order.index(z)
+    backpropagate(z, tl.tensor(1.0))
+    assert x.grad.item() == 5.0  # 2x + 1
+
+
+def test_no_grad_records_nothing():
+    x = tl.ones(2, requires_grad=True)
+    with tl.no_grad():
+        y = x * 2
+    assert y.history is None and not y.requires_grad
+    assert tl.is_grad_enabled()
+
+    @tl.no_grad()
+    def double(t):
+        return t * 2
+
+    assert double(x).history is None
+
+
+def test_broadcast_gradients_are_reduced_to_each_input_shape():
+    a = tl.ones(3, 1, requires_grad=True)
+    b = tl.ones(4, requires_grad=True)
+    (a * b).sum().backward()
+    assert a.grad.shape == (3, 1) and values(a.grad) == [[4.0]] * 3
+    assert b.grad.shape == (4,) and values(b.grad) == [3.0] * 4
+
+
+def test_retain_grad_keeps_a_non_leaf_gradient():
+    a = tl.tensor([1.0, 2.0], requires_grad=True)
+    b = (a * 3).retain_grad()
+    (b * b).sum().backward()
+    assert values(b.grad) == [6.0, 12.0]
+
+
+# ---------------------------------------------------------------- user Functions
+class Cube(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x * x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * 3 * x * x
+
+
+class ScaledAdd(Function):
+    """A two-input user Function with a non-tensor argument (broadcasting left to the engine)."""
+
+    @staticmethod
+    def forward(ctx, a, b, alpha):
+        ctx.alpha = alpha
+        return a + b * alpha
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, grad_output * ctx.alpha
+
+
+def test_custom_function_gradients_and_gradcheck():
+    x = tl.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    Cube.apply(x).sum().backward()
+    assert values(x.grad) == [3.0, 12.0, 0.75]
+    assert Cube.apply(x).history.last_fn is Cube
+    assert gradcheck(Cube.apply, tl.randn(2, 3, requires_grad=True))
+    a, b = tl.randn(2, 3, requires_grad=True), tl.randn(3, requires_grad=True)
+    assert gradcheck(lambda a, b: ScaledAdd.apply(a, b, 0.5), a, b)
+    ScaledAdd.apply(a, b, 2.0).sum().backward()
+    assert values(b.grad) == [4.0, 4.0, 4.0]  # summed over the broadcast dim by the engine
+
+
+class WrongCube(Cube):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * 2 * x * x  # planted mistake: 2 instead of 3
+
+
+def test_gradcheck_catches_a_planted_wrong_backward_with_a_readable_report():
+    x = tl.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    with pytest.raises(GradcheckError) as info:
+        gradcheck(WrongCube.apply, x)
+    report = str(info.value)
+    assert "gradcheck of WrongCube" in report
+    assert "output (0, 1) w.r.t. input 0 (0, 1): backward gave 8, central difference gave 12" in report
+    assert not gradcheck(WrongCube.apply, x, raise_exception=False)
+
+
+def test_gradcheck_insists_on_float64():
+    with pytest.raises(TypeError, match="float64"):
+        gradcheck(Cube.apply, tl.ones(2, dtype=tl.float32, requires_grad=True))
+
+
+# ---------------------------------------------------------------- safety nets
+def test_backward_twice_through_a_freed_graph():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time.*retain_graph=True"):
+        y.backward()
+    z = (x * x).sum()
+    z.backward(retain_graph=True)
+    z.backward()
+    assert values(x.grad) == [2.0 + 2.0 + 2.0, 4.0 + 4.0 + 4.0]
+
+
+def test_in_place_change_to_a_saved_tensor():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 1  # a non-leaf
+    w = tl.tensor([3.0, 4.0])
+    y = (h * w).sum()  # Mul saves w
+    w.add_(1.0)
+    with pytest.raises(RuntimeError, match=r"saved for Mul.backward.*version 0 when saved and is now at version 1"):
+        y.backward()
+
+
+def test_in_place_on_a_leaf_that_requires_grad():
+    x = tl.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"add_: in-place operation on a leaf tensor that requires grad.*no_grad"):
+        x.add_(1.0)
+    with pytest.raises(RuntimeError, match="__setitem__: in-place"):
+        x[0] = 5.0
+    with tl.no_grad():
+        x[0] = 5.0
+    assert values(x) == [5.0, 1.0]
+
+
+class TooManyGrads(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * 2, grad_output
+
+
+class WrongShapeGrad(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a * b
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, tl.ones(5)
+
+
+def test_user_backward_with_the_wrong_number_of_gradients():
+    x = tl.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"TooManyGrads.backward returned 2 gradient\(s\), but TooManyGrads.forward took 1 tensor input"):
+        TooManyGrads.apply(x).sum().backward()
+
+
+def test_user_backward_with_a_gradient_of_the_wrong_shape():
+    a, b = tl.ones(2, 3, requires_grad=True), tl.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=re.escape("WrongShapeGrad.backward returned a gradient of shape (5,) for input 1, which has shape (3,)")):
+        WrongShapeGrad.apply(a, b).sum().backward()
+
+
+def test_broadcast_and_matmul_shape_mismatches_name_both_shapes():
+    with pytest.raises(ValueError, match=re.escape("shapes (2, 3) and (4,) cannot be broadcast together")):
+        tl.ones(2, 3) + tl.ones(4)
+    with pytest.raises(ValueError, match=re.escape("matmul: shapes (2, 3) and (4, 5) are not aligned")):
+        tl.ones(2, 3) @ tl.ones(4, 5)
+    with pytest.raises(ValueError, match=re.escape("batch dimensions of shapes (2, 1, 3) and (3, 3, 4)")):
+        tl.ones(2, 1, 3) @ tl.ones(3, 3, 4)
+
+
+def test_requires_grad_on_integer_tensors_is_an_error():
+    with pytest.raises(TypeError, match="only floating point tensors can require gradients, got torchlight.int64"):
+        tl.tensor([1, 2], requires_grad=True)
+    with pytest.raises(TypeError, match="only floating point"):
+        tl.arange(3).requires_grad_()
+
+
+def test_backward_on_a_tensor_without_grad():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        tl.ones(2).sum().backward()
+
+
+# ---------------------------------------------------------------- memory
+def test_graph_is_freed_when_nothing_references_it():
+    x = tl.ones(3, requires_grad=True)
+    y = (x * 2).exp()
+    node = weakref.ref(y.history.inputs[0])  # the intermediate x * 2
+    ctx = weakref.ref(y.history.ctx)
+    del y
+    gc.disable()
+    try:
+        assert node() is None and ctx() is None  # freed by reference counting alone (no cycles)
+    finally:
+        gc.enable()
+
+
+def test_saved_tensors_are_released_after_backward():
+    x = tl.ones(3, requires_grad=True)
+    y = x.exp()  # Exp saves its output for backward
+    ctx = y.history.ctx
+    saved = weakref.ref(ctx.saved_tensors[0])
+    assert saved() is not None
+    y.sum().backward()
+    assert saved() is None and ctx._saved == ()
+    with pytest.raises(RuntimeError, match="second time"):
+        ctx.saved_tensors
+
+
+def test_ten_thousand_steps_do_not_grow_memory():
+    w = tl.randn(8, 8, requires_grad=True)
+    x = tl.randn(4, 8)
+
+    def step():
+        loss = ((x @ w).tanh() ** 2).mean()
+        loss.backward()
+        with tl.no_grad():
+            w.sub_(w.grad * 0.01)
+        w.zero_grad_()
+
+    for _ in range(200):
+        step()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in range(10_000):
+        step()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert after - before < 100_000, f"memory grew by {after - before} bytes over 10,000 steps"
+
+
+def test_context_and_history_are_public():
+    ctx = Context()
+    t = tl.ones(2)
+    ctx.save_for_backward(t)
+    assert ctx.saved_tensors == (t,)
+    h = History(Add, ctx, (t, t))
+    assert h.last_fn is Add and h.ctx is ctx and h.inputs == (t, t)
