@@ -146,7 +146,9 @@ def main() -> None:
             rows.append((f"matmul {n}x{n} fwd+bwd {np.dtype(dtype).name} (ms)", times, 1e3))
 
     peers = ["numpy"] + (["pytorch"] if torch is not None else [])
-    header = f"{'benchmark':44} {'torchlight':>11}" + "".join(f" {p:>9} {'ratio':>6}" for p in peers)
+    header = f"{'benchmark':44} {'torchlight':>11}" + "".join(
+        f" {p:>9} {'ratio':>6}" for p in peers
+    )
     print(header)
     print("-" * len(header))
     for name, times, scale in rows:
@@ -157,7 +159,9 @@ def main() -> None:
     if torch is None:
         print("(PyTorch not installed: `pip install torch` to add it as a peer)")
     else:
-        print(f"(PyTorch {torch.__version__}, threads={torch.get_num_threads()}; numpy {np.__version__})")
+        print(
+            f"(PyTorch {torch.__version__}, threads={torch.get_num_threads()}; numpy {np.__version__})"
+        )
 
 
 if __name__ == "__main__":

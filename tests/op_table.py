@@ -37,7 +37,9 @@ def low_band(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def high_or_negative(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return np.where(rng.random(shape) < 0.5, rng.uniform(-1.0, -0.2, shape), rng.uniform(1.2, 2.0, shape))
+    return np.where(
+        rng.random(shape) < 0.5, rng.uniform(-1.0, -0.2, shape), rng.uniform(1.2, 2.0, shape)
+    )
 
 
 def away_from_clamp_bounds(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -76,11 +78,19 @@ BINARY_SHAPES = (
 )
 
 
-def _unary(name: str, tl_fn: Callable[..., Any], np_fn: Callable[..., Any], sampler: Sampler = real) -> Op:
+def _unary(
+    name: str, tl_fn: Callable[..., Any], np_fn: Callable[..., Any], sampler: Sampler = real
+) -> Op:
     return Op(name, tl_fn, np_fn, (sampler,), UNARY_SHAPES)
 
 
-def _binary(name: str, tl_fn: Callable[..., Any], np_fn: Callable[..., Any], a: Sampler = real, b: Sampler = real) -> Op:
+def _binary(
+    name: str,
+    tl_fn: Callable[..., Any],
+    np_fn: Callable[..., Any],
+    a: Sampler = real,
+    b: Sampler = real,
+) -> Op:
     return Op(name, tl_fn, np_fn, (a, b), BINARY_SHAPES, broadcast=True)
 
 
@@ -100,8 +110,18 @@ OPS: list[Op] = [
     _unary("sigmoid", lambda a: a.sigmoid(), _np_sigmoid),
     _unary("relu", lambda a: a.relu(), lambda a: np.maximum(a, 0.0), away_from_zero),
     _unary("tanh", lambda a: a.tanh(), np.tanh),
-    _unary("clamp", lambda a: a.clamp(-0.5, 0.5), lambda a: np.clip(a, -0.5, 0.5), away_from_clamp_bounds),
-    _unary("clamp_min", lambda a: a.clamp(min=-0.5), lambda a: np.maximum(a, -0.5), away_from_clamp_bounds),
+    _unary(
+        "clamp",
+        lambda a: a.clamp(-0.5, 0.5),
+        lambda a: np.clip(a, -0.5, 0.5),
+        away_from_clamp_bounds,
+    ),
+    _unary(
+        "clamp_min",
+        lambda a: a.clamp(min=-0.5),
+        lambda a: np.maximum(a, -0.5),
+        away_from_clamp_bounds,
+    ),
     _unary("pow_scalar", lambda a: a**3, lambda a: a**3),
     _unary("rpow_scalar", lambda a: 2.0**a, lambda a: 2.0**a),
     _unary("add_scalar", lambda a: a + 1.5, lambda a: a + 1.5),
@@ -122,47 +142,181 @@ OPS: list[Op] = [
     # reductions (random values: ties have probability 0, kinks are eps-far almost surely)
     Op("sum_all", lambda a: a.sum(), lambda a: np.sum(a), (real,), (*UNARY_SHAPES, *REDUCE_SHAPES)),
     Op("sum_dim0", lambda a: a.sum(0), lambda a: np.sum(a, 0), (real,), REDUCE_SHAPES),
-    Op("sum_dim_last_keep", lambda a: a.sum(-1, keepdim=True), lambda a: np.sum(a, -1, keepdims=True), (real,), REDUCE_SHAPES),
-    Op("sum_dims", lambda a: a.sum((0, 1)), lambda a: np.sum(a, (0, 1)), (real,), (((2, 3),), ((2, 3, 4),), ((0, 3),))),
+    Op(
+        "sum_dim_last_keep",
+        lambda a: a.sum(-1, keepdim=True),
+        lambda a: np.sum(a, -1, keepdims=True),
+        (real,),
+        REDUCE_SHAPES,
+    ),
+    Op(
+        "sum_dims",
+        lambda a: a.sum((0, 1)),
+        lambda a: np.sum(a, (0, 1)),
+        (real,),
+        (((2, 3),), ((2, 3, 4),), ((0, 3),)),
+    ),
     Op("mean_all", lambda a: a.mean(), lambda a: np.mean(a), (real,), REDUCE_SHAPES),
     Op("mean_dim", lambda a: a.mean(-1), lambda a: np.mean(a, -1), (real,), REDUCE_SHAPES),
     Op("var_all", lambda a: a.var(), lambda a: np.var(a, ddof=1), (real,), REDUCE_SHAPES),
-    Op("var_dim_keep", lambda a: a.var(0, keepdim=True), lambda a: np.var(a, 0, ddof=1, keepdims=True), (real,), (((3, 2),), ((4, 2, 3),))),
+    Op(
+        "var_dim_keep",
+        lambda a: a.var(0, keepdim=True),
+        lambda a: np.var(a, 0, ddof=1, keepdims=True),
+        (real,),
+        (((3, 2),), ((4, 2, 3),)),
+    ),
     Op("max_all", lambda a: a.max(), lambda a: np.max(a), (real,), REDUCE_SHAPES),
     Op("max_dim", lambda a: a.max(1), lambda a: np.max(a, 1), (real,), (((2, 3),), ((2, 3, 4),))),
-    Op("min_dim_keep", lambda a: a.min(0, keepdim=True), lambda a: np.min(a, 0, keepdims=True), (real,), REDUCE_SHAPES),
+    Op(
+        "min_dim_keep",
+        lambda a: a.min(0, keepdim=True),
+        lambda a: np.min(a, 0, keepdims=True),
+        (real,),
+        REDUCE_SHAPES,
+    ),
     # matmul: 1-D, 2-D, batched, broadcast batch
-    Op("matmul", lambda a, b: a @ b, np.matmul, (real, real), (
-        ((2, 3), (3, 4)), ((3,), (3,)), ((3,), (3, 2)), ((2, 3), (3,)),
-        ((2, 2, 3), (2, 3, 4)), ((2, 2, 3), (3, 4)), ((3,), (2, 3, 4)), ((1, 2, 3), (4, 3, 2)),
-        ((0, 3), (3, 2)),
-    )),  # fmt: skip
+    Op(
+        "matmul",
+        lambda a, b: a @ b,
+        np.matmul,
+        (real, real),
+        (
+            ((2, 3), (3, 4)),
+            ((3,), (3,)),
+            ((3,), (3, 2)),
+            ((2, 3), (3,)),
+            ((2, 2, 3), (2, 3, 4)),
+            ((2, 2, 3), (3, 4)),
+            ((3,), (2, 3, 4)),
+            ((1, 2, 3), (4, 3, 2)),
+            ((0, 3), (3, 2)),
+        ),
+    ),  # fmt: skip
     # layout
-    Op("reshape", lambda a: a.reshape(3, 2), lambda a: a.reshape(3, 2), (real,), (((2, 3),), ((6,),))),
-    Op("view_infer", lambda a: a.view(-1), lambda a: a.reshape(-1), (real,), (((2, 3),), ((2, 0),)), tags=frozenset({"contiguous_only"})),
-    Op("permute", lambda a: a.permute(2, 0, 1), lambda a: a.transpose(2, 0, 1), (real,), (((2, 3, 4),),)),
-    Op("transpose", lambda a: a.transpose(0, 1), lambda a: a.swapaxes(0, 1), (real,), (((2, 3),), ((2, 3, 4),))),
+    Op(
+        "reshape",
+        lambda a: a.reshape(3, 2),
+        lambda a: a.reshape(3, 2),
+        (real,),
+        (((2, 3),), ((6,),)),
+    ),
+    Op(
+        "view_infer",
+        lambda a: a.view(-1),
+        lambda a: a.reshape(-1),
+        (real,),
+        (((2, 3),), ((2, 0),)),
+        tags=frozenset({"contiguous_only"}),
+    ),
+    Op(
+        "permute",
+        lambda a: a.permute(2, 0, 1),
+        lambda a: a.transpose(2, 0, 1),
+        (real,),
+        (((2, 3, 4),),),
+    ),
+    Op(
+        "transpose",
+        lambda a: a.transpose(0, 1),
+        lambda a: a.swapaxes(0, 1),
+        (real,),
+        (((2, 3),), ((2, 3, 4),)),
+    ),
     Op("T", lambda a: a.T, lambda a: a.T, (real,), (((2, 3),),)),
-    Op("expand", lambda a: a.expand(3, 2, 4), lambda a: np.broadcast_to(a, (3, 2, 4)), (real,), (((2, 1),), ((4,),), ((1, 2, 4),))),
+    Op(
+        "expand",
+        lambda a: a.expand(3, 2, 4),
+        lambda a: np.broadcast_to(a, (3, 2, 4)),
+        (real,),
+        (((2, 1),), ((4,),), ((1, 2, 4),)),
+    ),
     Op("squeeze", lambda a: a.squeeze(), lambda a: a.squeeze(), (real,), (((1, 3, 1),), ((2, 1),))),
-    Op("unsqueeze", lambda a: a.unsqueeze(1), lambda a: np.expand_dims(a, 1), (real,), (((2, 3),), ((3,),))),
-    Op("flatten", lambda a: a.flatten(1), lambda a: a.reshape(a.shape[0], -1), (real,), (((2, 3, 4),), ((2, 0, 4),))),
+    Op(
+        "unsqueeze",
+        lambda a: a.unsqueeze(1),
+        lambda a: np.expand_dims(a, 1),
+        (real,),
+        (((2, 3),), ((3,),)),
+    ),
+    Op(
+        "flatten",
+        lambda a: a.flatten(1),
+        lambda a: a.reshape(a.shape[0], -1),
+        (real,),
+        (((2, 3, 4),), ((2, 0, 4),)),
+    ),
     Op("getitem_int", lambda a: a[1], lambda a: a[1], (real,), (((3, 2),), ((2, 3, 4),))),
-    Op("getitem_slices", lambda a: a[:, 1:3], lambda a: a[:, 1:3], (real,), (((2, 4),), ((3, 4, 2),))),
+    Op(
+        "getitem_slices",
+        lambda a: a[:, 1:3],
+        lambda a: a[:, 1:3],
+        (real,),
+        (((2, 4),), ((3, 4, 2),)),
+    ),
     Op("getitem_step_none", lambda a: a[::2, None], lambda a: a[::2, None], (real,), (((5, 2),),)),
-    Op("getitem_int_array", lambda a: a[tl.tensor([0, 2, 0])], lambda a: a[np.array([0, 2, 0])], (real,), (((3, 2),), ((3,),))),
-    Op("getitem_bool_mask", lambda a: a[tl.tensor([True, False, True])], lambda a: a[np.array([True, False, True])], (real,), (((3, 2),), ((3,),))),
-    Op("getitem_two_arrays", lambda a: a[tl.tensor([0, 1, 1]), tl.tensor([2, 0, 2])], lambda a: a[np.array([0, 1, 1]), np.array([2, 0, 2])], (real,), (((2, 3),),)),
-    Op("cat", lambda a, b: tl.cat([a, b], 1), lambda a, b: np.concatenate([a, b], 1), (real, real), (((2, 3), (2, 1)), ((2, 0), (2, 2)))),
-    Op("stack", lambda a, b: tl.stack([a, b], -1), lambda a, b: np.stack([a, b], -1), (real, real), (((2, 3), (2, 3)), ((), ()))),
-    Op("where", lambda a, b: tl.where(a > 0, a, b), lambda a, b: np.where(a > 0, a, b), (away_from_zero, real), BINARY_SHAPES[:3], broadcast=True),
-    Op("mse_loss", lambda a, b: a.mse_loss(b), lambda a, b: np.mean((a - b) ** 2), (real, real), (((2, 3), (2, 3)), ((4,), (4,)))),
+    Op(
+        "getitem_int_array",
+        lambda a: a[tl.tensor([0, 2, 0])],
+        lambda a: a[np.array([0, 2, 0])],
+        (real,),
+        (((3, 2),), ((3,),)),
+    ),
+    Op(
+        "getitem_bool_mask",
+        lambda a: a[tl.tensor([True, False, True])],
+        lambda a: a[np.array([True, False, True])],
+        (real,),
+        (((3, 2),), ((3,),)),
+    ),
+    Op(
+        "getitem_two_arrays",
+        lambda a: a[tl.tensor([0, 1, 1]), tl.tensor([2, 0, 2])],
+        lambda a: a[np.array([0, 1, 1]), np.array([2, 0, 2])],
+        (real,),
+        (((2, 3),),),
+    ),
+    Op(
+        "cat",
+        lambda a, b: tl.cat([a, b], 1),
+        lambda a, b: np.concatenate([a, b], 1),
+        (real, real),
+        (((2, 3), (2, 1)), ((2, 0), (2, 2))),
+    ),
+    Op(
+        "stack",
+        lambda a, b: tl.stack([a, b], -1),
+        lambda a, b: np.stack([a, b], -1),
+        (real, real),
+        (((2, 3), (2, 3)), ((), ())),
+    ),
+    Op(
+        "where",
+        lambda a, b: tl.where(a > 0, a, b),
+        lambda a, b: np.where(a > 0, a, b),
+        (away_from_zero, real),
+        BINARY_SHAPES[:3],
+        broadcast=True,
+    ),
+    Op(
+        "mse_loss",
+        lambda a, b: a.mse_loss(b),
+        lambda a, b: np.mean((a - b) ** 2),
+        (real, real),
+        (((2, 3), (2, 3)), ((4,), (4,))),
+    ),
 ]
 
 OPS_BY_NAME = {op.name: op for op in OPS}
 
 
-def make_inputs(op: Op, shapes: tuple[tuple[int, ...], ...], seed: int, permuted: bool = False, backend: str | None = None) -> tuple[list[np.ndarray], list[tl.Tensor]]:
+def make_inputs(
+    op: Op,
+    shapes: tuple[tuple[int, ...], ...],
+    seed: int,
+    permuted: bool = False,
+    backend: str | None = None,
+) -> tuple[list[np.ndarray], list[tl.Tensor]]:
     """Sample numpy inputs for ``op`` and the matching float64 leaf tensors.
 
     With ``permuted``, each tensor is built in reversed dimension order and permuted back, so
@@ -181,17 +335,28 @@ def make_inputs(op: Op, shapes: tuple[tuple[int, ...], ...], seed: int, permuted
     return arrays, tensors
 
 
-def check_op(op: Op, shapes: tuple[tuple[int, ...], ...], seed: int = 0, permuted: bool = False, backend: str | None = None, rtol: float = 1e-12) -> None:
+def check_op(
+    op: Op,
+    shapes: tuple[tuple[int, ...], ...],
+    seed: int = 0,
+    permuted: bool = False,
+    backend: str | None = None,
+    rtol: float = 1e-12,
+) -> None:
     """Forward against numpy; gradients against central differences (and the gradient's shape)."""
     arrays, tensors = make_inputs(op, shapes, seed, permuted, backend)
     out = op.tl_fn(*tensors)
     expected = np.asarray(op.np_fn(*arrays))
     got = np.asarray(out.detach().to("numpy").numpy())
-    assert got.shape == expected.shape, f"{op.name}: shape {got.shape}, numpy gives {expected.shape}"
+    assert got.shape == expected.shape, (
+        f"{op.name}: shape {got.shape}, numpy gives {expected.shape}"
+    )
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol, err_msg=f"{op.name} forward")
     if not op.grad or out.numel() == 0:
         return
     tl.autograd.gradcheck(op.tl_fn, *tensors, eps=1e-6, atol=1e-6, rtol=1e-5)
     out.backward(tl.ones_like(out))
     for i, t in enumerate(tensors):
-        assert t.grad is not None and t.grad.shape == t.shape, f"{op.name}: grad {i} has the wrong shape"
+        assert t.grad is not None and t.grad.shape == t.shape, (
+            f"{op.name}: grad {i} has the wrong shape"
+        )

@@ -14,7 +14,9 @@ from tests.op_table import OPS, check_op
 CASES = [(op, shapes) for op in OPS for shapes in op.shapes]
 
 
-@pytest.mark.parametrize(("op", "shapes"), CASES, ids=[f"{op.name}-{shapes}" for op, shapes in CASES])
+@pytest.mark.parametrize(
+    ("op", "shapes"), CASES, ids=[f"{op.name}-{shapes}" for op, shapes in CASES]
+)
 def test_op_forward_and_gradient(op, shapes):
     check_op(op, shapes, seed=1)
 
@@ -26,7 +28,9 @@ PERMUTABLE = [
 ]
 
 
-@pytest.mark.parametrize(("op", "shapes"), PERMUTABLE, ids=[f"{op.name}-{shapes}" for op, shapes in PERMUTABLE])
+@pytest.mark.parametrize(
+    ("op", "shapes"), PERMUTABLE, ids=[f"{op.name}-{shapes}" for op, shapes in PERMUTABLE]
+)
 def test_op_on_permuted_inputs(op, shapes):
     check_op(op, shapes, seed=2, permuted=True)
 
@@ -36,7 +40,9 @@ BROADCASTING = [op for op in OPS if op.broadcast]
 
 @pytest.mark.parametrize("op", BROADCASTING, ids=[op.name for op in BROADCASTING])
 @given(
-    shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=1, max_side=3),
+    shapes=mutually_broadcastable_shapes(
+        num_shapes=2, min_dims=0, max_dims=3, min_side=1, max_side=3
+    ),
     seed=st.integers(0, 2**16),
 )
 def test_op_on_drawn_broadcast_shapes(op, shapes, seed):

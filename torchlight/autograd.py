@@ -16,9 +16,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from torchlight.tensor import Tensor
-
 __all__ = [
     "Context",
     "Function",
@@ -88,6 +85,7 @@ class Variable(Protocol):
 
     history: History | None
     requires_grad: bool
+    _retains_grad: bool
 
     @property
     def shape(self) -> tuple[int, ...]: ...
@@ -113,13 +111,19 @@ class Context:
     def __init__(self, fn_name: str = "Function") -> None:
         self._fn_name = fn_name
         self._saved: tuple[Any, ...] = ()
-        self._versions: tuple[int, ...] = ()
+        self._versions: tuple[int | None, ...] = ()
         self._freed = False
+
+    if TYPE_CHECKING:  # Functions stash arbitrary attributes (ctx.dim = 1); tell the type checker
+
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors`` for ``backward()``; they are released once backward has run."""
         self._saved = tensors
-        self._versions = tuple(getattr(t, "_version", None) and t._version.value for t in tensors)
+        self._versions = tuple(t._version.value if hasattr(t, "_version") else None for t in tensors)
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
@@ -300,7 +304,9 @@ def _backpropagate(root: Variable, deriv: Any, retain_graph: bool) -> None:
 
 
 # --------------------------------------------------------------------------- checking
-def central_difference(f: Callable[..., Any], *vals: float, arg: int = 0, epsilon: float = 1e-6) -> float:
+def central_difference(
+    f: Callable[..., Any], *vals: float, arg: int = 0, epsilon: float = 1e-6
+) -> float:
     r"""Estimate $\partial f / \partial \mathrm{vals}_{arg}$ by a central difference.
 
     $$\frac{f(\ldots, x + \epsilon, \ldots) - f(\ldots, x - \epsilon, \ldots)}{2\epsilon}$$

@@ -55,7 +55,9 @@ def jacobian_mismatch(
     args = _leaf_copies(inputs)
     checked = [i for i, x in enumerate(args) if isinstance(x, Tensor) and x.requires_grad]
     if not checked:
-        raise ValueError("gradcheck: no input requires grad; pass tensors made with requires_grad=True")
+        raise ValueError(
+            "gradcheck: no input requires grad; pass tensors made with requires_grad=True"
+        )
     out = _output(fn, args)
     out_shape = out.shape
     owner = getattr(fn, "__self__", None)  # Function.apply is bound to the Function class
@@ -86,7 +88,9 @@ def jacobian_mismatch(
             down = list(args)
             up[i] = _with_element(x, j, eps)
             down[i] = _with_element(x, j, -eps)
-            numerical[:, j] = (_host(_output(fn, up)) - _host(_output(fn, down))).reshape(-1) / (2 * eps)
+            numerical[:, j] = (_host(_output(fn, up)) - _host(_output(fn, down))).reshape(-1) / (
+                2 * eps
+            )
         bad = ~np.isclose(analytical[i], numerical, atol=atol, rtol=rtol, equal_nan=True)
         total += int(bad.sum())
         for k, j in zip(*np.nonzero(bad), strict=True):
@@ -100,7 +104,8 @@ def jacobian_mismatch(
         return ""
     return (
         f"gradcheck of {name}: {total} Jacobian entr{'y' if total == 1 else 'ies'} differ "
-        f"(tolerance atol={atol} + rtol={rtol} * |central difference|):\n" + "\n".join(problems)
+        f"(tolerance atol={atol} + rtol={rtol} * |central difference|):\n"
+        + "\n".join(problems)
         + ("\n  ..." if total > len(problems) else "")
     )
 

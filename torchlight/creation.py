@@ -35,7 +35,9 @@ def generator() -> np.random.Generator:
     return _RandomState.generator
 
 
-def _make(array: np.ndarray, dtype: Any, requires_grad: bool, backend: str | Backend | None) -> Tensor:
+def _make(
+    array: np.ndarray, dtype: Any, requires_grad: bool, backend: str | Backend | None
+) -> Tensor:
     if dtype is not None:
         array = array.astype(dtypes.from_any(dtype).numpy, copy=False)
     elif array.dtype.kind == "f" and array.dtype != np.float32:
@@ -86,30 +88,64 @@ def tensor(
     return _make(array, dtype, requires_grad, backend)
 
 
-def full(size: Sequence[int], fill_value: float, *, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None) -> Tensor:
+def full(
+    size: Sequence[int],
+    fill_value: float,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    backend: str | Backend | None = None,
+) -> Tensor:
     """A tensor of shape ``size`` with every element ``fill_value``."""
-    dtype = dtype or (dtypes.bool_ if isinstance(fill_value, bool) else dtypes.int64 if isinstance(fill_value, int) else None)
+    dtype = dtype or (
+        dtypes.bool_
+        if isinstance(fill_value, bool)
+        else dtypes.int64
+        if isinstance(fill_value, int)
+        else None
+    )
     return _make(np.full(_size(tuple(size)), fill_value), dtype, requires_grad, backend)
 
 
-def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None) -> Tensor:
+def zeros(
+    *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
+) -> Tensor:
     return _make(np.zeros(_size(size)), dtype, requires_grad, backend)
 
 
-def ones(*size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None) -> Tensor:
+def ones(
+    *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
+) -> Tensor:
     return _make(np.ones(_size(size)), dtype, requires_grad, backend)
 
 
-def empty(*size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None) -> Tensor:
+def empty(
+    *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
+) -> Tensor:
     """Like :func:`zeros` (torchlight never hands out uninitialized memory)."""
     return zeros(*size, dtype=dtype, requires_grad=requires_grad, backend=backend)
 
 
-def eye(n: int, m: int | None = None, *, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None) -> Tensor:
+def eye(
+    n: int,
+    m: int | None = None,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    backend: str | Backend | None = None,
+) -> Tensor:
     return _make(np.eye(n, m), dtype, requires_grad, backend)
 
 
-def arange(start: float, end: float | None = None, step: float = 1, *, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None) -> Tensor:
+def arange(
+    start: float,
+    end: float | None = None,
+    step: float = 1,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    backend: str | Backend | None = None,
+) -> Tensor:
     """``start, start + step, ...`` up to (not including) ``end``; ints give int64."""
     if end is None:
         start, end = 0, start
@@ -118,22 +154,41 @@ def arange(start: float, end: float | None = None, step: float = 1, *, dtype: An
     return _make(np.arange(start, end, step), dtype, requires_grad, backend)
 
 
-def linspace(start: float, end: float, steps: int, *, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None) -> Tensor:
+def linspace(
+    start: float,
+    end: float,
+    steps: int,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    backend: str | Backend | None = None,
+) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     return _make(np.linspace(start, end, steps), dtype, requires_grad, backend)
 
 
-def rand(*size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None) -> Tensor:
+def rand(
+    *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
+) -> Tensor:
     """Uniform samples from [0, 1), drawn from the generator seeded by :func:`manual_seed`."""
     return _make(generator().random(_size(size)), dtype, requires_grad, backend)
 
 
-def randn(*size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None) -> Tensor:
+def randn(
+    *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
+) -> Tensor:
     """Standard normal samples, drawn from the generator seeded by :func:`manual_seed`."""
     return _make(generator().standard_normal(_size(size)), dtype, requires_grad, backend)
 
 
-def randint(low: int, high: int, size: Sequence[int], *, dtype: Any = None, backend: str | Backend | None = None) -> Tensor:
+def randint(
+    low: int,
+    high: int,
+    size: Sequence[int],
+    *,
+    dtype: Any = None,
+    backend: str | Backend | None = None,
+) -> Tensor:
     """Integers uniform in ``[low, high)``."""
     return _make(generator().integers(low, high, _size(tuple(size))), dtype, False, backend)
 
@@ -154,7 +209,9 @@ def empty_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> 
     return empty(t.shape, requires_grad=requires_grad, **_like(t, dtype))
 
 
-def full_like(t: Tensor, fill_value: float, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def full_like(
+    t: Tensor, fill_value: float, *, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
     return full(t.shape, fill_value, requires_grad=requires_grad, **_like(t, dtype))
 
 
@@ -174,7 +231,9 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     ndim = parts[0].ndim
     d = normalize_dim(dim, ndim)
     for i, p in enumerate(parts):
-        if p.ndim != ndim or any(a != b for k, (a, b) in enumerate(zip(p.shape, parts[0].shape, strict=True)) if k != d):
+        if p.ndim != ndim or any(
+            a != b for k, (a, b) in enumerate(zip(p.shape, parts[0].shape, strict=True)) if k != d
+        ):
             raise ValueError(
                 f"cat: tensor {i} has shape {p.shape} but tensor 0 has shape {parts[0].shape}; "
                 f"all sizes except dimension {d} must match"
@@ -190,7 +249,9 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise ValueError("stack needs at least one tensor")
     for i, p in enumerate(parts):
         if p.shape != parts[0].shape:
-            raise ValueError(f"stack: tensor {i} has shape {p.shape} but tensor 0 has shape {parts[0].shape}")
+            raise ValueError(
+                f"stack: tensor {i} has shape {p.shape} but tensor 0 has shape {parts[0].shape}"
+            )
     d = normalize_dim(dim, parts[0].ndim + 1)
     return cat([p.unsqueeze(d) for p in parts], d)
 
@@ -199,6 +260,10 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - 
     """``input`` where ``condition`` is true, else ``other`` (broadcasting all three)."""
     if condition.dtype is not dtypes.bool_:
         condition = condition != 0
-    a = input if isinstance(input, Tensor) else condition._lift(input).to(dtypes.get_default_dtype())
+    a = (
+        input
+        if isinstance(input, Tensor)
+        else condition._lift(input).to(dtypes.get_default_dtype())
+    )
     b = other if isinstance(other, Tensor) else a._lift(other)
     return fn.Where.apply(condition, a, b.to(a.dtype))

@@ -336,7 +336,9 @@ class Max(Function):
     r"""$f(x) = \max_{i \in \text{dims}} x_i$: the gradient goes to the maximum, split at ties."""
 
     @staticmethod
-    def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool, op: str = "max") -> Tensor:
+    def forward(
+        ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool, op: str = "max"
+    ) -> Tensor:
         out = a.reduce(op, dims, True)
         ctx.save_for_backward(a, out)
         ctx.dims, ctx.kept = dims, out.shape
@@ -435,7 +437,9 @@ class Min(Max):
     r"""$f(x) = \min_{i \in \text{dims}} x_i$: the gradient goes to the minimum, split at ties."""
 
     @staticmethod
-    def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool, op: str = "min") -> Tensor:
+    def forward(
+        ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool, op: str = "min"
+    ) -> Tensor:
         return Max.forward(ctx, a, dims, keepdim, op="min")
 
 

@@ -57,8 +57,13 @@ def tensor_repr(t: Tensor) -> str:
         elif values.dtype.kind == "b":
             formatter["bool"] = lambda v: "True" if v else "False"
         body = np.array2string(
-            values, separator=", ", prefix="tensor(", formatter=formatter,  # type: ignore[arg-type]
-            threshold=1000, edgeitems=3, max_line_width=80,
+            values,
+            separator=", ",
+            prefix="tensor(",
+            formatter=formatter,  # type: ignore[arg-type]
+            threshold=1000,
+            edgeitems=3,
+            max_line_width=80,
         )
     dtype = t.dtype
     if dtype is not dtypes.get_default_dtype() and dtype not in (dtypes.int64, dtypes.bool_):

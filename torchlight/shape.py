@@ -83,7 +83,9 @@ def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> Shape:
     return tuple(out)
 
 
-def broadcast_index(big_index: Sequence[int], big_shape: Sequence[int], shape: Sequence[int]) -> list[int]:
+def broadcast_index(
+    big_index: Sequence[int], big_shape: Sequence[int], shape: Sequence[int]
+) -> list[int]:
     """Map an index into the broadcast result back to an index into a smaller operand.
 
     Dimensions of size 1 in ``shape`` always read index 0; missing leading dimensions are dropped.
@@ -98,7 +100,9 @@ def broadcast_index(big_index: Sequence[int], big_shape: Sequence[int], shape: S
     return [0 if size == 1 else big_index[lead + d] for d, size in enumerate(shape)]
 
 
-def permute(shape: Sequence[int], strides: Sequence[int], dims: Sequence[int]) -> tuple[Shape, Strides]:
+def permute(
+    shape: Sequence[int], strides: Sequence[int], dims: Sequence[int]
+) -> tuple[Shape, Strides]:
     """Shape and strides of a permuted view: reorder both, the storage is untouched.
 
     Example:
@@ -120,11 +124,15 @@ def normalize_dim(dim: int, ndim: int, what: str = "dim") -> int:
     """
     lo, hi = (-ndim, ndim - 1) if ndim > 0 else (-1, 0)
     if not lo <= dim <= hi:
-        raise IndexError(f"{what} {dim} is out of range for a {ndim}-d tensor (expected {lo}..{hi})")
+        raise IndexError(
+            f"{what} {dim} is out of range for a {ndim}-d tensor (expected {lo}..{hi})"
+        )
     return dim % max(ndim, 1)
 
 
-def sum_to_shape_dims(big_shape: Sequence[int], shape: Sequence[int]) -> tuple[tuple[int, ...], int]:
+def sum_to_shape_dims(
+    big_shape: Sequence[int], shape: Sequence[int]
+) -> tuple[tuple[int, ...], int]:
     """Which dims of a broadcast gradient to sum to get back to ``shape``.
 
     Returns ``(dims, lead)``: sum over ``dims`` with keepdim, then drop the ``lead`` leading dims.

@@ -8,6 +8,7 @@ Every differentiable method below is a one-line call to a Function in ``function
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -51,7 +52,17 @@ class Tensor(TensorOps):
         tensor([4., 6.])
     """
 
-    __slots__ = ("__weakref__", "_grad", "_retains_grad", "_version", "backend", "data", "history", "name", "requires_grad")
+    __slots__ = (
+        "__weakref__",
+        "_grad",
+        "_retains_grad",
+        "_version",
+        "backend",
+        "data",
+        "history",
+        "name",
+        "requires_grad",
+    )
     __array_priority__ = 1000  # numpy scalars defer to Tensor's operators
 
     def __init__(
@@ -107,7 +118,9 @@ class Tensor(TensorOps):
     def is_contiguous(self) -> bool:
         """Whether the elements are laid out row-major with no gaps (see ``shape.py``)."""
         expected = strides_from_shape(self.shape)
-        return all(s == e for s, e, n in zip(self.stride(), expected, self.shape, strict=True) if n > 1)
+        return all(
+            s == e for s, e, n in zip(self.stride(), expected, self.shape, strict=True) if n > 1
+        )
 
     @property
     def is_leaf(self) -> bool:
@@ -123,7 +136,9 @@ class Tensor(TensorOps):
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
         if value is not None and tuple(value.shape) != self.shape:
-            raise ValueError(f"grad must have the tensor's shape {self.shape}, got {tuple(value.shape)}")
+            raise ValueError(
+                f"grad must have the tensor's shape {self.shape}, got {tuple(value.shape)}"
+            )
         self._grad = value
 
     @property
@@ -140,7 +155,9 @@ class Tensor(TensorOps):
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Start (or stop) recording operations on this leaf; returns ``self``."""
         if self.history is not None:
-            raise RuntimeError("requires_grad can only be changed on leaf tensors; use .detach() first")
+            raise RuntimeError(
+                "requires_grad can only be changed on leaf tensors; use .detach() first"
+            )
         if requires_grad and not self.dtype.is_floating_point:
             raise TypeError(
                 f"only floating point tensors can require gradients, got {self.dtype}; "
@@ -240,7 +257,11 @@ class Tensor(TensorOps):
         if isinstance(value, Tensor):
             return value
         if isinstance(value, (int, float, bool)) and not isinstance(value, np.ndarray):
-            dtype = self.dtype.numpy if self.dtype.is_floating_point or isinstance(value, bool) else None
+            dtype = (
+                self.dtype.numpy
+                if self.dtype.is_floating_point or isinstance(value, bool)
+                else None
+            )
             return self._new(self.backend.from_numpy(np.asarray(value, dtype=dtype)))
         return self._new(self.backend.from_numpy(np.asarray(value)))
 
@@ -342,7 +363,9 @@ class Tensor(TensorOps):
     def numpy(self) -> np.ndarray:
         """The elements as a numpy array (shares memory on the numpy backend, as in PyTorch)."""
         if self.requires_grad:
-            raise RuntimeError("can't call numpy() on a tensor that requires grad; use .detach().numpy()")
+            raise RuntimeError(
+                "can't call numpy() on a tensor that requires grad; use .detach().numpy()"
+            )
         return self.backend.to_numpy(self.data)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -352,13 +375,15 @@ class Tensor(TensorOps):
     def item(self) -> Any:
         """The single element as a Python number."""
         if self.numel() != 1:
-            raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+            raise ValueError(
+                f"item() needs a tensor with one element, this one has shape {self.shape}"
+            )
         return np.asarray(self.backend.to_numpy(self.data)).reshape(()).item()
 
     def tolist(self) -> Any:
         return np.asarray(self.backend.to_numpy(self.data)).tolist()
 
-    def __float__(self) -> float:
+    def __float__(self) -> builtins.float:
         return float(self.item())
 
     def __int__(self) -> int:
@@ -434,4 +459,3 @@ def _check_matmul(a: tuple[int, ...], b: tuple[int, ...]) -> None:
                 f"matmul: the batch dimensions of shapes {a} and {b} ({a[:-2]} and {b[:-2]}) "
                 "cannot be broadcast together"
             ) from None
-

@@ -231,7 +231,9 @@ class TensorOps:
         """Reorder dimensions without copying: ``x.permute(1, 0)`` is a transpose."""
         order = tuple(normalize_dim(d, self.ndim) for d in _shape_arg(dims))
         if sorted(order) != list(range(self.ndim)):
-            raise ValueError(f"permute needs each of the {self.ndim} dims once, got {_shape_arg(dims)}")
+            raise ValueError(
+                f"permute needs each of the {self.ndim} dims once, got {_shape_arg(dims)}"
+            )
         return fn.Permute.apply(self, order)
 
     def transpose(self: Tensor, dim0: int, dim1: int) -> Tensor:
@@ -246,9 +248,7 @@ class TensorOps:
         lead = len(target) - self.ndim
         if lead < 0:
             raise ValueError(f"expand: cannot expand shape {self.shape} to fewer dims {target}")
-        full = tuple(
-            self.shape[d - lead] if size == -1 else size for d, size in enumerate(target)
-        )
+        full = tuple(self.shape[d - lead] if size == -1 else size for d, size in enumerate(target))
         for d, size in enumerate(self.shape):
             if size != 1 and size != full[lead + d]:
                 raise ValueError(
@@ -259,7 +259,9 @@ class TensorOps:
 
     def squeeze(self: Tensor, dim: Dim = None) -> Tensor:
         dims = _dims(self, dim)
-        return self.reshape(tuple(n for d, n in enumerate(self.shape) if not (d in dims and n == 1)))
+        return self.reshape(
+            tuple(n for d, n in enumerate(self.shape) if not (d in dims and n == 1))
+        )
 
     def unsqueeze(self: Tensor, dim: int) -> Tensor:
         d = normalize_dim(dim, self.ndim + 1)
@@ -277,7 +279,11 @@ class TensorOps:
     # ---------------------------------------------------------------- in place (recorded nowhere)
     def _before_inplace(self: Tensor, what: str) -> None:
         if _GradMode.enabled and self.requires_grad:
-            where = "a leaf tensor that requires grad" if self.history is None else "a tensor in the graph"
+            where = (
+                "a leaf tensor that requires grad"
+                if self.history is None
+                else "a tensor in the graph"
+            )
             raise RuntimeError(
                 f"{what}: in-place operation on {where}. Autograd would lose track of the old "
                 "values; wrap the update in `with tl.no_grad():` (as optimizers do), or use an "
@@ -337,7 +343,9 @@ def _infer_shape(self: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
     if -1 in shape:
         rest = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
         if rest == 0 or numel % rest:
-            raise ValueError(f"shape {shape} is invalid for a tensor of {numel} elements {self.shape}")
+            raise ValueError(
+                f"shape {shape} is invalid for a tensor of {numel} elements {self.shape}"
+            )
         shape = tuple(numel // rest if s == -1 else s for s in shape)
     if int(np.prod(shape, dtype=np.int64)) != numel:
         raise ValueError(

@@ -26,6 +26,18 @@ __all__ = [
 # name -> (module, class, what to install if the import fails)
 _REGISTRY: dict[str, tuple[str, str, str]] = {
     "numpy": ("torchlight.backends.numpy_backend", "NumpyBackend", ""),
+    "strided": ("torchlight.backends.strided", "StridedBackend", ""),
+    "numba": (
+        "torchlight.backends.numba_backend",
+        "NumbaBackend",
+        "Install it with: pip install 'torchlight-edu[numba]'",
+    ),
+    "cuda": (
+        "torchlight.backends.cuda_backend",
+        "CudaBackend",
+        "Install it with: pip install 'torchlight-edu[cuda]' (no GPU? set NUMBA_ENABLE_CUDASIM=1 "
+        "before importing torchlight to run the CUDA kernels in numba's simulator)",
+    ),
 }
 _loaded: dict[str, Backend] = {}
 _default_name: str | None = None
@@ -56,8 +68,7 @@ def get_backend(name: str | Backend | None = None) -> Backend:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise ImportError(
-            f"the {name!r} backend needs a package that is not installed ({error}). "
-            f"{install_hint}"
+            f"the {name!r} backend needs a package that is not installed ({error}). {install_hint}"
         ) from error
     backend = getattr(module, class_name)()
     _loaded[name] = backend

@@ -6,7 +6,7 @@ one or two lines; the strided reference backend spells out what numpy does under
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0).astype(x.dtype, copy=False)
 
 
-_MAP = {
+_MAP: dict[str, Callable[..., Any]] = {
     "neg": np.negative,
     "abs": np.abs,
     "exp": np.exp,
@@ -36,10 +36,10 @@ _MAP = {
     "sign": np.sign,
     "reciprocal": np.reciprocal,
     "square": np.square,
-    "copy": np.array,
+    "copy": lambda a: np.array(a, order="C"),
 }
 
-_ZIP = {
+_ZIP: dict[str, Callable[..., Any]] = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
@@ -58,7 +58,7 @@ _ZIP = {
 # Ops whose domain errors numpy reports as warnings; PyTorch returns inf/nan silently.
 _MAY_WARN = frozenset({"log", "sqrt", "reciprocal", "div", "pow", "exp"})
 
-_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
+_REDUCE: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max, "min": np.min}
 
 
 class NumpyBackend:
