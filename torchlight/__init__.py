@@ -48,6 +48,19 @@ from torchlight.tensor import Tensor
 bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
 __version__ = "0.1.0"
 
+# The layers above the core load on first use (`tl.nn`, `tl.viz`...), so `import torchlight`
+# stays fast and never needs the notebook packages.
+_SUBMODULES = ("nn", "optim", "data", "viz", "grading", "checkpoint", "train")
+
+
+def __getattr__(name: str) -> object:
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"torchlight.{name}")
+    raise AttributeError(f"module 'torchlight' has no attribute {name!r}")
+
+
 __all__ = [
     "DType", "Tensor", "arange", "autograd", "backends", "bool", "cat", "empty", "empty_like",
     "enable_grad", "eye", "float32", "float64", "full", "full_like", "functions",

@@ -222,7 +222,7 @@ class Tensor(TensorOps):
                     f"{index}, which has shape {self.shape}: the gradient must have the input's "
                     "shape (or a shape the input broadcasts to)"
                 )
-        if grad.dtype is not self.dtype:
+        if self.backend.dtype(grad.data) != self.backend.dtype(self.data):
             grad = grad.to(self.dtype)
         return grad
 
@@ -256,14 +256,13 @@ class Tensor(TensorOps):
         """A Python number/list/array as a tensor on this backend (numbers keep self's dtype)."""
         if isinstance(value, Tensor):
             return value
-        if isinstance(value, (int, float, bool)) and not isinstance(value, np.ndarray):
-            dtype = (
-                self.dtype.numpy
-                if self.dtype.is_floating_point or isinstance(value, bool)
-                else None
-            )
-            return self._new(self.backend.from_numpy(np.asarray(value, dtype=dtype)))
-        return self._new(self.backend.from_numpy(np.asarray(value)))
+        if isinstance(value, (int, float)):  # bool is an int too
+            own = self.backend.dtype(self.data)
+            # A Python number takes a float tensor's dtype: float32 * 2.5 stays float32.
+            array = np.asarray(value, dtype=own if own.kind == "f" else None)
+        else:
+            array = np.asarray(value)
+        return Tensor(self.backend.from_numpy(array), self.backend)
 
     def _check_backend(self, other: Tensor, what: str) -> None:
         if other.backend is not self.backend:
