@@ -108,11 +108,13 @@ class Context:
     would silently be wrong. Plain attributes (``ctx.dim = 1``) work too.
     """
 
+    # Class-level defaults: most contexts save nothing, and a Context is made for every op.
+    _saved: tuple[Any, ...] = ()
+    _versions: tuple[int | None, ...] = ()
+    _freed = False
+
     def __init__(self, fn_name: str = "Function") -> None:
         self._fn_name = fn_name
-        self._saved: tuple[Any, ...] = ()
-        self._versions: tuple[int | None, ...] = ()
-        self._freed = False
 
     if TYPE_CHECKING:  # Functions stash arbitrary attributes (ctx.dim = 1); tell the type checker
 
