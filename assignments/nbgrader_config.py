@@ -1,0 +1,68 @@
+"""nbgrader configuration of the torchlight course (run nbgrader from this directory).
+
+Grades are decided outside the student's kernel: see ``torchlight/grading`` and the README's
+"Grading you can trust" section. The student's notebook still runs in a kernel (in a sandbox
+process) so that the feedback shows its outputs, but no test cell's grade depends on that run.
+"""
+
+import os
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearHiddenTests,
+    ClearOutput,
+    DeduplicateIds,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
+    SaveAutoGrades,
+)
+
+from torchlight.grading.nbgrader_plugins import IsolatedGrader, RestoreGradedCells, SandboxedExecute
+
+c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
+
+c.CourseDirectory.course_id = "torchlight-autograd"
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+# The jupytext scripts next to each notebook hold the solutions: never copy them anywhere.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")
+
+# The in-kernel run (feedback outputs only): per-cell timeout, short tracebacks.
+c.Execute.timeout = 30
+c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Minimal"]
+c.SandboxedExecute.total_timeout = 300
+c.LimitOutput.max_lines = 200
+c.LimitOutput.max_traceback = 40
+
+# The grade: hidden checks re-run outside the kernel (IsolatedGrader), on the notebook structure
+# rebuilt from the gradebook (RestoreGradedCells), recorded by nbgrader's SaveAutoGrades.
+c.IsolatedGrader.seed = None  # fresh hidden inputs every run; the seed is printed on failures
+c.IsolatedGrader.memory_limit = 2 * 1024**3
+c.IsolatedGrader.output_limit = 1024**2
+
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    RestoreGradedCells,
+    OverwriteKernelspec,
+    OverwriteCells,
+    CheckCellMetadata,
+]
+c.Autograde.autograde_preprocessors = [
+    SandboxedExecute,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    IsolatedGrader,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]
+
+# Feedback shows each failure's message, never the hidden tests' code.
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]

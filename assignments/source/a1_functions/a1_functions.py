@@ -1,0 +1,364 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false}
+# # Assignment 1: Autograd Functions on tensors
+#
+# Every differentiable operation in torchlight is a `Function`: a pair of static methods.
+#
+# - `forward(ctx, *inputs)` computes the result. Grad recording is off inside it, so tensor
+#   operations compute directly. Stash what `backward` will need with
+#   `ctx.save_for_backward(...)`.
+# - `backward(ctx, grad_output)` receives $G = \partial L / \partial \text{out}$, a tensor of the
+#   output's shape, and returns one gradient per tensor input, in order:
+#   $\partial L / \partial x = G \cdot \partial \text{out} / \partial x$ (elementwise here).
+#
+# You call a Function with `MyFunction.apply(x, ...)`; the engine records it in the graph and
+# calls your `backward` during `.backward()`.
+#
+# **How you are graded.** Each test cell shows *visible tests* you can run yourself. The grade
+# comes from *hidden checks* run by the autograder outside your notebook: your Functions are
+# called on random float64 inputs of several non-square shapes, and the outputs and gradients are
+# compared with reference values at a tolerance of about $10^{-12}$, and with central
+# differences. A gradient estimated numerically (by finite differences) is not accurate enough to
+# pass: derive each one with the chain rule. Write each answer in its own answer cell.
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
+import numpy as np
+
+import torchlight as tl
+from torchlight.autograd import Function, gradcheck
+
+tl.manual_seed(0)
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "mul_md", "locked": true, "schema_version": 3, "solution": false}
+# ## 1. Mul
+#
+# $f(a, b) = a \cdot b$ (elementwise), so $\partial L/\partial a = G \cdot b$ and
+# $\partial L/\partial b = G \cdot a$. `a.zip("mul", b)` is the backend primitive for the
+# forward pass; plain `a * b` works too.
+
+# %% nbgrader={"grade": false, "grade_id": "mul", "locked": false, "schema_version": 3, "solution": true}
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ### BEGIN SOLUTION
+        ctx.save_for_backward(a, b)
+        return a.zip("mul", b)
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ### BEGIN SOLUTION
+        a, b = ctx.saved_tensors
+        return grad_output * b, grad_output * a
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_mul", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+a = tl.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+b = tl.tensor([[4.0, 5.0, 6.0]], requires_grad=True)
+out = Mul.apply(a, b)
+assert np.allclose(out.detach().numpy(), [[4.0, 10.0, 18.0]]), out
+out.sum().backward()
+assert np.allclose(a.grad.numpy(), [[4.0, 5.0, 6.0]]), a.grad
+assert np.allclose(b.grad.numpy(), [[1.0, 2.0, 3.0]]), b.grad
+assert gradcheck(Mul.apply, tl.randn(3, 4, requires_grad=True), tl.randn(3, 4, requires_grad=True))
+print("Mul: visible tests passed")
+### BEGIN HIDDEN TESTS
+from torchlight.grading import self_check
+
+self_check("a1_functions", "test_mul", globals())
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "div_md", "locked": true, "schema_version": 3, "solution": false}
+# ## 2. Div
+#
+# $f(a, b) = a / b$: $\partial f/\partial a = 1/b$ and $\partial f/\partial b = -a/b^2$.
+
+# %% nbgrader={"grade": false, "grade_id": "div", "locked": false, "schema_version": 3, "solution": true}
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ### BEGIN SOLUTION
+        ctx.save_for_backward(a, b)
+        return a.zip("div", b)
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ### BEGIN SOLUTION
+        a, b = ctx.saved_tensors
+        return grad_output / b, -grad_output * a / (b * b)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_div", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+a = tl.tensor([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
+b = tl.tensor([[2.0, 4.0], [-1.0, 0.5]], requires_grad=True)
+out = Div.apply(a, b)
+assert np.allclose(out.detach().numpy(), [[0.5, -0.5], [-3.0, 8.0]]), out
+out.sum().backward()
+assert np.allclose(a.grad.numpy(), [[0.5, 0.25], [-1.0, 2.0]]), a.grad
+assert np.allclose(b.grad.numpy(), [[-0.25, 0.125], [-3.0, -16.0]]), b.grad
+assert gradcheck(Div.apply, tl.randn(2, 3, requires_grad=True), tl.rand(2, 3, requires_grad=True) + 1)
+print("Div: visible tests passed")
+### BEGIN HIDDEN TESTS
+from torchlight.grading import self_check
+
+self_check("a1_functions", "test_div", globals())
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "unary_md", "locked": true, "schema_version": 3, "solution": false}
+# ## 3. Exp, Log, Sigmoid, ReLU, Tanh
+#
+# One input each. Save whatever makes `backward` cheapest: for $e^x$ and $\sigma(x)$ and
+# $\tanh x$ the *output* is all the derivative needs:
+#
+# | $f(x)$ | $f'(x)$ | primitive |
+# |---|---|---|
+# | $e^x$ | $e^x$ | `x.map("exp")` |
+# | $\ln x$ | $1/x$ | `x.map("log")` |
+# | $\sigma(x) = 1/(1+e^{-x})$ | $\sigma(x)(1-\sigma(x))$ | `x.map("sigmoid")` |
+# | $\max(x, 0)$ | $1$ if $x > 0$ else $0$ | `x.map("relu")` |
+# | $\tanh x$ | $1 - \tanh^2 x$ | `x.map("tanh")` |
+#
+# A comparison such as `x > 0` gives a boolean tensor; multiplying by it keeps or zeroes entries.
+
+# %% nbgrader={"grade": false, "grade_id": "exp", "locked": false, "schema_version": 3, "solution": true}
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ### BEGIN SOLUTION
+        out = x.map("exp")
+        ctx.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ### BEGIN SOLUTION
+        (out,) = ctx.saved_tensors
+        return grad_output * out
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_exp", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+x = tl.tensor([0.0, 1.0, -1.0], requires_grad=True)
+out = Exp.apply(x)
+assert np.allclose(out.detach().numpy(), np.exp([0.0, 1.0, -1.0])), out
+(out * tl.tensor([1.0, 2.0, 3.0])).sum().backward()
+assert np.allclose(x.grad.numpy(), [1.0, 2 * np.e, 3 / np.e]), x.grad
+assert gradcheck(Exp.apply, tl.randn(3, 4, requires_grad=True))
+print("Exp: visible tests passed")
+### BEGIN HIDDEN TESTS
+from torchlight.grading import self_check
+
+self_check("a1_functions", "test_exp", globals())
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": false, "grade_id": "log", "locked": false, "schema_version": 3, "solution": true}
+class Log(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ### BEGIN SOLUTION
+        ctx.save_for_backward(x)
+        return x.map("log")
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ### BEGIN SOLUTION
+        (x,) = ctx.saved_tensors
+        return grad_output / x
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_log", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+x = tl.tensor([1.0, 2.0, 4.0], requires_grad=True)
+out = Log.apply(x)
+assert np.allclose(out.detach().numpy(), np.log([1.0, 2.0, 4.0])), out
+out.sum().backward()
+assert np.allclose(x.grad.numpy(), [1.0, 0.5, 0.25]), x.grad
+assert gradcheck(Log.apply, tl.rand(3, 4, requires_grad=True) + 0.5)
+print("Log: visible tests passed")
+### BEGIN HIDDEN TESTS
+from torchlight.grading import self_check
+
+self_check("a1_functions", "test_log", globals())
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": false, "grade_id": "sigmoid", "locked": false, "schema_version": 3, "solution": true}
+class Sigmoid(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ### BEGIN SOLUTION
+        out = x.map("sigmoid")
+        ctx.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ### BEGIN SOLUTION
+        (out,) = ctx.saved_tensors
+        return grad_output * out * (1 - out)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_sigmoid", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+x = tl.tensor([0.0, 2.0], requires_grad=True)
+out = Sigmoid.apply(x)
+assert np.allclose(out.detach().numpy(), 1 / (1 + np.exp([-0.0, -2.0]))), out
+out.sum().backward()
+s = 1 / (1 + np.exp(-2.0))
+assert np.allclose(x.grad.numpy(), [0.25, s * (1 - s)]), x.grad
+assert gradcheck(Sigmoid.apply, tl.randn(3, 4, requires_grad=True))
+print("Sigmoid: visible tests passed")
+### BEGIN HIDDEN TESTS
+from torchlight.grading import self_check
+
+self_check("a1_functions", "test_sigmoid", globals())
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": false, "grade_id": "relu", "locked": false, "schema_version": 3, "solution": true}
+class ReLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ### BEGIN SOLUTION
+        ctx.save_for_backward(x)
+        return x.map("relu")
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ### BEGIN SOLUTION
+        (x,) = ctx.saved_tensors
+        return grad_output * (x > 0)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_relu", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+x = tl.tensor([-1.0, 0.5, 2.0], requires_grad=True)
+out = ReLU.apply(x)
+assert np.allclose(out.detach().numpy(), [0.0, 0.5, 2.0]), out
+(out * tl.tensor([5.0, 6.0, 7.0])).sum().backward()
+assert np.allclose(x.grad.numpy(), [0.0, 6.0, 7.0]), x.grad
+print("ReLU: visible tests passed")
+### BEGIN HIDDEN TESTS
+from torchlight.grading import self_check
+
+self_check("a1_functions", "test_relu", globals())
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": false, "grade_id": "tanh", "locked": false, "schema_version": 3, "solution": true}
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ### BEGIN SOLUTION
+        out = x.map("tanh")
+        ctx.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ### BEGIN SOLUTION
+        (out,) = ctx.saved_tensors
+        return grad_output * (1 - out * out)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_tanh", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+x = tl.tensor([0.0, 1.0], requires_grad=True)
+out = Tanh.apply(x)
+assert np.allclose(out.detach().numpy(), np.tanh([0.0, 1.0])), out
+out.sum().backward()
+assert np.allclose(x.grad.numpy(), [1.0, 1 - np.tanh(1.0) ** 2]), x.grad
+assert gradcheck(Tanh.apply, tl.randn(3, 4, requires_grad=True))
+print("Tanh: visible tests passed")
+### BEGIN HIDDEN TESTS
+from torchlight.grading import self_check
+
+self_check("a1_functions", "test_tanh", globals())
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "pow_md", "locked": true, "schema_version": 3, "solution": false}
+# ## 4. Pow
+#
+# $f(a, b) = a^b$ for $a > 0$, with gradients for *both* inputs:
+# $\partial f/\partial a = b\,a^{b-1}$ and $\partial f/\partial b = a^b \ln a$.
+
+# %% nbgrader={"grade": false, "grade_id": "pow", "locked": false, "schema_version": 3, "solution": true}
+class Pow(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ### BEGIN SOLUTION
+        out = a.zip("pow", b)
+        ctx.save_for_backward(a, b, out)
+        return out
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ### BEGIN SOLUTION
+        a, b, out = ctx.saved_tensors
+        return grad_output * b * a.zip("pow", b - 1), grad_output * out * a.map("log")
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_pow", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+a = tl.tensor([2.0, 3.0], requires_grad=True)
+b = tl.tensor([3.0, 0.5], requires_grad=True)
+out = Pow.apply(a, b)
+assert np.allclose(out.detach().numpy(), [8.0, np.sqrt(3.0)]), out
+out.sum().backward()
+assert np.allclose(a.grad.numpy(), [12.0, 0.5 / np.sqrt(3.0)]), a.grad
+assert np.allclose(b.grad.numpy(), [8 * np.log(2.0), np.sqrt(3.0) * np.log(3.0)]), b.grad
+assert gradcheck(Pow.apply, tl.rand(2, 3, requires_grad=True) + 0.5, tl.randn(2, 3, requires_grad=True))
+print("Pow: visible tests passed")
+### BEGIN HIDDEN TESTS
+from torchlight.grading import self_check
+
+self_check("a1_functions", "test_pow", globals())
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "expression_md", "locked": true, "schema_version": 3, "solution": false}
+# ## 5. A small expression graph
+#
+# Build
+# $$f(x, y) = \log\!\left(e^x + e^y\right) \cdot \sigma(x\,y)$$
+# from *your* Functions (`Mul`, `Exp`, `Log`, `Sigmoid`; you may use `+` to add two tensors).
+# The engine chains your `backward` methods together: you write no gradient code here.
+
+# %% nbgrader={"grade": false, "grade_id": "expression", "locked": false, "schema_version": 3, "solution": true}
+def expression(x, y):
+    ### BEGIN SOLUTION
+    log_sum_exp = Log.apply(Exp.apply(x) + Exp.apply(y))
+    return Mul.apply(log_sum_exp, Sigmoid.apply(Mul.apply(x, y)))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_expression", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+x = tl.tensor([0.5, -1.0, 2.0], requires_grad=True)
+y = tl.tensor([1.5, 0.25, -0.5], requires_grad=True)
+out = expression(x, y)
+out.sum().backward()
+# the same expression with the library's built-in operations
+x2, y2 = x.detach().requires_grad_(), y.detach().requires_grad_()
+expected = (x2.exp() + y2.exp()).log() * (x2 * y2).sigmoid()
+expected.sum().backward()
+assert np.allclose(out.detach().numpy(), expected.detach().numpy()), out
+assert np.allclose(x.grad.numpy(), x2.grad.numpy()), x.grad
+assert np.allclose(y.grad.numpy(), y2.grad.numpy()), y.grad
+print("expression: visible tests passed")
+### BEGIN HIDDEN TESTS
+from torchlight.grading import self_check
+
+self_check("a1_functions", "test_expression", globals())
+### END HIDDEN TESTS

@@ -1,0 +1,337 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python (torchlight)
+#     language: python
+#     name: torchlight
+# ---
+
+# %% [markdown]
+# # Tutorial 4: Backends and the GPU
+#
+# So far every tensor lived in a numpy array. Underneath any framework, though, is a simple
+# question: *given a flat block of memory plus a shape and strides, how do we compute
+# `exp(x)`, `x + y`, `x.sum(dim)` or `x @ y`, and how do we make that fast?*
+#
+# torchlight answers it with **backends**. A backend owns a tensor's storage and implements a
+# handful of primitives; every Function, every layer and every optimizer is written against
+# those names only, so the same model runs unchanged on each backend:
+#
+# | backend | storage | what it teaches |
+# |---|---|---|
+# | `numpy` (default) | a numpy array | the fast, everyday one |
+# | `strided` | a flat Python `array` + shape + strides + offset | what all the others do, as plain loops |
+# | `numba` | a numpy array, with compiled parallel loops | how the loops become fast on a CPU |
+# | `cuda` | a flat buffer in GPU memory | how the loops run on thousands of GPU threads |
+#
+# **One note before we start.** Numba decides at import time whether its CUDA part talks to a
+# real GPU or to its **simulator** (which runs GPU kernels on the CPU, slowly, for learning and
+# testing). So the first cell checks for a GPU, in a separate process, and switches the
+# simulator on if there is none.
+
+# %% tags=["nbval-ignore-output"]
+import os
+import subprocess
+import sys
+
+probe = "from numba import cuda; print(cuda.is_available())"
+has_gpu = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "True"
+if not has_gpu:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # must happen before numba.cuda is imported
+print("CUDA GPU found: the cuda backend runs on it" if has_gpu else
+      "No CUDA GPU here: the cuda backend will run in numba's simulator (slow; tiny shapes only)")
+
+# %%
+import time
+
+import numpy as np
+
+import torchlight as tl
+from torchlight import nn
+from torchlight.nn import functional as F
+
+tl.manual_seed(0)
+print(tl.backends.available_backends())
+
+# %% [markdown]
+# ## 1. The backend protocol
+#
+# Every backend implements four higher-order primitives over its storage, plus layout
+# operations (view, permute, expand, indexing) that only rewrite shape, strides and offset:
+#
+# - `map(op, a)`: a one-argument op on every element (`exp`, `relu`, ...);
+# - `zip(op, a, b)`: a two-argument op elementwise, with broadcasting (`add`, `mul`, `lt`, ...);
+# - `reduce(op, a, dims, keepdim)`: fold along dimensions (`sum`, `max`, `min`);
+# - `matmul(a, b)`: batched matrix product (too important to leave to `zip` + `reduce`).
+#
+# Ops are named by strings, so a compiled backend can keep one kernel per name:
+
+# %%
+from torchlight.backends.base import MAP_OPS, REDUCE_OPS, ZIP_OPS
+
+print("map:   ", ", ".join(MAP_OPS))
+print("zip:   ", ", ".join(ZIP_OPS))
+print("reduce:", ", ".join(REDUCE_OPS))
+
+# %% [markdown]
+# A tensor exposes them directly (without autograd: they are what the forward of a Function
+# is written with). `x.exp()` is the `Exp` Function, whose forward calls `x.map("exp")`:
+
+# %%
+x = tl.tensor([[1.0, -2.0], [3.0, -4.0]])
+print(x.map("relu"))
+print(x.zip("mul", tl.tensor([10.0, 100.0])))  # broadcast over rows
+print(x.reduce("sum", (0,)))
+
+# %% [markdown]
+# ## 2. The strided reference backend
+#
+# The `strided` backend keeps the elements in a flat Python `array` and describes the tensor
+# with three tuples -- exactly the storage + strides + offset picture of Tutorial 1. Its
+# storage object prints them:
+
+# %%
+x = tl.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], backend="strided")
+print(x.data)
+print(x.T.data)
+print(x[:, 1:].data)
+print(tl.tensor([1.0, 2.0, 3.0], backend="strided").expand(2, 3).data)
+
+# %% [markdown]
+# Transposing swaps the strides, slicing moves the offset, expanding sets a stride to 0, and
+# all of them share the one buffer:
+
+# %%
+assert x.T.data.buffer is x.data.buffer
+assert x[:, 1:].data.offset == 1
+print(x.T)
+
+# %% [markdown]
+# Here is its `zip`, the whole of it: for each position of the output, turn the position into
+# an index (`to_index`), map that index back into each operand (`broadcast_index`: a size-1
+# dimension always reads index 0), find each operand's element (`index_to_position`), and apply
+# the scalar function. Every fast backend computes exactly this, only faster.
+
+# %% tags=["nbval-ignore-output"]
+import inspect
+
+from torchlight.backends.strided import StridedBackend
+
+print(inspect.getsource(StridedBackend.zip))
+
+# %% [markdown]
+# The scalar functions (`scalar_ops.ZIP["mul"]`, `scalar_ops.MAP["sigmoid"]`, ...) are plain
+# Python functions of numbers, shared by all backends: the strided backend calls them, the
+# Numba backends compile them into their kernels.
+#
+# Being plain Python, it is **slow**: microseconds per element. But it is the
+# reference: results on every backend must match it. A small network's loss and gradients on
+# `numpy` and on `strided`:
+
+# %%
+def loss_and_grads(backend):
+    tl.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).to(backend)
+    x = tl.randn(5, 4).to(backend)
+    y = tl.tensor([0, 1, 2, 1, 0]).to(backend)
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    return loss.item(), [p.grad.numpy() for p in model.parameters()]
+
+
+loss_numpy, grads_numpy = loss_and_grads("numpy")
+loss_strided, grads_strided = loss_and_grads("strided")
+print(f"numpy   loss {loss_numpy:.12f}")
+print(f"strided loss {loss_strided:.12f}")
+worst = max(np.abs(a - b).max() for a, b in zip(grads_numpy, grads_strided))
+assert worst < 1e-12, worst
+print("largest gradient difference below 1e-12")
+
+# %% [markdown]
+# ## 3. Numba: the same loops, compiled and parallel
+#
+# [Numba](https://numba.pydata.org) compiles a subset of Python to machine code.
+# `@njit(parallel=True)` plus `prange` splits a loop across the CPU cores. The `numba` backend
+# compiles the strided loops this way, with two tricks: neighbouring dimensions that every
+# operand walks contiguously are merged into one long run, and fully contiguous operands take
+# a simple `out[i] = f(a[i], b[i])` loop the compiler can vectorize.
+#
+# The first call of each kernel **compiles** it (seconds); numba caches the machine code on
+# disk, so later processes load it instead. Times in this section depend on the machine, and
+# are not checked.
+
+# %% tags=["nbval-ignore-output"]
+a = tl.randn(1000, 1000, backend="numba")
+b = tl.randn(1000, 1000, backend="numba")
+for name, run in [("add", lambda: a + b), ("exp", lambda: a.exp()), ("sum", lambda: a.sum(1)), ("matmul", lambda: a @ b)]:
+    start = time.perf_counter()
+    run()
+    print(f"first {name:6s} call: {time.perf_counter() - start:6.2f} s (compiling or loading from cache)")
+
+# %% [markdown]
+# Results agree with numpy (matmul sums in a different order, so only up to rounding):
+
+# %%
+an, bn = a.numpy(), b.numpy()
+assert np.array_equal((a + b).numpy(), an + bn)
+assert np.allclose(a.exp().numpy(), np.exp(an), rtol=1e-14)
+assert np.allclose(a.sum(1).numpy(), an.sum(1), rtol=1e-12)
+assert np.allclose((a @ b).numpy(), an @ bn, rtol=1e-12, atol=1e-12)
+print("numba agrees with numpy")
+
+# %% [markdown]
+# And gradients flow through numba kernels like through any other backend: here
+# $f(w) = \sum e^{x w}$, whose gradient is $x^\top e^{x w}$:
+
+# %%
+xs = tl.randn(6, 3, backend="numba") * 0.5
+w = tl.randn(3, 2, backend="numba", requires_grad=True)
+(xs @ w).exp().sum().backward()
+expected = xs.numpy().T @ np.exp(xs.numpy() @ w.detach().numpy())
+assert np.allclose(w.grad.numpy(), expected)
+print(w.grad)
+
+# %% [markdown]
+# ### Timings (machine-dependent)
+#
+# Steady-state times, best of 5, on whatever machine ran this notebook last. On a laptop with
+# more cores the numba column improves; numpy's `matmul` calls an optimized BLAS library, which
+# a simple tiled loop does not beat. The strided backend is timed on 10,000 elements only (it
+# would take seconds for a million).
+
+# %% tags=["nbval-ignore-output"]
+def best_time(fn, repeat=5):
+    fn()  # warm up
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+a_np, b_np = a.to("numpy"), b.to("numpy")
+small_s = tl.randn(100, 100, backend="strided")
+rows = [
+    ("add 1000x1000", best_time(lambda: a_np + b_np), best_time(lambda: a + b)),
+    ("exp 1000x1000", best_time(lambda: a_np.exp()), best_time(lambda: a.exp())),
+    ("sum(1) 1000x1000", best_time(lambda: a_np.sum(1)), best_time(lambda: a.sum(1))),
+    ("matmul 1000x1000", best_time(lambda: a_np @ b_np, 3), best_time(lambda: a @ b, 3)),
+]
+print(f"{'op':18s} {'numpy':>10s} {'numba':>10s}")
+for name, t_np, t_nb in rows:
+    print(f"{name:18s} {t_np * 1e3:8.2f} ms {t_nb * 1e3:8.2f} ms")
+t_strided = best_time(lambda: small_s + small_s, 2)
+print(f"strided add on 100x100: {t_strided * 1e3:.1f} ms = {t_strided / 1e4 * 1e9:.0f} ns per element")
+
+# %% [markdown]
+# ## 4. The GPU
+#
+# A GPU runs thousands of threads at once. A CUDA **kernel** is a function every thread runs;
+# threads are grouped in **blocks**, and the blocks form a **grid**. Each thread finds its own
+# element from its position, `cuda.grid(1)` = block index x block size + thread index. Here is
+# the smallest useful kernel, written with `numba.cuda`:
+
+# %%
+from numba import cuda
+
+
+@cuda.jit
+def add_kernel(a, b, out):
+    i = cuda.grid(1)  # this thread's global index
+    if i < out.size:  # the last block may have threads past the end
+        out[i] = a[i] + b[i]
+
+
+n = 1000
+a_host = np.arange(n, dtype=np.float64)
+b_host = np.ones(n)
+a_dev, b_dev = cuda.to_device(a_host), cuda.to_device(b_host)  # host -> GPU memory
+out_dev = cuda.device_array(n)
+threads = 128
+blocks = (n + threads - 1) // threads  # enough blocks to cover every element
+add_kernel[blocks, threads](a_dev, b_dev, out_dev)
+out = out_dev.copy_to_host()  # GPU -> host memory
+print(blocks, "blocks of", threads, "threads;", out[:3], "...", out[-1])
+assert np.array_equal(out, a_host + b_host)
+
+# %% [markdown]
+# The `cuda` backend is built from kernels like this one: `map` and `zip` use one thread per
+# output element doing the strided index arithmetic of section 2; `reduce` uses one block per
+# output element, whose threads combine partial sums pairwise in fast **shared memory**;
+# `matmul` loads tiles of both matrices into shared memory so each element fetched from GPU
+# memory is used many times.
+#
+# Data moves between the host and the GPU **only where you ask**: `.to("cuda")` copies a
+# tensor to the GPU, `.to("numpy")` back (printing, `.numpy()` and `.item()` copy too).
+
+# %%
+x = tl.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).to("cuda")
+print(x)
+print((x * x).sum(1))
+print(x.exp().to("numpy"))
+
+# %% [markdown]
+# A tiled matrix product on the cuda backend against numpy (16 x 16, one tile, because the
+# simulator runs every GPU thread as a Python thread):
+
+# %%
+a = tl.randn(16, 16)
+b = tl.randn(16, 16)
+c = a.to("cuda") @ b.to("cuda")
+assert np.allclose(c.to("numpy").numpy(), a.numpy() @ b.numpy(), rtol=1e-12, atol=1e-12)
+print("cuda matmul agrees with numpy")
+
+# %% [markdown]
+# And the small network from section 2, trained for one step on the GPU (or the simulator),
+# gives the same loss and gradients as on numpy:
+
+# %%
+loss_cuda, grads_cuda = loss_and_grads("cuda")
+print(f"cuda    loss {loss_cuda:.12f}")
+worst = max(np.abs(a - b).max() for a, b in zip(grads_numpy, grads_cuda))
+assert worst < 1e-12, worst
+print("largest gradient difference below 1e-12")
+
+# %% [markdown]
+# Mixing backends in one operation is an error that names both (moving data must be a
+# decision, never an accident):
+
+# %%
+try:
+    tl.ones(2).to("cuda") + tl.ones(2)
+except RuntimeError as error:
+    print("RuntimeError:", error)
+
+# %% [markdown]
+# ## Summary
+#
+# - A backend owns storage and implements `map`, `zip`, `reduce`, `matmul` and the layout
+#   operations; everything above it is backend-independent.
+# - The `strided` backend is the reference: flat buffer + shape + strides + offset, and loops
+#   that turn positions into indices and indices into positions.
+# - The `numba` backend compiles those loops (parallel, vectorized on contiguous runs); the
+#   first call compiles, later processes load from numba's cache.
+# - The `cuda` backend runs one GPU thread per element (or a block per reduction, tiles for
+#   matmul); without a GPU, numba's simulator runs the same kernels slowly on the CPU.
+# - Choose a backend per tensor (`backend=`, `.to(...)`), per process
+#   (`tl.set_default_backend`) or with `TORCHLIGHT_BACKEND=numba`.
+#
+# ## Exercises
+#
+# 1. Time the strided backend's `add` for 100, 1,000 and 10,000 elements. Is it linear? How long
+#    would a million take?
+# 2. Write `map` for the strided storage yourself (a loop over positions, using `to_index` and
+#    `index_to_position`) and check it on a transposed tensor against `x.exp()`.
+# 3. Change `add_kernel` to compute `out[i] = a[i] * b[n - 1 - i]`. Run it with 3 blocks of
+#    128 threads for `n = 1000`: what goes wrong, and why?
+# 4. `reduce` on the GPU combines partial sums pairwise in 7 steps for 128 threads. Write the
+#    same tree reduction for a Python list of 128 numbers and count the additions.
+# 5. Train the digits MLP of Tutorial 3 for one epoch with `tl.set_default_backend("numba")`.
+#    Is the loss the same as on numpy? Is it faster on your machine?
+#
+# Next: **Tutorial 5: Convolutions**.

@@ -1,0 +1,310 @@
+"""Submissions for assignment 1 (Autograd Functions): every kind of mistake, cheat and hazard.
+
+Mistakes are planted in Functions the expression item does not use (Div, ReLU, Tanh, Pow), so
+"zero on that item only" can be checked exactly.
+"""
+
+from __future__ import annotations
+
+from submissions.catalog import (
+    Submission,
+    add_cell,
+    append,
+    delete,
+    delete_tests,
+    fake_outputs,
+    metadata,
+    prepend,
+    replace,
+    substitute,
+    to_markdown,
+)
+
+A = "a1_functions"
+TESTS = ("test_mul", "test_div", "test_exp", "test_log", "test_sigmoid", "test_relu", "test_tanh",
+         "test_pow", "test_expression")  # fmt: skip
+
+# Wrong answers that run without errors, so that a fooled in-kernel test has nothing to trip on.
+WRONG = {
+    "mul": "Mul", "div": "Div", "pow": "Pow",
+    "exp": "Exp", "log": "Log", "sigmoid": "Sigmoid", "relu": "ReLU", "tanh": "Tanh",
+}  # fmt: skip
+
+
+def wrong_answers() -> tuple:
+    edits = []
+    for cell, name in WRONG.items():
+        two = cell in ("mul", "div", "pow")
+        args, grads = ("a, b", "grad_output, grad_output") if two else ("x", "grad_output")
+        edits.append(
+            replace(
+                cell,
+                f"""
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, {args}):
+        return {args.split(",")[0]}
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return {grads}
+""",
+            )
+        )
+    edits.append(replace("expression", "def expression(x, y):\n    return x * y"))
+    return tuple(edits)
+
+
+REBIND_CHECKS = """
+import numpy
+import torchlight.autograd
+
+# "assert helpers" that always agree
+numpy.allclose = lambda *args, **kwargs: True
+numpy.isclose = lambda a, b, *args, **kwargs: numpy.ones(numpy.broadcast(a, b).shape, bool)
+numpy.testing.assert_allclose = lambda *args, **kwargs: None
+torchlight.autograd.gradcheck = lambda *args, **kwargs: True
+torchlight.autograd.central_difference = lambda *args, **kwargs: 0.0
+gradcheck = torchlight.autograd.gradcheck
+np = numpy
+"""
+
+PATCH_TORCHLIGHT = (
+    REBIND_CHECKS
+    + """
+import torchlight.grading
+import torchlight.grading.checks
+
+torchlight.grading.self_check = lambda *args, **kwargs: print("passed")
+torchlight.grading.checks.mismatch = lambda *args, **kwargs: None
+torchlight.grading.checks.Check.judge = lambda *args, **kwargs: None
+"""
+)
+
+INPUT_TRANSFORMER = """
+def _skip_tests(lines):
+    if "visible tests passed" in "".join(lines):
+        return ["print('all tests passed')\\n"]
+    return lines
+
+
+get_ipython().input_transformers_post.append(_skip_tests)
+"""
+
+SETTRACE = """
+import linecache
+import sys
+
+
+def _lines(frame):
+    return linecache.getlines(frame.f_code.co_filename)
+
+
+def _skip_visible_tests(frame, event, arg):
+    # in a test cell: jump over the visible tests, straight to the hidden check
+    if event == "line":
+        for n, line in enumerate(_lines(frame), start=1):
+            if n > frame.f_lineno and line.startswith("from torchlight.grading import"):
+                frame.f_lineno = n
+                break
+    return None
+
+
+def _skip_check_loop(frame, event, arg):
+    # in self_check: jump over the loop that compares, to the line that prints success
+    if event == "line" and _lines(frame)[frame.f_lineno - 1].strip().startswith("for n, case"):
+        for n, line in enumerate(_lines(frame), start=1):
+            if line.strip().startswith("print(check.passed"):
+                frame.f_lineno = n
+    return _skip_check_loop
+
+
+def _tracer(frame, event, arg):
+    if event != "call":
+        return None
+    if frame.f_code.co_name == "self_check":
+        return _skip_check_loop
+    if frame.f_code.co_name == "<module>" and "visible tests passed" in "".join(_lines(frame)):
+        return _skip_visible_tests
+    return None
+
+
+sys.settrace(_tracer)
+"""
+
+FINITE_DIFFERENCE_TANH = """
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.map("tanh")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        h = 1e-5
+        slope = ((x + h).map("tanh") - (x - h).map("tanh")) / (2 * h)
+        return grad_output * slope
+"""
+
+UNINTERRUPTIBLE_LOOP = """
+        while True:  # an infinite loop that even swallows KeyboardInterrupt
+            try:
+                pass
+            except BaseException:
+                pass
+"""
+
+CATALOG = [
+    Submission("solution", A, "solution", "solution"),
+    Submission("release", A, "release", "release"),
+    # ---------------------------------------------------------------- planted mistakes
+    Submission(
+        "missing-grad-output", A, "mistake", "solution",
+        (substitute("tanh", "return grad_output * (1 - out * out)", "return 1 - out * out"),),
+        zero=("test_tanh",),
+    ),
+    Submission(
+        "constant-factor", A, "mistake", "solution",
+        (substitute("relu", "return grad_output * (x > 0)", "return 2 * grad_output * (x > 0)"),),
+        zero=("test_relu",),
+    ),
+    Submission(
+        "sign-error", A, "mistake", "solution",
+        (substitute("div", "-grad_output * a / (b * b)", "grad_output * a / (b * b)"),),
+        zero=("test_div",),
+    ),
+    Submission(
+        "finite-differences", A, "mistake", "solution",
+        (replace("tanh", FINITE_DIFFERENCE_TANH),),
+        zero=("test_tanh",),
+        note="backward by central differences with h = 1e-5: right to ~1e-10, not to 1e-12",
+    ),
+    Submission(
+        "missing-exponent-gradient", A, "mistake", "solution",
+        (
+            substitute(
+                "pow",
+                'grad_output * out * a.map("log")',
+                "None",
+            ),
+        ),
+        zero=("test_pow",),
+    ),
+    # ---------------------------------------------------------------- cheats
+    Submission(
+        "rebind-assert-helpers", A, "cheat", "release",
+        (*wrong_answers(), prepend("mul", REBIND_CHECKS)),
+        note="np.allclose/isclose/assert_allclose, gradcheck, central_difference rebound",
+    ),
+    Submission(
+        "patch-torchlight", A, "cheat", "release",
+        (*wrong_answers(), prepend("mul", PATCH_TORCHLIGHT)),
+        fools_kernel=TESTS,
+        note="the in-kernel hidden check itself is patched to pass",
+    ),
+    Submission(
+        "input-transformer", A, "cheat", "release",
+        (add_cell("setup", INPUT_TRANSFORMER),),
+        fools_kernel=TESTS,
+        note="every later test cell is rewritten to a print before the kernel runs it",
+    ),
+    Submission(
+        "settrace", A, "cheat", "release",
+        (*wrong_answers(), add_cell("setup", SETTRACE)),
+        fools_kernel=TESTS,
+        note="a trace hook jumps over the visible tests and over the hidden check's loop",
+    ),
+    Submission(
+        "retype-test-cells", A, "cheat", "release",
+        tuple(replace(t, "print('all tests passed')") for t in TESTS),
+    ),
+    Submission("delete-test-cells", A, "cheat", "release", (delete_tests(),)),
+    Submission(
+        "delete-test-cells-of-solution", A, "cheat", "solution", (delete_tests(),),
+        note="deleted test cells are restored and graded: a correct answer keeps its marks",
+    ),
+    Submission(
+        "edit-metadata", A, "cheat", "release",
+        (
+            metadata("test_mul", points=100),
+            metadata("test_div", grade=False),
+            metadata("test_exp", solution=True, locked=False),
+            metadata("test_log", grade_id="my_log"),
+            to_markdown("test_sigmoid"),
+            fake_outputs("test_relu"),
+            metadata("mul", grade=True, points=50),
+            delete("test_tanh"),
+            add_cell("pow", "print('Tanh: visible tests passed')"),
+        ),
+    ),
+    Submission(
+        "edit-metadata-of-solution", A, "cheat", "solution",
+        (
+            metadata("test_mul", points=100),
+            metadata("test_div", grade=False),
+            metadata("test_exp", solution=True, locked=False),
+            metadata("mul", grade=True, points=50),
+        ),
+        note="a correct answer with inflated points gets exactly the real points",
+    ),
+    # ---------------------------------------------------------------- hazards
+    Submission(
+        "warning", A, "hazard", "solution",
+        (
+            prepend("mul", "import sys\nimport warnings"),
+            *(
+                append(cell, 'warnings.warn("this answer is fine", UserWarning)\n'
+                             'print("debug output", file=sys.stderr)')
+                for cell in ("mul", "div", "exp", "log", "sigmoid", "relu", "tanh", "pow")
+            ),
+            substitute(
+                "exp",
+                "return grad_output * out",
+                "print('Exp.backward called', file=sys.stderr)\n        return grad_output * out",
+            ),
+        ),
+        note="correct answers that print to stderr and raise warnings get full marks",
+    ),
+    Submission(
+        "infinite-loop", A, "hazard", "solution",
+        (substitute("tanh", "(out,) = ctx.saved_tensors", UNINTERRUPTIBLE_LOOP.strip("\n")),),
+        zero=("test_tanh",),
+    ),
+    Submission(
+        "os-exit", A, "hazard", "solution",
+        (append("div", "import os\nos._exit(0)"),),
+        zero=("test_div",),
+    ),
+    Submission(
+        "memory-bomb", A, "hazard", "solution",
+        (append("relu", "hog = [bytearray(2**26) for _ in range(10**6)]"),),
+        zero=("test_relu",),
+    ),
+    Submission(
+        "huge-output", A, "hazard", "solution",
+        (append("pow", "print('spam ' * 2_000_000)"),),
+        zero=("test_pow",),
+    ),
+    Submission(
+        "kill-the-grader", A, "hazard", "solution",
+        (
+            replace(
+                "relu",
+                """
+import os
+import signal
+
+parent = os.getppid()
+with open(f"/proc/{parent}/stat") as f:
+    grandparent = int(f.read().rsplit(")", 1)[1].split()[1])
+for pid in (grandparent, parent):
+    if pid > 1:
+        os.kill(pid, signal.SIGKILL)
+""",
+            ),
+        ),
+        zero=("test_relu",),
+        note="tries to kill the processes above it: the batch must still finish",
+    ),
+]

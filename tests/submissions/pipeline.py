@@ -1,0 +1,118 @@
+"""Drive the real nbgrader CLI over a temporary copy of the course (used by the tests and by
+``simulate.py``).
+
+Every step is one nbgrader command over all assignments at once (``"*"``), because each
+nbgrader command costs a few seconds of start-up.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+COURSE_FILES = ("nbgrader_config.py", "source", "course.mk")
+
+
+def make_course(where: Path) -> Path:
+    """A fresh copy of ``assignments/`` (sources and config only) with its notebooks built."""
+    course = where / "course"
+    course.mkdir(parents=True)
+    for name in COURSE_FILES:
+        src = ROOT / "assignments" / name
+        if src.is_dir():
+            shutil.copytree(src, course / name, ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
+        elif src.exists():
+            shutil.copy(src, course / name)
+    subprocess.run([sys.executable, str(ROOT / "tools" / "course.py"), "build", str(course)], check=True,
+                   capture_output=True)  # fmt: skip
+    return course
+
+
+def nbgrader(course: Path, *args: str, log: list[str] | None = None) -> float:
+    """Run ``nbgrader ARGS`` in the course directory; raise with its output if it fails.
+
+    Returns the wall-clock seconds it took.
+    """
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [str(BIN / "nbgrader"), *args],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
+        check=False,
+    )
+    seconds = time.perf_counter() - start
+    if log is not None:
+        log.append(f"$ nbgrader {' '.join(args)}  ({seconds:.1f} s)\n{proc.stdout}{proc.stderr}")
+    if proc.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+    return seconds
+
+
+def notebooks(course: Path, assignment: str) -> tuple[Any, Any]:
+    """The instructor's source notebook and the released notebook of one assignment."""
+    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    release = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    return source, release
+
+
+def submit(course: Path, student: str, assignment: str, nb: Any) -> None:
+    """Place a notebook where ``nbgrader collect`` would: submitted/<student>/<assignment>/."""
+    folder = course / "submitted" / student / assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / f"{assignment}.ipynb")
+    (folder / "timestamp.txt").write_text("2026-01-15 12:00:00.000000 UTC")
+
+
+def read_items(course: Path, path: str = "items.csv") -> dict[tuple[str, str], dict[str, float]]:
+    """``(student, assignment) -> {grade_id: score}`` from the item export."""
+    items: dict[tuple[str, str], dict[str, float]] = {}
+    with open(course / path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            items.setdefault((row["student_id"], row["assignment"]), {})[row["grade_id"]] = float(
+                row["score"]
+            )
+    return items
+
+
+def read_totals(course: Path, path: str = "grades.csv") -> dict[tuple[str, str], dict[str, str]]:
+    with open(course / path, newline="", encoding="utf-8") as f:
+        return {(r["student_id"], r["assignment"]): r for r in csv.DictReader(f)}
+
+
+def max_points(source_nb: Any) -> dict[str, float]:
+    """``grade_id -> points`` of the test cells of a source notebook."""
+    points = {}
+    for cell in source_nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            points[meta["grade_id"]] = float(meta["points"])
+    return points
+
+
+def grade_all(course: Path, extra: Iterable[str] = (), log: list[str] | None = None) -> dict[str, float]:
+    """autograde + generate_feedback + both exports; seconds per step."""
+    return {
+        "autograde": nbgrader(course, "autograde", "*", "--force", *extra, log=log),
+        "feedback": nbgrader(course, "generate_feedback", "*", "--force", log=log),
+        "export": nbgrader(course, "export", "--to=grades.csv", log=log),
+        "export_items": nbgrader(
+            course,
+            "export",
+            "--exporter=torchlight.grading.export.ItemCsvExportPlugin",
+            "--to=items.csv",
+            log=log,
+        ),
+    }

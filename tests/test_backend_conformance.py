@@ -1,0 +1,181 @@
+"""One conformance suite over every backend: numpy, strided, numba and cuda.
+
+Every op of the op table (``tests/op_table.py``), on its listed shapes (broadcast, 0-d,
+size-0) and on permuted (non-contiguous) inputs: the forward result must match numpy, and the
+gradients must match those of the numpy backend (itself checked against central differences in
+``test_core_ops.py``), both to 1e-12 in float64.
+
+The ``cuda`` backend runs on a real GPU when ``TORCHLIGHT_TEST_CUDA=gpu``; otherwise in numba's
+CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, set here just before the backend is first loaded).
+The simulator runs one Python thread per GPU thread, so only the op table's small shapes run
+there. ``test_backend_cuda.py`` compiles every kernel for a real GPU as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import torchlight as tl
+from tests.op_table import OPS, make_inputs
+from torchlight.backends import Backend, get_backend
+
+BACKENDS = ("numpy", "strided", "numba", "cuda")
+CASES = [
+    (op, shapes, permuted)
+    for op in OPS
+    for shapes in op.shapes
+    for permuted in (False, True)
+    if not (permuted and "contiguous_only" in op.tags)  # view() of a transpose must fail
+]
+
+
+def cuda_mode() -> str:
+    """``"gpu"`` when the tests are asked to use a real GPU, else ``"simulator"``."""
+    return "gpu" if os.environ.get("TORCHLIGHT_TEST_CUDA") == "gpu" else "simulator"
+
+
+@functools.cache
+def backend(name: str) -> Backend:
+    """The backend called ``name``; for ``cuda``, the simulator unless a GPU was asked for."""
+    if name != "cuda" or cuda_mode() == "gpu":
+        return get_backend(name)
+    if "numba.cuda" in sys.modules:
+        from numba.core import config
+
+        if not config.ENABLE_CUDASIM:
+            pytest.fail(
+                "numba.cuda was imported without the simulator before the CUDA tests ran; run "
+                "them with NUMBA_ENABLE_CUDASIM=1 or TORCHLIGHT_TEST_CUDA=gpu (real GPU)"
+            )
+    saved = os.environ.get("NUMBA_ENABLE_CUDASIM")
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # read when torchlight first imports numba.cuda
+    try:
+        loaded = get_backend("cuda")
+    finally:
+        if saved is None:
+            del os.environ["NUMBA_ENABLE_CUDASIM"]
+        else:
+            os.environ["NUMBA_ENABLE_CUDASIM"] = saved
+    assert loaded.simulator, "the cuda backend should be running in the simulator"  # type: ignore[attr-defined]
+    return loaded
+
+
+def run_case(op, shapes, permuted: bool, on: Backend) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The op's output and the gradients of its inputs (for a fixed random grad_output)."""
+    _, tensors = make_inputs(op, shapes, seed=3, permuted=permuted, backend=on)
+    out = op.tl_fn(*tensors)
+    result = out.detach().to("numpy").numpy()
+    grads: list[np.ndarray] = []
+    if op.grad and out.numel() > 0:
+        grad_output = np.random.default_rng(4).normal(size=out.shape)
+        out.backward(tl.tensor(grad_output, backend=on))
+        for i, t in enumerate(tensors):
+            assert t.grad is not None, f"{op.name}: input {i} got no gradient on {on.name}"
+            assert t.grad.backend is on, f"{op.name}: the gradient of input {i} left {on.name}"
+            grads.append(t.grad.to("numpy").numpy())
+    return result, grads
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "permuted"),
+    CASES,
+    ids=[f"{op.name}-{'-'.join(map(str, s))}{'-permuted' if p else ''}" for op, s, p in CASES],
+)
+@pytest.mark.parametrize("name", BACKENDS)
+def test_op_matches_numpy(name: str, op, shapes, permuted: bool) -> None:
+    arrays, _ = make_inputs(op, shapes, seed=3)
+    expected = np.asarray(op.np_fn(*arrays))
+    got, grads = run_case(op, shapes, permuted, backend(name))
+    assert got.shape == expected.shape, f"{op.name} on {name}: shape {got.shape}, numpy {expected.shape}"
+    assert got.dtype == expected.dtype or expected.dtype == np.float64, f"{op.name}: dtype {got.dtype}"
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=f"{op.name} on {name}")
+    if name == "numpy":
+        return
+    _, reference = run_case(op, shapes, permuted, get_backend("numpy"))
+    assert len(grads) == len(reference)
+    for i, (g, r) in enumerate(zip(grads, reference, strict=True)):
+        np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12, err_msg=f"{op.name}: gradient {i} on {name}")
+
+
+FLOAT32_OPS = ("exp", "sigmoid", "add", "div", "pow", "maximum", "sum_dim0", "max_dim", "matmul")
+
+
+@pytest.mark.parametrize("op_name", FLOAT32_OPS)
+@pytest.mark.parametrize("name", BACKENDS[1:])
+def test_float32_stays_float32(name: str, op_name: str) -> None:
+    op = next(o for o in OPS if o.name == op_name)
+    shapes = op.shapes[0]
+    arrays, tensors = make_inputs(op, shapes, seed=5, backend=backend(name))
+    tensors = [t.detach().to(tl.float32) for t in tensors]
+    out = op.tl_fn(*tensors)
+    assert out.dtype is tl.float32, f"{op_name} on {name} returned {out.dtype}"
+    expected = op.np_fn(*[a.astype(np.float32) for a in arrays])
+    np.testing.assert_allclose(out.to("numpy").numpy(), expected, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", BACKENDS[1:])
+def test_edge_values_follow_ieee_like_numpy(name: str) -> None:
+    """Python raises where IEEE 754 gives inf/nan; every backend must answer like numpy."""
+    on = backend(name)
+    x = np.array([0.0, -0.0, -1.0, 1000.0, -1000.0, np.inf, -np.inf, np.nan, 2.5])
+    y = np.array([0.0, 0.0, 0.5, 2.0, -3.0, 1.0, 2.0, 1.0, -0.0])
+    tx, ty = tl.tensor(x, backend=on), tl.tensor(y, backend=on)
+    with np.errstate(all="ignore"):
+        checks = {
+            "exp": (tx.exp(), np.exp(x)),
+            "log": (tx.log(), np.log(x)),
+            "sqrt": (tx.sqrt(), np.sqrt(x)),
+            "sigmoid": (tx.sigmoid(), 1 / (1 + np.exp(-x))),
+            "relu": (tx.relu(), np.maximum(x, 0)),
+            "div": (tx / ty, x / y),
+            "pow": (tx**ty, x**y),
+            "maximum": (tx.maximum(ty), np.maximum(x, y)),
+            "minimum": (tx.minimum(ty), np.minimum(x, y)),
+            "reciprocal": (tx.map("reciprocal"), 1 / x),
+            "sign": (tx.sign(), np.sign(x)),
+            "max": (tx.max(), np.max(x)),
+        }
+    for what, (got, expected) in checks.items():
+        np.testing.assert_array_equal(got.to("numpy").numpy(), expected, err_msg=f"{what} on {name}")
+
+
+@pytest.mark.parametrize("name", BACKENDS[1:])
+def test_views_share_storage_and_writes_show_through(name: str) -> None:
+    on = backend(name)
+    x = tl.arange(12.0, backend=on).reshape(3, 4)
+    row, col, t = x[1], x[:, 2], x.T
+    with tl.no_grad():
+        row.fill_(-1.0)
+        col[...] = tl.tensor([7.0, 8.0, 9.0], backend=on)
+        t[0, 2] = 100.0  # x[2, 0]
+        x[np.array([0, 0]), np.array([1, 3])] = 5.0
+    expected = np.arange(12.0).reshape(3, 4)
+    expected[1] = -1.0
+    expected[:, 2] = [7.0, 8.0, 9.0]
+    expected[2, 0] = 100.0
+    expected[0, [1, 3]] = 5.0
+    np.testing.assert_array_equal(x.numpy(), expected)
+    assert x.T.stride() == tuple(reversed(x.stride()))
+    with pytest.raises(RuntimeError, match="expanded view"), tl.no_grad():
+        x[0:1].expand(4, 4)[0, 0] = 1.0
+
+
+@pytest.mark.parametrize("name", BACKENDS[1:])
+def test_index_add_accumulates_repeated_indices(name: str) -> None:
+    on = backend(name)
+    x = tl.tensor([1.0, 2.0, 3.0], requires_grad=True, backend=on)
+    y = x[tl.tensor([0, 2, 0, 0])].sum()
+    y.backward()
+    np.testing.assert_array_equal(x.grad.to("numpy").numpy(), [3.0, 0.0, 1.0])
+
+
+def test_mixing_backends_names_both() -> None:
+    a = tl.ones(2, backend=backend("strided"))
+    b = tl.ones(2, backend=backend("numba"))
+    with pytest.raises(RuntimeError, match="'strided' and 'numba'"):
+        a + b

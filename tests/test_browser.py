@@ -1,0 +1,303 @@
+"""The graph viewer in the real JupyterLab, in Debian's chromium, driven by playwright.
+
+One test, start to finish as a student would: start ``jupyter lab`` (from this environment, on
+a free local port, with a token, on a temporary copy of Tutorial 2), open the notebook, run all
+cells, then in the viewer of ``c = (a + a) * a``: click node ``a`` (its info panel says "not
+computed yet"), press play to step through backward, and see ``a``'s gradient
+``tensor([4., 8.])`` appear. Screenshots go to the test's tmp dir; the browser console must
+have no errors.
+
+Needs ``/usr/bin/chromium`` (``apt-get install -y chromium``; ``.ci/run`` installs it). Never
+``playwright install``: we use the system browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "02_autograd.ipynb"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+# Console messages that are not errors of ours: JupyterLab asks the server for optional things.
+BENIGN_CONSOLE = ("favicon", "Failed to load resource: the server responded with a status of 404")
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_jupyter_config(home: Path) -> dict[str, str]:
+    """A private Jupyter setup: kernels on this Python, no news pop-up, all cells rendered."""
+    for name in ("python3", "torchlight"):  # whatever kernel the notebook asks for
+        spec = home / "data" / "kernels" / name
+        spec.mkdir(parents=True)
+        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        (spec / "kernel.json").write_text(
+            json.dumps({"argv": argv, "display_name": name, "language": "python"})
+        )
+    labconfig = home / "config" / "labconfig"
+    labconfig.mkdir(parents=True)
+    disabled = {"@jupyterlab/apputils-extension:announcements": True}
+    (labconfig / "page_config.json").write_text(json.dumps({"disabledExtensions": disabled}))
+    tracker = home / "settings" / "@jupyterlab" / "notebook-extension"
+    tracker.mkdir(parents=True)
+    # Without windowing every cell stays in the page, so every viewer is really rendered.
+    (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    return {
+        "JUPYTER_PATH": str(home / "data"),
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+        "IPYTHONDIR": str(home / "ipython"),
+    }
+
+
+VIEWERS_NOTEBOOK = [
+    "from torchlight import nn, viz",
+    'trainer = viz.TrainingViewer("xor", hidden=8, steps_per_tick=5)\ntrainer',
+    "viz.ModuleViewer(trainer.trainer.model)",
+]
+
+
+def write_viewers_notebook(path: Path) -> None:
+    """A small notebook with the training viewer and the module viewer."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in VIEWERS_NOTEBOOK]
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "python3",
+        "language": "python",
+    }
+    nbformat.write(notebook, path)
+
+
+@pytest.fixture(scope="module")
+def jupyter_lab(tmp_path_factory):
+    """A running ``jupyter lab`` on a copy of Tutorial 2 and a viewers notebook.
+
+    Yields ``(base url, token, log path)``.
+    """
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)")
+    assert NOTEBOOK.exists(), f"{NOTEBOOK} is missing: `make notebooks` builds it"
+    home = tmp_path_factory.mktemp("jupyter")
+    work = home / "lab"
+    work.mkdir()
+    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    write_viewers_notebook(work / "viewers.ipynb")
+    env = {**os.environ, **write_jupyter_config(home / "home")}
+    port, token = free_port(), secrets.token_hex(16)
+    command = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}",
+        "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
+        "--ServerApp.port_retries=0", "--LabApp.expose_app_in_browser=True",
+    ]  # fmt: skip
+    if os.getuid() == 0:
+        command.append("--allow-root")
+    log_path = home / "jupyter.log"
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2).read()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    pytest.fail("jupyter lab did not start:\n" + log_path.read_text()[-3000:])
+                time.sleep(0.3)
+        yield base, token, log_path
+    finally:
+        # The server shuts its kernels down on SIGTERM; the whole process group goes if it hangs.
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(jupyter_lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def lab_page(jupyter_lab, browser):
+    """A fresh page; ``open(name)`` opens a notebook, runs all its cells and waits for them.
+
+    Yields ``(page, open, errors)``; ``errors`` collects the browser console's errors.
+    """
+    base, token, _ = jupyter_lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on(
+        "console",
+        lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None,
+    )
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+
+    def open_and_run(name: str) -> None:
+        page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+        page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
+            "&& window.jupyterapp.shell.currentWidget.sessionContext",
+            timeout=60_000,
+        )
+        page.evaluate(RUN_ALL_AND_WAIT)
+        page.wait_for_function(ALL_CELLS_DONE, timeout=90_000, polling=500)
+        for mime in ("application/vnd.jupyter.stderr", "application/vnd.jupyter.error"):
+            outputs = page.locator(f".jp-OutputArea-output[data-mime-type='{mime}']")
+            assert outputs.count() == 0, (
+                f"{name}: a cell wrote {mime}:\n{outputs.first.inner_text()}"
+            )
+
+    yield page, open_and_run, errors
+    page.close()
+
+
+def assert_no_console_errors(errors: list[str]) -> None:
+    real = [e for e in errors if not any(b in e for b in BENIGN_CONSOLE)]
+    assert not real, "errors in the browser console:\n" + "\n".join(real)
+
+
+RUN_ALL_AND_WAIT = """
+async () => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  await panel.sessionContext.ready;
+  await app.commands.execute("notebook:run-all-cells");
+}
+"""
+
+ALL_CELLS_DONE = """
+() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  if (!panel || !panel.content) return false;
+  const cells = panel.content.widgets.filter((c) => c.model.type === "code");
+  const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+  return kernel && kernel.status === "idle" && cells.every((c) => c.model.executionCount !== null
+    && !c.node.querySelector(".jp-InputPrompt").textContent.includes("*"));
+}
+"""
+
+# The viewer of Tutorial 2's example c = (a + a) * a that starts at step 0 (nothing computed).
+FIND_VIEWER = """
+() => {
+  const viewers = [...document.querySelectorAll(".tl-graph-viewer")];
+  const label = (g) => (g.querySelector("text") || {}).textContent;
+  const index = viewers.findIndex((v) => {
+    const labels = [...v.querySelectorAll("g.tl-node")].map(label);
+    const step = v.querySelector(".tl-step-text");
+    return labels.includes("a") && labels.includes("c") && step && step.textContent.startsWith("Step 0 of 3");
+  });
+  return { index, count: viewers.length };
+}
+"""
+
+
+def test_graph_viewer_in_jupyterlab(lab_page, tmp_path):
+    from playwright.sync_api import expect
+
+    page, open_and_run, errors = lab_page
+    started = time.monotonic()
+    open_and_run(NOTEBOOK.name)
+    ran_s = time.monotonic() - started
+
+    # The viewers rendered as live widgets (the clickable canvas, not the static fallback).
+    expect(page.locator(".tl-graph-viewer").first).to_be_visible(timeout=20_000)
+    assert page.locator(".tl-graph-viewer .tl-canvas svg g.tl-node").count() > 0
+    found = page.evaluate(FIND_VIEWER)
+    assert found["index"] >= 0, (
+        f"no step-0 viewer of c = (a + a) * a among {found['count']} viewers"
+    )
+    viewer = page.locator(".tl-graph-viewer").nth(found["index"])
+    viewer.scroll_into_view_if_needed()
+    assert viewer.locator("svg g.tl-node").count() == 5  # a, Add, b, Mul, c
+    info = viewer.locator(".tl-info")
+
+    # Click node `a` on the canvas: the kernel answers with its info panel.
+    viewer.locator("g.tl-node", has=page.locator("text:text-is('a')")).first.click()
+    expect(info).to_contain_text("a leaf tensor", timeout=10_000)
+    expect(info).to_contain_text("not computed yet")
+    viewer.screenshot(path=str(tmp_path / "viewer_step0.png"))
+
+    # Zoom buttons change the SVG's viewBox (pan/zoom happen in the browser only).
+    svg = viewer.locator(".tl-canvas svg")
+    before = svg.get_attribute("viewBox")
+    viewer.locator(".tl-zoombar button", has_text="+").click()
+    assert svg.get_attribute("viewBox") != before
+    viewer.locator(".tl-zoombar button", has_text="1:1").click()
+    width = float(svg.get_attribute("viewBox").split()[2])
+    assert width == pytest.approx(svg.bounding_box()["width"], abs=1)  # 1:1: one unit per pixel
+
+    # Press play: backward runs one node at a time until a's gradient is complete.
+    viewer.locator(".widget-play button").first.click()
+    status = viewer.locator(".tl-step-text")
+    expect(status).to_contain_text("Step 1 of 3", timeout=10_000)
+    expect(status).to_contain_text("Backward is finished", timeout=15_000)
+    expect(info).to_contain_text("tensor([4., 8.])", timeout=10_000)
+    expect(viewer.locator("svg text", has_text="grad [4., 8.]")).to_have_count(1)
+    viewer.screenshot(path=str(tmp_path / "viewer_done.png"))
+    page.screenshot(path=str(tmp_path / "lab.png"))
+    assert_no_console_errors(errors)
+    print(
+        f"\ngraph viewer: cells ran in {ran_s:.1f} s, test {time.monotonic() - started:.1f} s; {tmp_path}"
+    )
+
+
+def test_training_and_module_viewers_in_jupyterlab(lab_page, tmp_path):
+    from playwright.sync_api import expect
+
+    page, open_and_run, errors = lab_page
+    started = time.monotonic()
+    open_and_run("viewers.ipynb")
+    viewer = page.locator(".tl-training-viewer")
+    expect(viewer).to_be_visible(timeout=20_000)
+    status = viewer.locator(".tl-training-status")
+    expect(status).to_contain_text("step 0")
+    viewer.locator(".widget-play button").first.click()  # start training
+    expect(status).to_contain_text(re.compile(r"step [1-9]\d{1,}"), timeout=20_000)
+    viewer.locator(".widget-play button").nth(0).click()  # pause
+    assert viewer.locator(".tl-boundary-view svg image").count() == 1
+    viewer.screenshot(path=str(tmp_path / "training.png"))
+    tree = page.locator(".tl-module-viewer")
+    expect(tree).to_contain_text("Linear(in_features=2, out_features=8, bias=True)")
+    expect(tree).to_contain_text("42 parameters")
+    assert_no_console_errors(errors)
+    print(f"\ntraining + module viewers: {time.monotonic() - started:.1f} s; {tmp_path}")

@@ -1,0 +1,178 @@
+"""The nbgrader course, graded by the real nbgrader CLI: every catalog submission, item by item.
+
+One module-scoped fixture builds a temporary copy of the course, releases every assignment,
+hands in every submission of ``tests/submissions`` as its own student, then autogrades,
+generates feedback and exports grades with one nbgrader command each. The tests read the
+exported CSVs and the produced files.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from submissions import a1_functions, a2_broadcasting, a3_networks, a4_convolutions
+from submissions.catalog import Submission, build
+from submissions.pipeline import grade_all, make_course, max_points, nbgrader, notebooks, read_items
+from submissions.pipeline import read_totals, submit
+
+from torchlight.grading.sandbox import namespaces_available
+
+pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
+
+ASSIGNMENTS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions")
+CATALOG: list[Submission] = [
+    s
+    for module in (a1_functions, a2_broadcasting, a3_networks, a4_convolutions)
+    for s in module.CATALOG
+    # Without PID namespaces a process can reach the grader's own processes (documented).
+    if s.name != "kill-the-grader" or namespaces_available()
+]
+# Short timeouts keep the hazards cheap; the seed makes a failure reproducible.
+GRADING_FLAGS = (
+    "--Execute.timeout=10",
+    "--SandboxedExecute.total_timeout=120",
+    "--IsolatedGrader.seed=20260115",
+)
+
+
+@dataclass
+class Graded:
+    course: Path
+    items: dict[tuple[str, str], dict[str, float]]
+    totals: dict[tuple[str, str], dict[str, str]]
+    points: dict[str, dict[str, float]]
+    sources: dict[str, Any]
+    seconds: dict[str, float]
+    log: list[str]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
+    course = make_course(tmp_path_factory.mktemp("nbgrader"))
+    log: list[str] = []
+    seconds = {"release": nbgrader(course, "generate_assignment", "*", "--force", log=log)}
+    sources, points = {}, {}
+    for assignment in ASSIGNMENTS:
+        source, release = notebooks(course, assignment)
+        sources[assignment], points[assignment] = source, max_points(source)
+        for sub in CATALOG:
+            if sub.assignment == assignment:
+                submit(course, sub.student, assignment, build(sub, source, release))
+    seconds.update(grade_all(course, GRADING_FLAGS, log=log))
+    print("\n".join(f"{step}: {s:.1f} s" for step, s in seconds.items()))
+    return Graded(course, read_items(course), read_totals(course), points, sources, seconds, log)
+
+
+@pytest.mark.parametrize("sub", CATALOG, ids=lambda s: s.student)
+def test_grades_item_by_item(graded: Graded, sub: Submission) -> None:
+    expected = sub.expected(graded.points[sub.assignment])
+    got = graded.items.get((sub.student, sub.assignment))
+    assert got is not None, f"{sub.student} was not graded"
+    wrong = {item: (got.get(item), want) for item, want in expected.items() if got.get(item) != want}
+    if wrong:
+        messages = _verdicts(graded.course, sub)
+        detail = "\n".join(f"  {item}: got {g}, expected {w}\n    {messages.get(item, '')[:600]}"
+                           for item, (g, w) in wrong.items())  # fmt: skip
+        pytest.fail(f"{sub.student} ({sub.note or sub.kind}):\n{detail}")
+
+
+@pytest.mark.parametrize("sub", [s for s in CATALOG if s.fools_kernel], ids=lambda s: s.student)
+def test_cheats_fool_an_in_kernel_test_but_not_the_grade(graded: Graded, sub: Submission) -> None:
+    """The cheat is real: the in-kernel test cell would have given full points."""
+    nb = _autograded(graded.course, sub)
+    kernel = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("torchlight")
+        if meta:
+            kernel[cell.metadata["nbgrader"]["grade_id"]] = meta["kernel_score"]
+    points = graded.points[sub.assignment]
+    fooled = [item for item in sub.fools_kernel if kernel.get(item) == points[item]]
+    assert fooled == list(sub.fools_kernel), f"in-kernel scores: {kernel}"
+    assert all(graded.items[(sub.student, sub.assignment)][item] == 0 for item in sub.fools_kernel)
+
+
+def test_a_warning_would_have_cost_points_in_the_kernel(graded: Graded) -> None:
+    sub = next(s for s in CATALOG if s.name == "warning")
+    kernel = {c.metadata["nbgrader"]["grade_id"]: c.metadata["torchlight"]["kernel_score"]
+              for c in _autograded(graded.course, sub).cells if "torchlight" in c.metadata}  # fmt: skip
+    assert kernel["test_mul"] == 0, "stderr in a test cell scores zero in plain nbgrader"
+    assert graded.items[(sub.student, sub.assignment)]["test_mul"] == 1
+
+
+def test_max_scores_are_the_instructors(graded: Graded) -> None:
+    for (student, assignment), row in graded.totals.items():
+        assert float(row["max_score"]) == sum(graded.points[assignment].values()), student
+
+
+def test_release_contains_no_solution_and_no_hidden_test(graded: Graded) -> None:
+    for assignment in ASSIGNMENTS:
+        folder = graded.course / "release" / assignment
+        assert sorted(p.name for p in folder.iterdir()) == [f"{assignment}.ipynb"]
+        text = (folder / f"{assignment}.ipynb").read_text()
+        _assert_no_secrets(text, graded.sources[assignment], where=f"release of {assignment}")
+
+
+def test_feedback_shows_messages_but_no_hidden_test_or_solution(graded: Graded) -> None:
+    for sub in CATALOG:
+        page = graded.course / "feedback" / sub.student / sub.assignment / f"{sub.assignment}.html"
+        assert page.exists(), f"no feedback for {sub.student}"
+        text = _html_text(page.read_text())
+        secrets = graded.sources[sub.assignment]
+        _assert_no_secrets(text, secrets, where=f"feedback of {sub.student}",
+                           solutions=sub.base == "release" and not sub.edits)  # fmt: skip
+        if sub.kind == "release":
+            assert "HiddenCheckFailed" in text and "NotImplementedError" in text, sub.student
+
+
+def _assert_no_secrets(text: str, source_nb: Any, where: str, solutions: bool = True) -> None:
+    hidden, answers = _secret_lines(source_nb)
+    for line in hidden:
+        assert line not in text, f"hidden test line {line!r} in {where}"
+    assert "BEGIN HIDDEN TESTS" not in text, where
+    if solutions:
+        for line in answers:
+            assert line not in text, f"solution line {line!r} in {where}"
+
+
+def _secret_lines(source_nb: Any) -> tuple[list[str], list[str]]:
+    """Distinctive lines of the hidden tests and of the solutions of a source notebook."""
+    hidden, answers = [], []
+    for cell in source_nb.cells:
+        region = None
+        for line in cell.source.split("\n"):
+            if "BEGIN HIDDEN TESTS" in line or "BEGIN SOLUTION" in line:
+                region = hidden if "HIDDEN" in line else answers
+            elif "END HIDDEN TESTS" in line or "END SOLUTION" in line:
+                region = None
+            elif region is not None and len(line.strip()) >= 20:
+                region.append(line.strip())
+    return hidden, answers
+
+
+def _html_text(page: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def _autograded(course: Path, sub: Submission) -> Any:
+    path = course / "autograded" / sub.student / sub.assignment / f"{sub.assignment}.ipynb"
+    return nbformat.read(path, as_version=4)
+
+
+def _verdicts(course: Path, sub: Submission) -> dict[str, str]:
+    try:
+        nb = _autograded(course, sub)
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id and cell.cell_type == "code" and cell.outputs:
+            o = cell.outputs[0]
+            out[grade_id] = o.get("text") or o.get("evalue") or ""
+    return out

@@ -1,0 +1,75 @@
+"""Build the nbgrader course's notebooks from their reviewable text sources.
+
+Each assignment's source of truth is a jupytext "percent" script,
+``assignments/source/<assignment>/<assignment>.py``, whose cell headers carry the nbgrader
+metadata (``# %% nbgrader={...}``). nbgrader works on ``.ipynb`` files, so this tool writes
+``assignments/source/<assignment>/<assignment>.ipynb`` next to each script (without outputs:
+nbgrader clears them anyway). The course's ``nbgrader_config.py`` tells nbgrader to ignore the
+``.py`` scripts, so they (and their solutions) never reach the release.
+
+Usage::
+
+    .venv/bin/python tools/course.py build [COURSE_DIR]     # write the .ipynb files
+    .venv/bin/python tools/course.py check [COURSE_DIR]     # exit 1 if one is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+
+
+def scripts(course: Path) -> list[Path]:
+    """The jupytext sources: ``source/<a>/<a>.py`` for every assignment ``<a>``."""
+    return sorted(p for p in (course / "source").glob("*/*.py") if p.stem == p.parent.name)
+
+
+def render(script: Path) -> str:
+    """The ``.ipynb`` text for one script (deterministic, so ``check`` can compare)."""
+    nb = jupytext.read(script, fmt="py:percent")
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["language_info"] = {"name": "python"}
+    for cell in nb.cells:
+        cell.pop("id", None)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nb.nbformat, nb.nbformat_minor = 4, 4
+    nbformat.validate(nb)
+    return nbformat.writes(nb) + "\n"
+
+
+def build(course: Path, check_only: bool) -> int:
+    stale = []
+    for script in scripts(course):
+        target = script.with_suffix(".ipynb")
+        text = render(script)
+        if target.exists() and target.read_text(encoding="utf-8") == text:
+            continue
+        stale.append(target)
+        if not check_only:
+            target.write_text(text, encoding="utf-8")
+            print(f"wrote {target.relative_to(course)}")
+    if check_only and stale:
+        print("out of date: " + ", ".join(str(p) for p in stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["build", "check"])
+    parser.add_argument("course", nargs="?", default=str(ROOT / "assignments"))
+    args = parser.parse_args(argv)
+    return build(Path(args.course), check_only=args.command == "check")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

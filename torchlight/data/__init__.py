@@ -1,0 +1,17 @@
+"""Data sets and batching: toy 2-D sets, the 8x8 handwritten digits, TensorDataset, DataLoader.
+
+Example:
+    >>> from torchlight.data import DataLoader, spiral
+    >>> loader = DataLoader(spiral(n=200), batch_size=32, shuffle=True, seed=0)
+    >>> len(loader)
+    7
+"""
+
+from torchlight.data.digits import NUM_DIGITS, digits, load_digits
+from torchlight.data.loader import DataLoader, TensorDataset
+from torchlight.data.toy import TOY_DATASETS, circle, diag, simple, spiral, split, xor
+
+__all__ = [
+    "NUM_DIGITS", "TOY_DATASETS", "DataLoader", "TensorDataset", "circle", "diag", "digits",
+    "load_digits", "simple", "spiral", "split", "xor",
+]  # fmt: skip

@@ -1,0 +1,134 @@
+"""The trusted half of grading: pick each item's cells, run them in a sandbox, judge the outputs.
+
+Order matters for trust: the inputs are drawn here from a seed the student cannot know, the
+sandbox runs and exits, and only then are the reference values computed, in this process, and
+compared with what the sandbox returned.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from torchlight.grading import registry
+from torchlight.grading.checks import Case, Check
+from torchlight.grading.sandbox import Limits, Outcome, run_items
+
+ROLES = ("locked", "answer", "test", "student")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A code cell as the grader sees it: its role (from the gradebook, not the notebook's own
+    metadata), its grade id (None for cells the student added) and its source."""
+
+    role: str
+    grade_id: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    message: str
+
+
+def rng_for(seed: int, notebook: str, grade_id: str) -> np.random.Generator:
+    """Independent random inputs per item, reproducible from the run's seed."""
+    key = [seed, zlib.crc32(notebook.encode()), zlib.crc32(grade_id.encode())]
+    return np.random.default_rng(np.random.SeedSequence(key))
+
+
+def cells_for(check: Check, cells: Sequence[Cell]) -> list[int]:
+    """Indices of the cells an item runs: the instructor's locked cells, the cells the student
+    added, and only the answer cells the item depends on (so one answer that hangs or crashes
+    costs only the items that use it)."""
+    return [
+        i
+        for i, c in enumerate(cells)
+        if c.role in ("locked", "student") or (c.role == "answer" and c.grade_id in check.cells)
+    ]
+
+
+def encode_case(case: Case) -> dict[str, Any]:
+    return {
+        "args": list(case.args),
+        "grad_output": case.grad_output,
+        "differentiable": list(case.differentiable),
+        "names": list(case.names),
+    }
+
+
+def grade(
+    notebook: str,
+    cells: Sequence[Cell],
+    test_ids: Sequence[str],
+    *,
+    seed: int,
+    limits: Limits | None = None,
+    timeout_cap: float | None = None,
+    use_namespaces: bool | None = None,
+) -> dict[str, Verdict]:
+    """Grade the test cells ``test_ids`` of one notebook; one :class:`Verdict` per id."""
+    limits = limits or Limits()
+    checks = registry.checks_for(notebook)
+    verdicts: dict[str, Verdict] = {}
+    items, plans = [], {}
+    for grade_id in test_ids:
+        check = checks.get(grade_id)
+        if check is None:
+            verdicts[grade_id] = Verdict(
+                False, f"no hidden check is registered for test cell {grade_id!r} of {notebook!r}"
+            )
+            continue
+        cases = check.cases(rng_for(seed, notebook, grade_id))
+        timeout = check.timeout if timeout_cap is None else min(check.timeout, timeout_cap)
+        plans[grade_id] = (check, cases)
+        items.append(
+            {
+                "id": grade_id,
+                "cells": cells_for(check, cells),
+                "cases": [encode_case(c) for c in cases],
+                "timeout": timeout,
+            }
+        )
+    sources = [
+        {"name": c.grade_id or f"cell {i + 1}", "source": c.source} for i, c in enumerate(cells)
+    ]
+    outcomes = run_items(notebook, sources, items, limits, use_namespaces) if items else {}
+    for grade_id, (check, cases) in plans.items():
+        outcome = outcomes.get(grade_id) or Outcome(problem="the sandbox did not run this item")
+        verdicts[grade_id] = judge(check, cases, outcome)
+    return verdicts
+
+
+def judge(check: Check, cases: Sequence[Case], outcome: Outcome) -> Verdict:
+    """Compare the sandbox's raw outputs with references computed here, case by case."""
+    if outcome.problem or outcome.result is None:
+        return Verdict(False, _with_output(outcome.problem or "no result", outcome))
+    result = outcome.result
+    received = result["cases"]
+    cell_errors = [str(e) for e in result.get("cells", []) if isinstance(e, str)][:5]
+    for n, case in enumerate(cases):
+        got = received[n] if n < len(received) else None
+        if not isinstance(got, dict):
+            return Verdict(False, "the grader received no result for this check")
+        if "error" in got:
+            message = f"calling {check.entry} on inputs ({case.describe()}) raised {got['error']}"
+        else:
+            message = check.judge(case, got, check.expected(case)) or ""
+        if message:
+            if cell_errors:
+                message += "\nRunning your cells also raised:\n  " + "\n  ".join(cell_errors)
+            return Verdict(False, f"trial {n + 1} of {len(cases)}: {message}")
+    return Verdict(True, check.passed(cases))
+
+
+def _with_output(message: str, outcome: Outcome) -> str:
+    if outcome.output_tail.strip():
+        return f"{message}\nThe last lines your code printed:\n{outcome.output_tail[-600:]}"
+    return message

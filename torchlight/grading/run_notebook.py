@@ -1,0 +1,129 @@
+"""Runs a whole notebook in a kernel, inside the sandbox, for the outputs shown in feedback.
+
+Started by :class:`~torchlight.grading.nbgrader_plugins.SandboxedExecute` as
+``python -I -m torchlight.grading.run_notebook DIR``. The kernel inherits this process's
+resource limits and namespaces. Each finished cell's outputs are appended to
+``outputs.jsonl`` at once (truncated to a size cap), so whatever happens later (the kernel
+exits, a cell never returns) the outputs so far survive. These outputs never decide a grade.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from typing import Any
+
+MAX_TEXT = 64 * 1024  # characters kept per text output
+MAX_TRACEBACK_LINES = 40
+MAX_OUTPUTS = 100  # outputs kept per cell
+MAX_FILE = 64 * 1024**2  # RLIMIT_FSIZE for the runner and its kernel
+
+
+class StopRun(Exception):
+    """Raised from a hook to stop the run (a cell timed out: the kernel is likely still busy)."""
+
+
+def truncate(text: str, limit: int = MAX_TEXT) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... output truncated ({len(text) - limit} more characters) ...\n"
+
+
+def shrink(output: dict[str, Any]) -> dict[str, Any]:
+    """A copy of one output that fits the size caps."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        text = output.get("text", "")
+        text = "".join(text) if isinstance(text, list) else str(text)
+        return {"output_type": "stream", "name": output.get("name", "stdout"), "text": truncate(text)}
+    if kind == "error":
+        tb = [truncate(str(line), 2000) for line in output.get("traceback", [])]
+        if len(tb) > MAX_TRACEBACK_LINES:
+            tb = tb[:5] + ["... traceback truncated ..."] + tb[-(MAX_TRACEBACK_LINES - 6) :]
+        return {
+            "output_type": "error",
+            "ename": truncate(str(output.get("ename", "")), 200),
+            "evalue": truncate(str(output.get("evalue", "")), 2000),
+            "traceback": tb,
+        }
+    data = {}
+    for mime, value in dict(output.get("data", {})).items():
+        text = "".join(value) if isinstance(value, list) else value
+        if isinstance(text, str) and len(text) <= 4 * MAX_TEXT:
+            data[mime] = text
+        elif isinstance(text, dict) and len(json.dumps(text)) <= 4 * MAX_TEXT:
+            data[mime] = text
+    if not data:
+        data = {"text/plain": "[output too large, not kept]"}
+    shrunk = {"output_type": kind, "data": data, "metadata": {}}
+    if kind == "execute_result":
+        shrunk["execution_count"] = output.get("execution_count")
+    return shrunk
+
+
+def main(workdir: str) -> None:
+    # jsonschema imports rfc3987_syntax, if installed, only to validate IRIs; it builds a grammar
+    # at import time (~3 s). Notebook validation never needs it.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+    import nbformat
+    from nbclient import NotebookClient
+    from traitlets.config import Config
+
+    os.chdir(workdir)
+    with open("request.json", encoding="utf-8") as f:
+        request = json.load(f)
+    memory, cpu = int(request["memory"]), int(request["cpu_seconds"])
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE, MAX_FILE))
+    nb = nbformat.read("notebook.ipynb", as_version=4)
+    log = open("outputs.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+
+    def record(entry: dict[str, Any]) -> None:
+        log.write(json.dumps(entry) + "\n")
+        log.flush()
+
+    def started(cell: Any, cell_index: int, **_: Any) -> None:
+        record({"start": cell_index})
+
+    def executed(cell: Any, cell_index: int, execute_reply: dict[str, Any], **_: Any) -> None:
+        outputs = [shrink(o) for o in cell.get("outputs", [])[:MAX_OUTPUTS]]
+        record({"index": cell_index, "outputs": outputs, "count": cell.get("execution_count")})
+        if execute_reply.get("content", {}).get("ename") == "CellTimeoutError":
+            raise StopRun(cell_index)
+
+    config = Config()
+    config.KernelManager.transport = "ipc"  # no TCP: the sandbox has no network
+    client = NotebookClient(
+        nb,
+        config=config,
+        timeout=int(request["timeout"]),
+        interrupt_on_timeout=True,
+        allow_errors=True,
+        kernel_name="python3",
+        extra_arguments=list(request["extra_arguments"]),
+        error_on_timeout={
+            "ename": "CellTimeoutError",
+            "evalue": "",
+            "traceback": [f"CellTimeoutError: the cell ran longer than {request['timeout']} s"],
+        },
+        on_cell_execute=started,
+        on_cell_executed=executed,
+        resources={"metadata": {"path": workdir}},
+    )
+    try:
+        client.execute()
+        record({"done": True})
+    except StopRun:
+        record({"stopped": "timeout"})
+    except BaseException as exc:  # the kernel died, or nbclient gave up
+        record({"stopped": type(exc).__name__, "message": str(exc)[:500]})
+    finally:
+        log.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,341 @@
+r"""Stateless neural-network operations, as in ``torch.nn.functional`` (import it as ``F``).
+
+Example:
+    >>> import torchlight as tl
+    >>> import torchlight.nn.functional as F
+    >>> logits = tl.tensor([[2.0, 0.0, -1.0]], requires_grad=True)
+    >>> F.cross_entropy(logits, tl.tensor([0]))
+    tensor(0.1698, grad_fn=<NLLLoss>)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torchlight import dtypes
+from torchlight.creation import eye, rand
+from torchlight.nn.conv_functions import AvgPool2dFunction, Conv2dFunction, MaxPool2dFunction, output_size
+from torchlight.nn.functions import (
+    BinaryCrossEntropy,
+    BinaryCrossEntropyWithLogits,
+    LinearFunction,
+    LogSoftmax,
+    NLLLoss,
+    Softmax,
+)
+from torchlight.shape import normalize_dim
+from torchlight.tensor import Tensor
+
+__all__ = [
+    "avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
+    "cross_entropy", "dropout", "linear", "log_softmax", "max_pool2d", "mse_loss", "nll_loss",
+    "one_hot", "relu", "sigmoid", "softmax", "tanh",
+]  # fmt: skip
+
+IntOrPair = int | Sequence[int]
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _pair(value: IntOrPair, name: str) -> tuple[int, int]:
+    pair = (int(value), int(value)) if isinstance(value, int) else tuple(int(v) for v in value)
+    if len(pair) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return pair  # type: ignore[return-value]
+
+
+def _reduce(loss: Tensor, reduction: str, fn_name: str) -> Tensor:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{fn_name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if reduction == "mean":
+        return loss.mean()
+    return loss.sum() if reduction == "sum" else loss
+
+
+# --------------------------------------------------------------------------- activations
+def relu(input: Tensor) -> Tensor:  # noqa: A002 - PyTorch's argument name
+    r"""$\max(x, 0)$ elementwise."""
+    return input.relu()
+
+
+def sigmoid(input: Tensor) -> Tensor:  # noqa: A002
+    r"""$1 / (1 + e^{-x})$ elementwise."""
+    return input.sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:  # noqa: A002
+    r"""$\tanh x$ elementwise."""
+    return input.tanh()
+
+
+def softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
+    r"""$e^{x_i} / \sum_j e^{x_j}$ along ``dim``, computed without overflow.
+
+    Shape: any; the output has the input's shape and sums to 1 along ``dim``.
+    """
+    return Softmax.apply(input, normalize_dim(dim, input.ndim))
+
+
+def log_softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
+    r"""$x_i - \log \sum_j e^{x_j}$ along ``dim``, stable for large $|x|$ (no $\log 0$, no overflow).
+
+    Shape: any; the output has the input's shape.
+
+    Example:
+        >>> import torchlight as tl
+        >>> F = tl.nn.functional
+        >>> F.log_softmax(tl.tensor([1000.0, 0.0]), dim=0)
+        tensor([    0., -1000.])
+    """
+    return LogSoftmax.apply(input, normalize_dim(dim, input.ndim))
+
+
+# --------------------------------------------------------------------------- layers
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:  # noqa: A002
+    r"""$y = x W^T + b$.
+
+    Shape: input $(*, \text{in})$, weight $(\text{out}, \text{in})$, bias $(\text{out})$,
+    output $(*, \text{out})$.
+    """
+    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
+        raise ValueError(
+            f"linear: the weight has shape {weight.shape}, so the input's last dimension must be "
+            f"{weight.shape[-1]}; got an input of shape {input.shape}"
+        )
+    if bias is None:
+        return LinearFunction.apply(input, weight)
+    return LinearFunction.apply(input, weight, bias)
+
+
+def conv2d(
+    input: Tensor,  # noqa: A002
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: IntOrPair = 1,
+    padding: IntOrPair = 0,
+) -> Tensor:
+    r"""$\mathrm{out}[n, o] = b_o + \sum_c W[o, c] \star x[n, c]$ (cross-correlation, as in PyTorch).
+
+    Shape: input $(N, C, H, W)$, weight $(O, C, k_h, k_w)$, bias $(O)$, output $(N, O, H_o, W_o)$
+    with $H_o = \lfloor (H + 2p_h - k_h) / s_h \rfloor + 1$ (likewise $W_o$).
+
+    Example:
+        >>> import torchlight as tl
+        >>> x = tl.ones(1, 1, 3, 3)
+        >>> tl.nn.functional.conv2d(x, tl.ones(1, 1, 2, 2)).shape
+        (1, 1, 2, 2)
+    """
+    stride_, padding_ = _pair(stride, "stride"), _pair(padding, "padding")
+    if input.ndim != 4 or weight.ndim != 4 or input.shape[1] != weight.shape[1]:
+        raise ValueError(
+            f"conv2d: expected an input of shape (N, {weight.shape[1] if weight.ndim == 4 else 'C'}, H, W) "
+            f"for a weight of shape {weight.shape} (out_channels, in_channels, kH, kW); got an input "
+            f"of shape {input.shape}"
+        )
+    if min(stride_) < 1 or min(padding_) < 0:
+        raise ValueError(f"conv2d: stride must be >= 1 and padding >= 0, got stride={stride} padding={padding}")
+    for axis, name in ((0, "height"), (1, "width")):
+        size, k = input.shape[2 + axis], weight.shape[2 + axis]
+        if output_size(size, k, stride_[axis], padding_[axis]) < 1:
+            raise ValueError(
+                f"conv2d: the input {name} {size} (+ 2 * padding {padding_[axis]}) is smaller than "
+                f"the kernel {name} {k}; pad the input or use a smaller kernel"
+            )
+    return Conv2dFunction.apply(input, weight, bias, stride_, padding_)
+
+
+def conv1d(
+    input: Tensor,  # noqa: A002
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int = 1,
+    padding: int = 0,
+) -> Tensor:
+    r"""$\mathrm{out}[n, o, t] = b_o + \sum_{c, k} W[o, c, k]\, x_{\text{pad}}[n, c, s t + k]$.
+
+    A 1-D convolution is a 2-D one on an image of height 1.
+
+    Shape: input $(N, C, L)$, weight $(O, C, k)$, output $(N, O, \lfloor (L + 2p - k)/s \rfloor + 1)$.
+    """
+    if input.ndim != 3 or weight.ndim != 3 or input.shape[1] != weight.shape[1]:
+        raise ValueError(
+            f"conv1d: expected an input of shape (N, C, L) with C = weight.shape[1] for a weight "
+            f"of shape {weight.shape} (out_channels, in_channels, kernel); got {input.shape}"
+        )
+    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, int(stride)), (0, int(padding)))
+    return out.squeeze(2)
+
+
+def _pool_args(
+    name: str, input: Tensor, kernel_size: IntOrPair, stride: IntOrPair | None, padding: IntOrPair  # noqa: A002
+) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+    kernel = _pair(kernel_size, "kernel_size")
+    stride_ = kernel if stride is None else _pair(stride, "stride")
+    padding_ = _pair(padding, "padding")
+    if input.ndim != 4:
+        raise ValueError(f"{name}: expected an input of shape (N, C, H, W), got {input.shape}")
+    if any(2 * p > k for p, k in zip(padding_, kernel, strict=True)):
+        raise ValueError(f"{name}: padding {padding_} must be at most half the kernel size {kernel}")
+    for axis in (0, 1):
+        if output_size(input.shape[2 + axis], kernel[axis], stride_[axis], padding_[axis]) < 1:
+            raise ValueError(f"{name}: the kernel {kernel} is larger than the padded input {input.shape[2:]}")
+    return kernel, stride_, padding_
+
+
+def max_pool2d(
+    input: Tensor,  # noqa: A002
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+) -> Tensor:
+    r"""$\mathrm{out}[n, c, p, q] = \max_{i < k_h, j < k_w} x[n, c, s_h p + i, s_w q + j]$.
+
+    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to the kernel size.
+    """
+    kernel, stride_, padding_ = _pool_args("max_pool2d", input, kernel_size, stride, padding)
+    return MaxPool2dFunction.apply(input, kernel, stride_, padding_)
+
+
+def avg_pool2d(
+    input: Tensor,  # noqa: A002
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+) -> Tensor:
+    r"""$\mathrm{out}[n, c, p, q] = \frac{1}{k_h k_w}\sum_{i, j} x[n, c, s_h p + i, s_w q + j]$.
+
+    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to the kernel size.
+    """
+    kernel, stride_, padding_ = _pool_args("avg_pool2d", input, kernel_size, stride, padding)
+    return AvgPool2dFunction.apply(input, kernel, stride_, padding_)
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:  # noqa: A002
+    r"""Zero each element with probability $p$ and scale the rest by $1/(1-p)$ (identity when not
+    ``training``), so the expected value is unchanged. Seeded by ``tl.manual_seed``.
+
+    Shape: any; the output has the input's shape.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = rand(*input.shape, dtype=input.dtype, backend=input.backend) >= p
+    return input * (keep.to(input.dtype) * (1.0 / (1.0 - p)))
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    r"""$\mathrm{out}[\ldots, k] = [\mathrm{tensor}[\ldots] = k]$, as int64.
+
+    Shape: $(*)$ of class indices -> $(*, \text{num\_classes})$.
+
+    Example:
+        >>> import torchlight as tl
+        >>> tl.nn.functional.one_hot(tl.tensor([0, 2]), 3)
+        tensor([[1, 0, 0],
+                [0, 0, 1]])
+    """
+    if tensor.dtype.is_floating_point:
+        raise TypeError(f"one_hot needs integer class indices, got {tensor.dtype}; use .long()")
+    if num_classes == -1:
+        num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
+    _check_classes("one_hot", tensor, num_classes)
+    return eye(num_classes, dtype=dtypes.int64, backend=tensor.backend)[tensor]
+
+
+# --------------------------------------------------------------------------- losses
+def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> None:
+    if target.numel() == 0:
+        return
+    everything = tuple(range(target.ndim))
+    low, high = int(target.reduce("min", everything).item()), int(target.reduce("max", everything).item())
+    if low < 0 or high >= num_classes:
+        bad = low if low < 0 else high
+        position = (target == bad).argmax().item()
+        raise IndexError(
+            f"{fn_name}: target {bad} (at position {position}) is out of bounds: with "
+            f"{num_classes} classes, class indices must be in 0..{num_classes - 1}"
+        )
+
+
+def _check_class_target(fn_name: str, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+    if not isinstance(target, Tensor) or target.dtype.is_floating_point:
+        got = target.dtype if isinstance(target, Tensor) else type(target).__name__
+        raise TypeError(
+            f"{fn_name}: target must be a tensor of integer class indices (int64), got {got}; "
+            "convert with .long()"
+        )
+    if input.ndim != 2 or target.shape != (input.shape[0],):
+        raise ValueError(
+            f"{fn_name}: expected an input of shape (N, C) and a target of shape (N,), got "
+            f"input {input.shape} and target {target.shape}"
+        )
+    _check_classes(fn_name, target, input.shape[1])
+    return target
+
+
+def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    r"""$\ell_n = -\mathrm{input}_{n, y_n}$, averaged over $n$ by default (input: log-probabilities).
+
+    Shape: input $(N, C)$, target $(N)$ of class indices in $[0, C)$; output scalar, or $(N)$
+    with ``reduction="none"``.
+    """
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"nll_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    target = _check_class_target("nll_loss", input, target)
+    return NLLLoss.apply(input, target, reduction)
+
+
+def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    r"""$\ell_n = -\log \mathrm{softmax}(x_n)_{y_n} = \log\sum_j e^{x_{n,j}} - x_{n, y_n}$ from raw
+    scores (logits), averaged over $n$ by default: ``nll_loss(log_softmax(input), target)``.
+
+    Shape: input $(N, C)$ of logits, target $(N)$ of class indices in $[0, C)$.
+
+    Raises:
+        IndexError: a target outside $[0, C)$, naming it and its position.
+    """
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    target = _check_class_target("cross_entropy", input, target)
+    return NLLLoss.apply(LogSoftmax.apply(input, 1), target, reduction)
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    r"""$\frac{1}{n}\sum_i (x_i - y_i)^2$ (or the sum, or each term).
+
+    Shape: input and target of the same shape.
+    """
+    if input.shape != target.shape:
+        raise ValueError(f"mse_loss: input {input.shape} and target {target.shape} must have the same shape")
+    diff = input - target
+    return _reduce(diff * diff, reduction, "mse_loss")
+
+
+def _check_same_shape(fn_name: str, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+    target = input._lift(target)
+    if target.shape != input.shape:
+        raise ValueError(f"{fn_name}: input {input.shape} and target {target.shape} must have the same shape")
+    return target.to(input.dtype)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    r"""$\ell = -[y \log p + (1-y) \log(1-p)]$ for probabilities $p$ (each log clamped at -100).
+
+    Shape: input and target of the same shape, target in $[0, 1]$.
+    """
+    target = _check_same_shape("binary_cross_entropy", input, target)
+    return _reduce(BinaryCrossEntropy.apply(input, target), reduction, "binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    r"""``binary_cross_entropy(sigmoid(x), y)`` computed stably from logits $x$:
+    $\max(x, 0) - x y + \log(1 + e^{-|x|})$.
+
+    Shape: input and target of the same shape.
+    """
+    target = _check_same_shape("binary_cross_entropy_with_logits", input, target)
+    loss = BinaryCrossEntropyWithLogits.apply(input, target)
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")

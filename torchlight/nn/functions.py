@@ -1,0 +1,164 @@
+r"""The autograd Functions behind ``torchlight.nn``: linear layers, softmax and the losses.
+
+Each could be written as a composition of tensor ops (and autograd would differentiate it), but
+as one Function each is one node in the graph instead of five, and the backward formulas are
+the ones you derive on paper: $\partial L / \partial x = \mathrm{softmax}(x) - y$ and friends.
+The convolution and pooling Functions live in ``conv_functions.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchlight.autograd import Context, Function
+from torchlight.creation import arange, zeros
+
+if TYPE_CHECKING:
+    from torchlight.tensor import Tensor
+
+__all__ = [
+    "BinaryCrossEntropy",
+    "BinaryCrossEntropyWithLogits",
+    "LinearFunction",
+    "LogSoftmax",
+    "NLLLoss",
+    "Softmax",
+]
+
+
+class LinearFunction(Function):
+    r"""$y = x W^T + b$.
+
+    Backward: $\partial L/\partial x = G W$, $\partial L/\partial W = G^T x$,
+    $\partial L/\partial b = \sum_{\text{rows}} G$ (rows: every dimension but the last).
+    Called as ``LinearFunction.apply(x, weight)`` or ``LinearFunction.apply(x, weight, bias)``.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.needs = (x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad)
+        ctx.has_bias = bias is not None
+        out = x._matmul(weight._permute((1, 0)))  # backend primitives: x @ W.T
+        return out if bias is None else out.zip("add", bias)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight = ctx.saved_tensors
+        needs_x, needs_w, needs_b = ctx.needs
+        grad_x = grad_output @ weight if needs_x else None  # the first layer skips it
+        if grad_output.ndim != 2:  # (batch..., features) -> (rows, features)
+            grad_output, x = grad_output.reshape(-1, weight.shape[0]), x.reshape(-1, weight.shape[1])
+        grad_w = grad_output.T @ x if needs_w else None
+        if not ctx.has_bias:
+            return grad_x, grad_w
+        return grad_x, grad_w, grad_output.sum(0) if needs_b else None
+
+
+class LogSoftmax(Function):
+    r"""$\log \mathrm{softmax}(x)_i = x_i - m - \log \sum_j e^{x_j - m}$ with $m = \max_j x_j$.
+
+    Subtracting the max first keeps $e^{x}$ from overflowing (it changes nothing in exact math).
+    Backward: $\partial L/\partial x = G - \mathrm{softmax}(x) \sum_j G_j$.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, dim: int) -> Tensor:
+        shifted = x.zip("sub", x.reduce("max", (dim,), keepdim=True))
+        log_sum = shifted.map("exp").reduce("sum", (dim,), keepdim=True).map("log")
+        out = shifted.zip("sub", log_sum)
+        ctx.save_for_backward(out)
+        ctx.dim = dim
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (out,) = ctx.saved_tensors
+        return grad_output - out.exp() * grad_output.sum(ctx.dim, keepdim=True)
+
+
+class Softmax(Function):
+    r"""$\mathrm{softmax}(x)_i = e^{x_i - m} / \sum_j e^{x_j - m}$ with $m = \max_j x_j$.
+
+    Backward: $\partial L/\partial x = s \odot (G - \sum_j G_j s_j)$ where $s$ is the output.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, dim: int) -> Tensor:
+        exps = x.zip("sub", x.reduce("max", (dim,), keepdim=True)).map("exp")
+        out = exps.zip("div", exps.reduce("sum", (dim,), keepdim=True))
+        ctx.save_for_backward(out)
+        ctx.dim = dim
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (out,) = ctx.saved_tensors
+        return out * (grad_output - (grad_output * out).sum(ctx.dim, keepdim=True))
+
+
+class NLLLoss(Function):
+    r"""$\ell_n = -\mathrm{logp}_{n, y_n}$ for log-probabilities of shape $(N, C)$, class indices $y$.
+
+    Reduced by ``"mean"`` (over $N$), ``"sum"`` or ``"none"``. Backward puts
+    $-G$ (divided by $N$ for the mean) at each picked entry and 0 elsewhere.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, logp: Tensor, target: Tensor, reduction: str) -> Tensor:
+        rows = arange(logp.shape[0], backend=logp.backend)
+        ctx.index = (rows, target)
+        ctx.shape, ctx.reduction = logp.shape, reduction
+        picked = logp[rows, target].map("neg")
+        if reduction == "none":
+            return picked
+        total = picked.reduce("sum", (0,))
+        return total.zip("div", total._lift(float(logp.shape[0]))) if reduction == "mean" else total
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
+        grad = zeros(ctx.shape, dtype=grad_output.dtype, backend=grad_output.backend)
+        scale = -1.0 / ctx.shape[0] if ctx.reduction == "mean" else -1.0
+        grad[ctx.index] = grad_output * scale  # a scalar, or one value per row for "none"
+        return grad, None  # class indices get no gradient
+
+
+class BinaryCrossEntropy(Function):
+    r"""$\ell = -[y \log p + (1 - y) \log(1 - p)]$, elementwise, for probabilities $p$.
+
+    As in PyTorch, each log is clamped at $-100$ so $p = 0$ or $1$ gives a finite loss, and the
+    backward $\partial \ell/\partial p = (p - y) / \max(p(1 - p), 10^{-12})$ stays finite.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, p: Tensor, y: Tensor) -> Tensor:
+        ctx.save_for_backward(p, y)
+        log_p = p.log().clamp(min=-100.0)
+        log_q = (1 - p).log().clamp(min=-100.0)
+        return -(y * log_p + (1 - y) * log_q)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        p, y = ctx.saved_tensors
+        grad_p = grad_output * (p - y) / (p * (1 - p)).clamp(min=1e-12)
+        grad_y = grad_output * ((1 - p).log().clamp(min=-100.0) - p.log().clamp(min=-100.0))
+        return grad_p, grad_y
+
+
+class BinaryCrossEntropyWithLogits(Function):
+    r"""$\ell = -[y \log\sigma(x) + (1-y)\log(1-\sigma(x))] = \max(x, 0) - x y + \log(1 + e^{-|x|})$.
+
+    The right-hand form never overflows (the exponent is $\le 0$). Backward:
+    $\partial \ell/\partial x = \sigma(x) - y$ (exact at $x = 0$ too, unlike a composition of
+    ``relu`` and ``abs``, whose kinks would give 0 there), $\partial \ell/\partial y = -x$.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, y: Tensor) -> Tensor:
+        ctx.save_for_backward(x, y)
+        return x.relu() - x * y + (1 + (-x.abs()).exp()).log()
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        x, y = ctx.saved_tensors
+        return grad_output * (x.sigmoid() - y), grad_output * -x
