@@ -374,8 +374,8 @@ class NumbaBackend(NumpyBackend):
         batch = broadcast_shape(a2.shape[:-2], b2.shape[:-2])
         (M, K), N = a2.shape[-2:], b2.shape[-1]
         # Each operand keeps its own batch; a_batch[s] says which matrix batch element s uses.
-        A = np.ascontiguousarray(a2, dtype=compute).reshape(-1, M, K)
-        BT = np.ascontiguousarray(np.swapaxes(b2, -1, -2), dtype=compute).reshape(-1, N, K)
+        A = np.ascontiguousarray(a2, dtype=compute).reshape(math.prod(a2.shape[:-2]), M, K)
+        BT = np.ascontiguousarray(np.swapaxes(b2, -1, -2), dtype=compute).reshape(math.prod(b2.shape[:-2]), N, K)
         a_batch = np.broadcast_to(np.arange(A.shape[0]).reshape(a2.shape[:-2]), batch).ravel()
         b_batch = np.broadcast_to(np.arange(BT.shape[0]).reshape(b2.shape[:-2]), batch).ravel()
         out = np.empty((math.prod(batch), M, N), compute)
