@@ -125,7 +125,9 @@ class Context:
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors`` for ``backward()``; they are released once backward has run."""
         self._saved = tensors
-        self._versions = tuple(t._version.value if hasattr(t, "_version") else None for t in tensors)
+        self._versions = tuple(
+            t._version.value if hasattr(t, "_version") else None for t in tensors
+        )
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
@@ -147,6 +149,13 @@ class Context:
         """Drop the saved values (called by the engine after backward)."""
         self._saved = ()
         self._freed = True
+
+
+class _UnrecordedContext(Context):
+    """The context of an op that no graph will record: saving for backward is pointless."""
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        pass
 
 
 class History:
@@ -229,9 +238,9 @@ class Function:
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run ``forward`` and, if any tensor input requires grad, record a History node."""
-        ctx = Context(cls.__name__)
         if not _GradMode.enabled:  # fast path: inside no_grad, or inside another backward
-            return _checked(cls, cls.forward(ctx, *args, **kwargs))
+            return _checked(cls, cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs))
+        ctx = Context(cls.__name__)
         _GradMode.enabled = False
         try:
             result = _checked(cls, cls.forward(ctx, *args, **kwargs))

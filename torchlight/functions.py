@@ -462,8 +462,7 @@ class ToBackend(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor, backend: Backend) -> Tensor:
         ctx.backend = a.backend
-        host = a.backend.to_numpy(a.data)
-        return type(a)(backend.from_numpy(host), backend)
+        return a._to_backend(backend)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:

@@ -9,6 +9,7 @@ Every differentiable method below is a one-line call to a Function in ``function
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -103,7 +104,7 @@ class Tensor(TensorOps):
         return self.ndim
 
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def device(self) -> str:
@@ -263,6 +264,10 @@ class Tensor(TensorOps):
         else:
             array = np.asarray(value)
         return Tensor(self.backend.from_numpy(array), self.backend)
+
+    def _to_backend(self, backend: Backend) -> Tensor:
+        """Backend primitive: a copy of the elements on ``backend``, through host memory."""
+        return Tensor(backend.from_numpy(self.backend.to_numpy(self.data)), backend)
 
     def _check_backend(self, other: Tensor, what: str) -> None:
         if other.backend is not self.backend:

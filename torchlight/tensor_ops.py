@@ -7,6 +7,7 @@ Each differentiable method is a one-line call to a Function in ``functions.py``;
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -186,13 +187,13 @@ class TensorOps:
     def mean(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
         r"""$\frac{1}{n}\sum_i x_i$ over ``dim``."""
         dims = _dims(self, dim)
-        count = int(np.prod([self.shape[d] for d in dims], dtype=np.int64))
+        count = math.prod(self.shape[d] for d in dims)
         return self.sum(dims, keepdim) / count
 
     def var(self: Tensor, dim: Dim = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         r"""$\frac{1}{n - c}\sum_i (x_i - \bar x)^2$ (``correction`` $c$ = 1: unbiased, as in PyTorch)."""
         dims = _dims(self, dim)
-        count = int(np.prod([self.shape[d] for d in dims], dtype=np.int64))
+        count = math.prod(self.shape[d] for d in dims)
         centered = self - self.mean(dims, keepdim=True)
         return (centered * centered).sum(dims, keepdim) / max(count - correction, 0)
 
@@ -321,19 +322,20 @@ class TensorOps:
         return self._write((...,), 0, "zero_")
 
     def add_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
+        r"""$x \leftarrow x + \alpha \cdot \mathrm{other}$, in place (not recorded in the graph)."""
         other = self._lift(other)
-        return self._write((...,), (self.detach() + other.detach() * alpha).to(self.dtype), "add_")
+        if alpha != 1:
+            other = other.zip("mul", self._lift(alpha))
+        return self._write((...,), self.zip("add", other), "add_")
 
     def sub_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
         return self.add_(other, alpha=-alpha)
 
     def mul_(self: Tensor, other: Any) -> Tensor:
-        other = self._lift(other)
-        return self._write((...,), (self.detach() * other.detach()).to(self.dtype), "mul_")
+        return self._write((...,), self.zip("mul", self._lift(other)), "mul_")
 
     def div_(self: Tensor, other: Any) -> Tensor:
-        other = self._lift(other)
-        return self._write((...,), (self.detach() / other.detach()).to(self.dtype), "div_")
+        return self._write((...,), self.zip("div", self._lift(other)), "div_")
 
 
 def _infer_shape(self: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -341,13 +343,13 @@ def _infer_shape(self: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
     if shape.count(-1) > 1:
         raise ValueError(f"only one dimension can be -1, got {shape}")
     if -1 in shape:
-        rest = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        rest = math.prod(s for s in shape if s != -1)
         if rest == 0 or numel % rest:
             raise ValueError(
                 f"shape {shape} is invalid for a tensor of {numel} elements {self.shape}"
             )
         shape = tuple(numel // rest if s == -1 else s for s in shape)
-    if int(np.prod(shape, dtype=np.int64)) != numel:
+    if math.prod(shape) != numel:
         raise ValueError(
             f"shape {shape} is invalid for a tensor of {numel} elements (shape {self.shape})"
         )

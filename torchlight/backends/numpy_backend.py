@@ -58,7 +58,12 @@ _ZIP: dict[str, Callable[..., Any]] = {
 # Ops whose domain errors numpy reports as warnings; PyTorch returns inf/nan silently.
 _MAY_WARN = frozenset({"log", "sqrt", "reciprocal", "div", "pow", "exp"})
 
-_REDUCE: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max, "min": np.min}
+# The ufuncs' own reduce skips np.sum's Python wrapper (a few microseconds per call).
+_REDUCE: dict[str, Callable[..., Any]] = {
+    "sum": np.add.reduce,
+    "max": np.maximum.reduce,
+    "min": np.minimum.reduce,
+}
 
 
 class NumpyBackend:
@@ -124,7 +129,10 @@ class NumpyBackend:
 
     def index_add(self, shape: tuple[int, ...], index: Index, values: np.ndarray) -> np.ndarray:
         out = np.zeros(shape, dtype=values.dtype)
-        np.add.at(out, index, values)
+        if all(isinstance(i, (int, slice, type(None), type(Ellipsis))) for i in index):
+            out[index] = values  # a basic index never repeats a position: plain assignment
+        else:
+            np.add.at(out, index, values)  # integer arrays may repeat: add each occurrence
         return out
 
     def setitem(self, a: np.ndarray, index: Index, values: Any) -> None:
