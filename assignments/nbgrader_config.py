@@ -36,6 +36,7 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "
 c.Execute.timeout = 30
 c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Minimal"]
 c.SandboxedExecute.total_timeout = 300
+c.SandboxedExecute.background = True  # IsolatedGrader collects it: the two sandboxes overlap
 c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 40
 
@@ -44,6 +45,7 @@ c.LimitOutput.max_traceback = 40
 c.IsolatedGrader.seed = None  # fresh hidden inputs every run; the seed is printed on failures
 c.IsolatedGrader.memory_limit = 2 * 1024**3
 c.IsolatedGrader.output_limit = 1024**2
+c.IsolatedGrader.cell_timeout = 30  # a cell still running then is skipped (in the sandbox)
 
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
@@ -55,10 +57,10 @@ c.Autograde.sanitize_preprocessors = [
 ]
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute,
+    IsolatedGrader,
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
-    IsolatedGrader,
     SaveAutoGrades,
     AssignLatePenalties,
     CheckCellMetadata,

@@ -43,7 +43,9 @@ def snapshot(model: nn.Module, opt: optim.Optimizer) -> dict[str, np.ndarray]:
     out = {f"model.{k}": v.numpy().copy() for k, v in model.state_dict().items()}
     for i, state in opt.state_dict()["state"].items():
         for name, value in state.items():
-            out[f"opt.{i}.{name}"] = np.array(value.numpy() if isinstance(value, tl.Tensor) else value)
+            out[f"opt.{i}.{name}"] = np.array(
+                value.numpy() if isinstance(value, tl.Tensor) else value
+            )
     return out
 
 
@@ -84,7 +86,10 @@ def test_model_only_checkpoint_and_extra_must_be_json(tmp_path):
     save_checkpoint(tmp_path / "m.ckpt", model)
     fresh, fresh_opt = make(seed=2)
     load_checkpoint(tmp_path / "m.ckpt", fresh)
-    assert_same({k: v.numpy() for k, v in model.state_dict().items()}, {k: v.numpy() for k, v in fresh.state_dict().items()})
+    assert_same(
+        {k: v.numpy() for k, v in model.state_dict().items()},
+        {k: v.numpy() for k, v in fresh.state_dict().items()},
+    )
     with pytest.raises(CheckpointError, match="no optimizer state"):
         load_checkpoint(tmp_path / "m.ckpt", fresh, fresh_opt)
     with pytest.raises(TypeError, match="JSON"):
@@ -187,6 +192,17 @@ WRITER = textwrap.dedent(
 )
 
 
+def writing(directory: Path) -> bool:
+    """Whether a temporary checkpoint file with some bytes in it exists right now."""
+    for temp in directory.glob(".live.ckpt.*.tmp"):
+        try:
+            if temp.stat().st_size > 0:
+                return True
+        except FileNotFoundError:  # renamed in the meantime
+            pass
+    return False
+
+
 def test_a_writer_killed_mid_write_leaves_a_complete_checkpoint(tmp_path):
     path = tmp_path / "live.ckpt"
     old = nn.Linear(1000, 2000)
@@ -199,11 +215,10 @@ def test_a_writer_killed_mid_write_leaves_a_complete_checkpoint(tmp_path):
         deadline = time.monotonic() + 60
         # kill it while a temporary file is being written (after a few complete writes)
         while time.monotonic() < deadline:
-            temps = list(tmp_path.glob(".live.ckpt.*.tmp"))
-            if temps and load_checkpoint(path, nn.Linear(1000, 2000))["value"] >= 2.0:
-                if temps[0].exists() and temps[0].stat().st_size > 0:
-                    os.kill(writer.pid, signal.SIGKILL)
-                    break
+            # kill it while it writes (after it has replaced the file a few times)
+            if load_checkpoint(path, nn.Linear(1000, 2000))["value"] >= 2.0 and writing(tmp_path):
+                os.kill(writer.pid, signal.SIGKILL)
+                break
             time.sleep(0.001)
         else:
             pytest.fail("the writer never got going")

@@ -18,8 +18,16 @@ import nbformat
 import pytest
 from submissions import a1_functions, a2_broadcasting, a3_networks, a4_convolutions
 from submissions.catalog import Submission, build
-from submissions.pipeline import grade_all, make_course, max_points, nbgrader, notebooks, read_items
-from submissions.pipeline import read_totals, submit
+from submissions.pipeline import (
+    grade_all,
+    make_course,
+    max_points,
+    nbgrader,
+    notebooks,
+    read_items,
+    read_totals,
+    submit,
+)
 
 from torchlight.grading.sandbox import namespaces_available
 
@@ -38,6 +46,7 @@ GRADING_FLAGS = (
     "--Execute.timeout=10",
     "--SandboxedExecute.total_timeout=120",
     "--IsolatedGrader.seed=20260115",
+    "--IsolatedGrader.cell_timeout=10",
 )
 
 
@@ -74,7 +83,9 @@ def test_grades_item_by_item(graded: Graded, sub: Submission) -> None:
     expected = sub.expected(graded.points[sub.assignment])
     got = graded.items.get((sub.student, sub.assignment))
     assert got is not None, f"{sub.student} was not graded"
-    wrong = {item: (got.get(item), want) for item, want in expected.items() if got.get(item) != want}
+    wrong = {
+        item: (got.get(item), want) for item, want in expected.items() if got.get(item) != want
+    }
     if wrong:
         messages = _verdicts(graded.course, sub)
         detail = "\n".join(f"  {item}: got {g}, expected {w}\n    {messages.get(item, '')[:600]}"
@@ -85,24 +96,28 @@ def test_grades_item_by_item(graded: Graded, sub: Submission) -> None:
 @pytest.mark.parametrize("sub", [s for s in CATALOG if s.fools_kernel], ids=lambda s: s.student)
 def test_cheats_fool_an_in_kernel_test_but_not_the_grade(graded: Graded, sub: Submission) -> None:
     """The cheat is real: the in-kernel test cell would have given full points."""
-    nb = _autograded(graded.course, sub)
-    kernel = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("torchlight")
-        if meta:
-            kernel[cell.metadata["nbgrader"]["grade_id"]] = meta["kernel_score"]
+    kernel = _kernel_scores(graded.course, sub)
     points = graded.points[sub.assignment]
     fooled = [item for item in sub.fools_kernel if kernel.get(item) == points[item]]
     assert fooled == list(sub.fools_kernel), f"in-kernel scores: {kernel}"
     assert all(graded.items[(sub.student, sub.assignment)][item] == 0 for item in sub.fools_kernel)
 
 
+@pytest.mark.parametrize(
+    "sub", [s for s in CATALOG if s.kind == "solution"], ids=lambda s: s.student
+)
+def test_solutions_pass_their_visible_tests_in_the_kernel(graded: Graded, sub: Submission) -> None:
+    """The instructor's notebook is consistent: visible tests and in-kernel checks pass too."""
+    kernel = _kernel_scores(graded.course, sub)
+    assert kernel == graded.points[sub.assignment], kernel
+
+
 def test_a_warning_would_have_cost_points_in_the_kernel(graded: Graded) -> None:
     sub = next(s for s in CATALOG if s.name == "warning")
-    kernel = {c.metadata["nbgrader"]["grade_id"]: c.metadata["torchlight"]["kernel_score"]
-              for c in _autograded(graded.course, sub).cells if "torchlight" in c.metadata}  # fmt: skip
-    assert kernel["test_mul"] == 0, "stderr in a test cell scores zero in plain nbgrader"
-    assert graded.items[(sub.student, sub.assignment)]["test_mul"] == 1
+    kernel = _kernel_scores(graded.course, sub)
+    # Exp.backward prints to stderr while the test cell runs: plain nbgrader scores that zero.
+    assert kernel["test_exp"] == 0, kernel
+    assert graded.items[(sub.student, sub.assignment)]["test_exp"] == 1
 
 
 def test_max_scores_are_the_instructors(graded: Graded) -> None:
@@ -162,6 +177,15 @@ def _html_text(page: str) -> str:
 def _autograded(course: Path, sub: Submission) -> Any:
     path = course / "autograded" / sub.student / sub.assignment / f"{sub.assignment}.ipynb"
     return nbformat.read(path, as_version=4)
+
+
+def _kernel_scores(course: Path, sub: Submission) -> dict[str, float]:
+    """What a plain in-kernel test cell would have scored (kept by IsolatedGrader)."""
+    return {
+        cell.metadata["nbgrader"]["grade_id"]: cell.metadata["torchlight"]["kernel_score"]
+        for cell in _autograded(course, sub).cells
+        if "torchlight" in cell.metadata
+    }
 
 
 def _verdicts(course: Path, sub: Submission) -> dict[str, str]:

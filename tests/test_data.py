@@ -25,7 +25,7 @@ def test_toy_sets_follow_their_rule_and_are_seeded(name):
     ds = TOY_DATASETS[name](n=300, seed=4)
     x, y = (t.numpy() for t in ds.tensors)
     assert x.shape == (300, 2) and y.shape == (300,) and ds.tensors[1].dtype is tl.int64
-    assert ((0 <= x) & (x < 1)).all()
+    assert ((x >= 0) & (x < 1)).all()
     np.testing.assert_array_equal(y, RULES[name](x).astype(np.int64))
     assert 0 < y.sum() < 300  # both classes present
     again = TOY_DATASETS[name](n=300, seed=4).tensors[0].numpy()
@@ -100,7 +100,10 @@ def test_dataloader_batches_in_order_without_shuffle():
     assert batches == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     assert len(DataLoader(ds, batch_size=4)) == 3
     dropped = [y.tolist() for _, y in DataLoader(ds, batch_size=4, drop_last=True)]
-    assert dropped == [[0, 1, 2, 3], [4, 5, 6, 7]] and len(DataLoader(ds, batch_size=4, drop_last=True)) == 2
+    assert (
+        dropped == [[0, 1, 2, 3], [4, 5, 6, 7]]
+        and len(DataLoader(ds, batch_size=4, drop_last=True)) == 2
+    )
 
 
 def test_dataloader_shuffle_is_seeded_covers_everything_and_changes_per_epoch():
@@ -118,6 +121,13 @@ def test_dataloader_shuffle_is_seeded_covers_everything_and_changes_per_epoch():
     tl.manual_seed(1)
     b = np.concatenate([b.numpy() for (b,) in DataLoader(ds, batch_size=8, shuffle=True)])
     np.testing.assert_array_equal(a, b)
+    # an explicit numpy generator, whose state can be saved and restored
+    gen = np.random.default_rng(3)
+    np.testing.assert_array_equal(
+        np.concatenate([b.numpy() for (b,) in DataLoader(ds, 8, True, generator=gen)]), first
+    )
+    with pytest.raises(ValueError, match="not both"):
+        DataLoader(ds, 8, True, seed=1, generator=gen)
 
 
 def test_dataloader_stacks_samples_of_a_generic_dataset():

@@ -31,7 +31,9 @@ def log_softmax_np(x: np.ndarray, axis: int) -> np.ndarray:
 def test_softmax_and_log_softmax_values_and_gradcheck(dim):
     x = tl.randn(3, 4, requires_grad=True)
     np.testing.assert_allclose(_np(F.log_softmax(x, dim)), log_softmax_np(_np(x), dim), atol=1e-14)
-    np.testing.assert_allclose(_np(F.softmax(x, dim)), np.exp(log_softmax_np(_np(x), dim)), atol=1e-14)
+    np.testing.assert_allclose(
+        _np(F.softmax(x, dim)), np.exp(log_softmax_np(_np(x), dim)), atol=1e-14
+    )
     assert gradcheck(lambda x: F.log_softmax(x, dim), x)
     assert gradcheck(lambda x: F.softmax(x, dim), x)
 
@@ -53,7 +55,9 @@ def test_cross_entropy_matches_numpy_for_each_reduction():
     per_sample = -log_softmax_np(_np(x), 1)[np.arange(5), _np(y)]
     np.testing.assert_allclose(_np(F.cross_entropy(x, y, reduction="none")), per_sample, atol=1e-14)
     np.testing.assert_allclose(F.cross_entropy(x, y).item(), per_sample.mean(), atol=1e-14)
-    np.testing.assert_allclose(F.cross_entropy(x, y, reduction="sum").item(), per_sample.sum(), atol=1e-13)
+    np.testing.assert_allclose(
+        F.cross_entropy(x, y, reduction="sum").item(), per_sample.sum(), atol=1e-13
+    )
     np.testing.assert_allclose(nn.CrossEntropyLoss()(x, y).item(), per_sample.mean(), atol=1e-14)
 
 
@@ -71,6 +75,14 @@ def test_cross_entropy_gradient_is_softmax_minus_one_hot():
     F.cross_entropy(x, y).backward()
     expected = (np.exp(log_softmax_np(_np(x), 1)) - np.eye(4)[_np(y)]) / 3
     np.testing.assert_allclose(_np(x.grad), expected, atol=1e-15)
+
+
+def test_cross_entropy_with_minus_infinity_for_another_class_is_finite():
+    x = tl.tensor([[0.0, float("-inf"), 1.0]], requires_grad=True)
+    loss = F.cross_entropy(x, tl.tensor([2]))
+    np.testing.assert_allclose(loss.item(), np.log1p(np.exp(-1.0)))
+    loss.backward()
+    np.testing.assert_allclose(_np(x.grad), [[1 / (1 + np.e), 0.0, -1 / (1 + np.e)]])
 
 
 def test_cross_entropy_labels_out_of_range_are_a_clear_error():
@@ -110,7 +122,9 @@ def test_binary_cross_entropy_values_gradcheck_and_clamping():
     p = (tl.rand(3, 4) * 0.8 + 0.1).requires_grad_()
     t = tl.rand(3, 4)
     expected = -(_np(t) * np.log(_np(p)) + (1 - _np(t)) * np.log(1 - _np(p)))
-    np.testing.assert_allclose(_np(F.binary_cross_entropy(p, t, reduction="none")), expected, atol=1e-14)
+    np.testing.assert_allclose(
+        _np(F.binary_cross_entropy(p, t, reduction="none")), expected, atol=1e-14
+    )
     assert gradcheck(lambda p, t: F.binary_cross_entropy(p, t), p, t.requires_grad_())
     # p exactly 0 or 1: PyTorch clamps each log at -100, and the gradient stays finite
     edge = tl.tensor([0.0, 1.0], requires_grad=True)
@@ -132,7 +146,9 @@ def test_binary_cross_entropy_with_logits_is_stable_and_exact_at_zero():
     sigmoid = np.exp(-np.logaddexp(0, -xs))
     np.testing.assert_allclose(_np(x.grad), sigmoid - ts, atol=1e-15)  # 0.5 - 1 at x = 0
     xs = tl.randn(3, 2, requires_grad=True)
-    assert gradcheck(lambda x, t: nn.BCEWithLogitsLoss()(x, t), xs, tl.rand(3, 2, requires_grad=True))
+    assert gradcheck(
+        lambda x, t: nn.BCEWithLogitsLoss()(x, t), xs, tl.rand(3, 2, requires_grad=True)
+    )
 
 
 # ------------------------------------------------------------------ dropout and one_hot

@@ -38,7 +38,9 @@ def test_xavier_and_kaiming_scales_use_fans_of_conv_weights():
     x = init.xavier_uniform_(w).numpy()
     assert np.abs(x).max() <= bound and np.abs(x).max() > 0.95 * bound
     assert abs(init.xavier_normal_(w).numpy().std() - math.sqrt(2 / 864)) < 0.002
-    assert abs(init.kaiming_normal_(w, nonlinearity="relu").numpy().std() - math.sqrt(2 / 288)) < 0.003
+    assert (
+        abs(init.kaiming_normal_(w, nonlinearity="relu").numpy().std() - math.sqrt(2 / 288)) < 0.003
+    )
     k = init.kaiming_uniform_(w, mode="fan_out", nonlinearity="relu").numpy()
     assert np.abs(k).max() <= math.sqrt(2) * math.sqrt(3 / 576)
 

@@ -89,7 +89,9 @@ def test_sequential_adds_which_layer_raised():
 
 
 # ------------------------------------------------------------------ activations, Flatten, Dropout
-@pytest.mark.parametrize("layer", [nn.ReLU(), nn.Sigmoid(), nn.Tanh(), nn.Softmax(1), nn.LogSoftmax(1), nn.Identity()])
+@pytest.mark.parametrize(
+    "layer", [nn.ReLU(), nn.Sigmoid(), nn.Tanh(), nn.Softmax(1), nn.LogSoftmax(1), nn.Identity()]
+)
 def test_activation_gradcheck(layer):
     x = tl.randn(3, 4, requires_grad=True)
     assert gradcheck(layer, x)
@@ -156,7 +158,9 @@ def test_embedding_bad_indices():
 
 
 # ------------------------------------------------------------------ convolutions
-@pytest.mark.parametrize(("stride", "padding"), [((1, 1), (0, 0)), ((2, 2), (1, 1)), ((2, 1), (0, 2)), ((3, 3), (1, 0))])
+@pytest.mark.parametrize(
+    ("stride", "padding"), [((1, 1), (0, 0)), ((2, 2), (1, 1)), ((2, 1), (0, 2)), ((3, 3), (1, 0))]
+)
 def test_conv2d_matches_the_definition(stride, padding):
     conv = nn.Conv2d(3, 4, kernel_size=(3, 2), stride=stride, padding=padding)
     x = tl.randn(2, 3, 7, 6)
@@ -174,7 +178,9 @@ def test_conv2d_gradcheck(stride, padding):
 
 def test_conv2d_without_bias_and_unbatched_input():
     conv = nn.Conv2d(1, 2, 3, padding=1, bias=False)
-    assert repr(conv) == "Conv2d(1, 2, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)"
+    assert (
+        repr(conv) == "Conv2d(1, 2, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)"
+    )
     assert conv(tl.randn(1, 5, 5)).shape == (2, 5, 5)
     x = tl.randn(1, 1, 4, 4, requires_grad=True)
     assert gradcheck(lambda x, w: tl.nn.functional.conv2d(x, w, None, 1, 1), x, conv.weight)
@@ -185,7 +191,11 @@ def test_conv2d_wrong_input_names_layer_and_shapes():
     with pytest.raises(ValueError) as info:
         conv(tl.randn(64, 3, 8, 8))
     message = str(info.value)
-    assert "Conv2d(1, 16, kernel_size=(3, 3)" in message and "(N, 1, H, W)" in message and "(64, 3, 8, 8)" in message
+    assert (
+        "Conv2d(1, 16, kernel_size=(3, 3)" in message
+        and "(N, 1, H, W)" in message
+        and "(64, 3, 8, 8)" in message
+    )
     with pytest.raises(ValueError, match=r"got input of shape \(64, 64\)"):
         conv(tl.randn(64, 64))
     with pytest.raises(ValueError, match="H >= 5"):
@@ -197,7 +207,9 @@ def test_conv1d_matches_the_definition_and_gradcheck():
     x = tl.randn(2, 3, 9)
     xp = np.pad(_np(x), ((0, 0), (0, 0), (1, 1)))
     w, b = _np(conv.weight), _np(conv.bias)
-    expected = np.stack([np.einsum("nck,ock->no", xp[:, :, t * 2 : t * 2 + 3], w) for t in range(5)], axis=2)
+    expected = np.stack(
+        [np.einsum("nck,ock->no", xp[:, :, t * 2 : t * 2 + 3], w) for t in range(5)], axis=2
+    )
     np.testing.assert_allclose(_np(conv(x)), expected + b[None, :, None], atol=1e-12)
     xs = tl.randn(2, 3, 6, requires_grad=True)
     f = tl.nn.functional.conv1d
@@ -215,14 +227,20 @@ def test_conv_float32_stays_float32():
 
 
 # ------------------------------------------------------------------ pooling
-@pytest.mark.parametrize(("k", "s", "p"), [(2, None, 0), (3, 1, 1), (2, 1, 0), (3, 2, 1), ((2, 3), (1, 2), (1, 0))])
+@pytest.mark.parametrize(
+    ("k", "s", "p"), [(2, None, 0), (3, 1, 1), (2, 1, 0), (3, 2, 1), ((2, 3), (1, 2), (1, 0))]
+)
 def test_pooling_matches_the_definition(k, s, p):
     x = tl.randn(2, 3, 6, 7)
     kk = (k, k) if isinstance(k, int) else k
     ss = kk if s is None else ((s, s) if isinstance(s, int) else s)
     pp = (p, p) if isinstance(p, int) else p
-    np.testing.assert_allclose(_np(nn.MaxPool2d(k, s, p)(x)), pool_loops(_np(x), kk, ss, pp, np.max))
-    np.testing.assert_allclose(_np(nn.AvgPool2d(k, s, p)(x)), pool_loops(_np(x), kk, ss, pp, np.mean), atol=1e-12)
+    np.testing.assert_allclose(
+        _np(nn.MaxPool2d(k, s, p)(x)), pool_loops(_np(x), kk, ss, pp, np.max)
+    )
+    np.testing.assert_allclose(
+        _np(nn.AvgPool2d(k, s, p)(x)), pool_loops(_np(x), kk, ss, pp, np.mean), atol=1e-12
+    )
 
 
 @pytest.mark.parametrize(("k", "s", "p"), [(2, None, 0), (3, 1, 1), (3, 2, 1)])
@@ -247,7 +265,9 @@ def test_pooling_wrong_input():
 
 # ------------------------------------------------------------------ Sequential
 def test_sequential_indexing_len_and_gradcheck():
-    model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8, 3))
+    model = nn.Sequential(
+        nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8, 3)
+    )
     assert len(model) == 5 and isinstance(model[0], nn.Conv2d) and isinstance(model[-1], nn.Linear)
     assert isinstance(model[1:3], nn.Sequential) and len(model[1:3]) == 2
     x = tl.randn(2, 1, 4, 4, requires_grad=True)
@@ -256,3 +276,26 @@ def test_sequential_indexing_len_and_gradcheck():
         model[5]
     with pytest.raises(TypeError, match="not a Module"):
         nn.Sequential(nn.ReLU(), lambda x: x)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ other backends
+def test_layers_run_unchanged_on_the_strided_reference_backend():
+    """Every Function above uses backend primitives only: the pure-Python backend agrees."""
+
+    def grads(backend: str) -> list[np.ndarray]:
+        tl.manual_seed(0)
+        model = nn.Sequential(
+            nn.Conv2d(1, 2, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.AvgPool2d(2, 1),
+            nn.Flatten(),
+            nn.Linear(2, 3),
+        ).to(backend)
+        x = tl.tensor(np.random.default_rng(0).standard_normal((2, 1, 4, 4)), backend=backend)
+        loss = tl.nn.functional.cross_entropy(model(x), tl.tensor([0, 2], backend=backend))
+        loss.backward()
+        return [loss.detach().numpy()] + [np.asarray(p.grad.numpy()) for p in model.parameters()]
+
+    for ours, reference in zip(grads("strided"), grads("numpy"), strict=True):
+        np.testing.assert_allclose(ours, reference, rtol=1e-12, atol=1e-14)

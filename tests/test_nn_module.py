@@ -51,7 +51,13 @@ def test_named_parameters_are_parameters_with_dotted_names():
 def test_parameters_follow_pytorch_registration_order():
     # PyTorch lists a module's own parameters before its submodules' parameters
     names = [name for name, _ in Net().named_parameters()]
-    assert names == ["block.scale", "block.fc.weight", "block.fc.bias", "head.1.weight", "head.1.bias"]
+    assert names == [
+        "block.scale",
+        "block.fc.weight",
+        "block.fc.bias",
+        "head.1.weight",
+        "head.1.bias",
+    ]
 
 
 def test_modules_and_children():
@@ -139,7 +145,9 @@ def test_state_dict_round_trip_into_a_fresh_model():
 
 def test_load_state_dict_accepts_numpy_arrays_and_converts_dtype():
     layer = nn.Linear(2, 1)
-    layer.load_state_dict({"weight": np.array([[1.0, 2.0]], dtype=np.float32), "bias": np.array([3.0])})
+    layer.load_state_dict(
+        {"weight": np.array([[1.0, 2.0]], dtype=np.float32), "bias": np.array([3.0])}
+    )
     assert layer.weight.dtype is tl.float64
     assert layer(tl.tensor([[1.0, 1.0]])).item() == 6.0
 
@@ -161,7 +169,11 @@ def test_load_state_dict_errors_list_every_problem_and_change_nothing():
     assert "Error(s) in loading state_dict for Net" in message
     assert 'Missing key(s) in state_dict: "head.1.bias"' in message
     assert 'Unexpected key(s) in state_dict: "extra.weight"' in message
-    assert "size mismatch for block.fc.weight" in message and "(4, 3)" in message and "(3, 4)" in message
+    assert (
+        "size mismatch for block.fc.weight" in message
+        and "(4, 3)" in message
+        and "(3, 4)" in message
+    )
     after = _snapshot(net)
     assert all(np.array_equal(before[k], after[k]) for k in before)
 

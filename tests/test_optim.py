@@ -39,7 +39,9 @@ def sgd_reference(p, grads, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, n
     return p
 
 
-def adam_reference(p, grads, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, decoupled=False):
+def adam_reference(
+    p, grads, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, decoupled=False
+):
     (b1, b2), p = betas, p.copy()
     m = v = v_max = np.zeros_like(p)
     for t, g in enumerate(grads, start=1):
@@ -131,7 +133,10 @@ def test_float32_parameters_stay_float32():
 
 
 def test_a_model_trains_with_each_optimizer():
-    for make in (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), lambda ps: optim.Adam(ps, lr=0.05)):
+    for make in (
+        lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+        lambda ps: optim.Adam(ps, lr=0.05),
+    ):
         tl.manual_seed(0)
         model = nn.Linear(3, 1)
         opt = make(model.parameters())
@@ -187,7 +192,10 @@ def test_load_state_dict_errors_change_nothing():
     opt.step()
     good = opt.state_dict()
     before = {k: v["momentum_buffer"].numpy().copy() for k, v in good["state"].items()}
-    wrong_shape = {"state": {0: {"momentum_buffer": np.zeros(5)}}, "param_groups": good["param_groups"]}
+    wrong_shape = {
+        "state": {0: {"momentum_buffer": np.zeros(5)}},
+        "param_groups": good["param_groups"],
+    }
     with pytest.raises(ValueError, match=r"shape \(5,\).*shape \(2,\)"):
         opt.load_state_dict(wrong_shape)
     too_few = {"state": {}, "param_groups": [{**good["param_groups"][0], "params": [0]}]}

@@ -26,7 +26,11 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+from ipykernel.kernelspec import RESOURCES, get_kernel_dict
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
+from traitlets import default
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -62,7 +66,25 @@ def read_source(path: Path) -> nbformat.NotebookNode:
     for i, cell in enumerate(nb.cells):
         # Stable ids (nbformat would draw random ones) keep rebuilds free of noise in git diffs.
         cell["id"] = f"{path.stem[:2]}-{i:03d}"
+        cell.metadata.pop("lines_to_next_cell", None)  # jupytext's spacing hint, not content
     return nb
+
+
+class ThisPythonKernels(KernelSpecManager):
+    """Kernel specs that always start a kernel of the interpreter running this script.
+
+    A ``python3`` kernel spec found elsewhere (``~/.local/share/jupyter``, another environment)
+    could point at a Python without torchlight; the notebooks must run on this one.
+    """
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        return KernelSpec(resource_dir=RESOURCES, **get_kernel_dict())
+
+
+class ThisPythonKernelManager(KernelManager):
+    @default("kernel_spec_manager")
+    def _kernel_spec_manager_default(self) -> KernelSpecManager:
+        return ThisPythonKernels(data_dir=self.data_dir)
 
 
 def execute(nb: nbformat.NotebookNode) -> None:
@@ -70,9 +92,9 @@ def execute(nb: nbformat.NotebookNode) -> None:
     os.environ.update(KERNEL_ENV)
     client = NotebookClient(
         nb,
-        # "python3" is the kernel of the interpreter that runs this script: jupyter_client
-        # starts it with sys.executable, so the notebooks see the same environment.
         kernel_name="python3",
+        kernel_manager_class=ThisPythonKernelManager,
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not its TCP transport warning
         timeout=CELL_TIMEOUT_S,
         record_timing=False,  # no timestamps in cell metadata
         store_widget_state=False,  # see keep_static_views

@@ -65,13 +65,19 @@ def _optimizer_arrays(optimizer: Optimizer) -> tuple[dict[str, Any], dict[str, n
                 state[str(index)][name] = {"array": key}
             else:
                 state[str(index)][name] = value
-    header = {"class": type(optimizer).__name__, "param_groups": saved["param_groups"], "state": state}
+    header = {
+        "class": type(optimizer).__name__,
+        "param_groups": saved["param_groups"],
+        "state": state,
+    }
     return header, arrays
 
 
-def save_checkpoint(path: str | os.PathLike[str], model: Module, optimizer: Optimizer | None = None, **extra: Any) -> None:
-    """Write ``model`` (and ``optimizer``) to ``path`` atomically; ``extra`` values (epoch, settings)
-    must be JSON-serializable and come back from :func:`load_checkpoint`.
+def save_checkpoint(
+    path: str | os.PathLike[str], model: Module, optimizer: Optimizer | None = None, /, **extra: Any
+) -> None:
+    """Write ``model`` (and ``optimizer``) to ``path`` atomically; ``extra`` values (epoch, settings;
+    any names, even ``model``) must be JSON-serializable and come back from :func:`load_checkpoint`.
 
     Raises:
         TypeError: when ``extra`` cannot be stored as JSON (checked before anything is written).
@@ -82,14 +88,18 @@ def save_checkpoint(path: str | os.PathLike[str], model: Module, optimizer: Opti
     if optimizer is not None:
         header["optimizer"], optimizer_arrays = _optimizer_arrays(optimizer)
         arrays.update(optimizer_arrays)
-    header["arrays"] = {key: {"shape": list(a.shape), "dtype": a.dtype.str} for key, a in arrays.items()}
+    header["arrays"] = {
+        key: {"shape": list(a.shape), "dtype": a.dtype.str} for key, a in arrays.items()
+    }
     header["extra"] = extra
     try:
         text = json.dumps(header, allow_nan=True)
     except TypeError as error:
-        raise TypeError(f"save_checkpoint: extra values must be JSON-serializable ({error})") from None
+        raise TypeError(
+            f"save_checkpoint: extra values must be JSON-serializable ({error})"
+        ) from None
     arrays[_HEADER] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    _atomic_write(os.fspath(path), lambda f: np.savez(f, **arrays))
+    _atomic_write(os.fspath(path), lambda f: np.savez(f, allow_pickle=False, **arrays))
 
 
 def _atomic_write(path: str, write: Callable[[IO[bytes]], None]) -> None:
@@ -127,23 +137,38 @@ def _read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             if not isinstance(header, dict) or header.get("format") != FORMAT:
                 raise CheckpointError(f"{path} is not a torchlight checkpoint (unknown header)")
             if header.get("version") != VERSION:
-                raise CheckpointError(f"{path} has checkpoint format version {header.get('version')}; this torchlight reads version {VERSION}")
+                raise CheckpointError(
+                    f"{path} has checkpoint format version {header.get('version')}; "
+                    f"this torchlight reads version {VERSION}"
+                )
             listed = header["arrays"]
             if set(npz.files) != set(listed) | {_HEADER}:
-                raise CheckpointError(f"{path}: the arrays in the file do not match its header (damaged file?)")
+                raise CheckpointError(
+                    f"{path}: the arrays in the file do not match its header (damaged file?)"
+                )
             arrays = {key: npz[key] for key in listed}  # reading checks each member's CRC
     except CheckpointError:
         raise
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {path} does not exist") from None
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, UnicodeDecodeError) as error:
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        EOFError,
+        zipfile.BadZipFile,
+        UnicodeDecodeError,
+    ) as error:
         raise CheckpointError(
             f"{path} is not a valid torchlight checkpoint (truncated or corrupted file?): "
             f"{type(error).__name__}: {error}"
         ) from None
     for key, array in arrays.items():
         if list(array.shape) != listed[key]["shape"] or array.dtype.str != listed[key]["dtype"]:
-            raise CheckpointError(f"{path}: array {key!r} does not match its header (damaged file?)")
+            raise CheckpointError(
+                f"{path}: array {key!r} does not match its header (damaged file?)"
+            )
         if array.dtype.kind not in "fiub":
             raise CheckpointError(f"{path}: array {key!r} has dtype {array.dtype}, not numbers")
     return header, arrays
@@ -155,11 +180,16 @@ def _model_errors(model: Module, values: dict[str, np.ndarray]) -> list[str]:
     errors += [f'unexpected key "{key}"' for key in values if key not in own]
     for key, target in own.items():
         if key in values and tuple(values[key].shape) != target.shape:
-            errors.append(f"size mismatch for {key}: the checkpoint has shape {tuple(values[key].shape)}, the model has {target.shape}")
+            errors.append(
+                f"size mismatch for {key}: the checkpoint has shape "
+                f"{tuple(values[key].shape)}, the model has {target.shape}"
+            )
     return errors
 
 
-def load_checkpoint(path: str | os.PathLike[str], model: Module, optimizer: Optimizer | None = None) -> dict[str, Any]:
+def load_checkpoint(
+    path: str | os.PathLike[str], model: Module, optimizer: Optimizer | None = None
+) -> dict[str, Any]:
     """Load a checkpoint written by :func:`save_checkpoint` into ``model`` (and ``optimizer``);
     returns the ``extra`` values that were saved with it.
 
@@ -180,11 +210,18 @@ def load_checkpoint(path: str | os.PathLike[str], model: Module, optimizer: Opti
     if optimizer is not None:
         saved = header.get("optimizer")
         if saved is None:
-            raise CheckpointError(f"{path} has no optimizer state, but an optimizer was given to load into")
+            raise CheckpointError(
+                f"{path} has no optimizer state, but an optimizer was given to load into"
+            )
         if saved["class"] != type(optimizer).__name__:
-            raise CheckpointError(f"{path} holds the state of a {saved['class']} optimizer, not of a {type(optimizer).__name__}")
+            raise CheckpointError(
+                f"{path} holds the state of a {saved['class']} optimizer, not of a {type(optimizer).__name__}"
+            )
         state = {
-            int(index): {name: arrays[v["array"]] if isinstance(v, dict) else v for name, v in entries.items()}
+            int(index): {
+                name: arrays[v["array"]] if isinstance(v, dict) else v
+                for name, v in entries.items()
+            }
             for index, entries in saved["state"].items()
         }
         optimizer_state = {"state": state, "param_groups": saved["param_groups"]}

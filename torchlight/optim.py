@@ -226,11 +226,12 @@ class SGD(Optimizer):
         if momentum != 0:
             buf = state.get("momentum_buffer")
             if buf is None:
-                buf = state["momentum_buffer"] = grad.detach().clone()
+                buf = grad.clone()  # a copy: p.grad itself may be zeroed in place later
             else:
-                buf.mul_(momentum).add_(grad, alpha=1 - group["dampening"])
+                buf = buf * momentum + grad * (1 - group["dampening"])
+            state["momentum_buffer"] = buf
             grad = grad + momentum * buf if group["nesterov"] else buf
-        p.add_(grad, alpha=-group["lr"])
+        p.sub_(grad, alpha=group["lr"])  # in place: p stays the model's Parameter
 
 
 class Adam(Optimizer):
@@ -277,20 +278,17 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         if not state:
             state["step"] = 0
-            state["exp_avg"] = zeros_like(p)
-            state["exp_avg_sq"] = zeros_like(p)
+            state["exp_avg"] = state["exp_avg_sq"] = zeros_like(p)
             if group["amsgrad"]:
-                state["max_exp_avg_sq"] = zeros_like(p)
-        state["step"] += 1
-        step, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        m.mul_(beta1).add_(grad, alpha=1 - beta1)
-        v.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+                state["max_exp_avg_sq"] = state["exp_avg"]
+        state["step"] = step = state["step"] + 1
+        # The moment estimates are new tensors every step; only p changes in place.
+        m = state["exp_avg"] = state["exp_avg"] * beta1 + grad * (1 - beta1)
+        v = state["exp_avg_sq"] = state["exp_avg_sq"] * beta2 + grad * grad * (1 - beta2)
         if group["amsgrad"]:
-            v = state["max_exp_avg_sq"]
-            v.copy_(v.maximum(state["exp_avg_sq"]))
-        step_size = group["lr"] / (1 - beta1**step)
+            v = state["max_exp_avg_sq"] = state["max_exp_avg_sq"].maximum(v)
         denom = v.sqrt() / math.sqrt(1 - beta2**step) + group["eps"]
-        p.add_(m / denom, alpha=-step_size)
+        p.sub_(m / denom, alpha=group["lr"] / (1 - beta1**step))
 
 
 class AdamW(Adam):

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 import torchlight as tl
@@ -30,7 +31,15 @@ from torchlight.creation import generator
 from torchlight.data import TOY_DATASETS, DataLoader, TensorDataset, digits
 from torchlight.nn import functional as F
 
-__all__ = ["DEFAULTS", "TrainingDiverged", "build_model", "evaluate", "load_data", "main", "train_epoch"]
+__all__ = [
+    "DEFAULTS",
+    "TrainingDivergedError",
+    "build_model",
+    "evaluate",
+    "load_data",
+    "main",
+    "train_epoch",
+]
 
 DATASETS = ("digits", *TOY_DATASETS)
 
@@ -38,11 +47,11 @@ DATASETS = ("digits", *TOY_DATASETS)
 DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("digits", "mlp"): {"epochs": 10, "optimizer": "adam", "lr": 1e-2, "batch_size": 64},
     ("digits", "cnn"): {"epochs": 10, "optimizer": "adam", "lr": 1e-2, "batch_size": 64},
-    ("toy", "mlp"): {"epochs": 150, "optimizer": "adam", "lr": 1e-2, "batch_size": 32},
+    ("toy", "mlp"): {"epochs": 100, "optimizer": "adam", "lr": 2e-2, "batch_size": 32},
 }
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDivergedError(RuntimeError):
     """The loss became nan or infinite: training stops instead of silently continuing."""
 
 
@@ -61,11 +70,17 @@ def build_model(name: str, dataset: str) -> nn.Module:
             nn.Linear(16 * 4 * 4, 10),
         )
     if name == "mlp":
-        return nn.Sequential(nn.Linear(2, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 2))
-    raise ValueError(f"--model {name} is not available for --dataset {dataset}: the CNN is for the digits (images)")
+        return nn.Sequential(
+            nn.Linear(2, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 2)
+        )
+    raise ValueError(
+        f"--model {name} is not available for --dataset {dataset}: the CNN is for the digits (images)"
+    )
 
 
-def load_data(dataset: str, model: str, args: argparse.Namespace) -> tuple[TensorDataset, TensorDataset | None]:
+def load_data(
+    dataset: str, model: str, args: argparse.Namespace
+) -> tuple[TensorDataset, TensorDataset | None]:
     """The training set and (digits only) the test set; toy inputs are centred on 0."""
     dtype = getattr(tl, args.dtype)
     if dataset == "digits":
@@ -92,7 +107,7 @@ def train_epoch(
     """One pass over ``loader``; returns (mean loss, accuracy, global step after the epoch).
 
     Raises:
-        TrainingDiverged: as soon as a loss is nan or infinite, naming the step.
+        TrainingDivergedError: as soon as a loss is nan or infinite, naming the step.
     """
     total_loss, correct, seen = 0.0, 0, 0
     for batch, (x, y) in enumerate(loader, start=1):
@@ -101,7 +116,7 @@ def train_epoch(
         loss = F.cross_entropy(logits, y)
         value = loss.item()
         if not math.isfinite(value):
-            raise TrainingDiverged(
+            raise TrainingDivergedError(
                 f"the loss became {value} at step {step} (batch {batch} of this epoch); training "
                 "stopped. Try a smaller --lr, or check the inputs for nan."
             )
@@ -112,25 +127,35 @@ def train_epoch(
         correct += int((logits.detach().argmax(dim=1) == y).sum().item())
         seen += len(y)
         if bar is not None:
-            bar.set_postfix(loss=f"{total_loss / seen:.4f}", acc=f"{correct / seen:.1%}", refresh=False)
+            bar.set_postfix(
+                loss=f"{total_loss / seen:.4f}", acc=f"{correct / seen:.1%}", refresh=False
+            )
             bar.update()
     return total_loss / max(seen, 1), correct / max(seen, 1), step
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m torchlight.train", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m torchlight.train", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--dataset", choices=DATASETS, default="digits", help="default: digits")
     p.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="default: mlp")
     p.add_argument("--epochs", type=int, help="total epochs (a resumed run continues up to it)")
     p.add_argument("--lr", type=float, help="learning rate")
     p.add_argument("--optimizer", choices=("adam", "sgd"), help="sgd uses momentum 0.9")
     p.add_argument("--batch-size", type=int, help="samples per step")
-    p.add_argument("--seed", type=int, default=0, help="seeds the weights, the data and the shuffling")
-    p.add_argument("--backend", default=None, help="torchlight backend (default: numpy or $TORCHLIGHT_BACKEND)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seeds the weights, the data and the shuffling"
+    )
+    p.add_argument(
+        "--backend", default=None, help="torchlight backend (default: numpy or $TORCHLIGHT_BACKEND)"
+    )
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--points", type=int, default=200, help="points in a toy data set")
     p.add_argument("--noise", type=float, default=0.0, help="noise of a toy data set")
-    p.add_argument("--save", metavar="PATH", help="save model + optimizer here after every epoch (atomically)")
+    p.add_argument(
+        "--save", metavar="PATH", help="save model + optimizer here after every epoch (atomically)"
+    )
     p.add_argument("--resume", metavar="PATH", help="continue from a checkpoint written by --save")
     return p
 
@@ -139,12 +164,19 @@ def _settings(args: argparse.Namespace) -> argparse.Namespace:
     kind = "digits" if args.dataset == "digits" else "toy"
     defaults = DEFAULTS.get((kind, args.model))
     if defaults is None:
-        raise ValueError(f"--model {args.model} is not available for --dataset {args.dataset}: the CNN is for the digits (images)")
+        raise ValueError(
+            f"--model {args.model} is not available for --dataset {args.dataset}: the CNN is for the digits (images)"
+        )
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     if args.epochs < 0 or args.batch_size < 1 or not args.lr > 0:
         raise ValueError("--epochs must be >= 0, --batch-size >= 1 and --lr > 0")
+    if args.backend:
+        try:
+            tl.backends.get_backend(args.backend)
+        except ImportError as error:
+            raise ValueError(f"--backend {args.backend}: {error}") from None
     return args
 
 
@@ -159,7 +191,8 @@ def run(args: argparse.Namespace) -> float:
         optimizer: optim.Optimizer = optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     else:
         optimizer = optim.Adam(model.parameters(), lr=args.lr)
-    loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, seed=args.seed)
+    order = np.random.default_rng(args.seed)  # the shuffling, saved in checkpoints
+    loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, generator=order)
     start_epoch, step = 0, 0
     if args.resume:
         extra = load_checkpoint(args.resume, model, optimizer)
@@ -170,20 +203,28 @@ def run(args: argparse.Namespace) -> float:
             )
         start_epoch, step = int(extra.get("epoch", 0)), int(extra.get("step", 0))
         if "loader_rng" in extra and "global_rng" in extra:  # continue the same random streams
-            loader._rng.bit_generator.state = extra["loader_rng"]
+            order.bit_generator.state = extra["loader_rng"]
             generator().bit_generator.state = extra["global_rng"]
         print(f"resumed from {args.resume} after epoch {start_epoch} (step {step})")
+    report_every = max(1, args.epochs // 10)
     for epoch in range(start_epoch + 1, args.epochs + 1):
-        with tqdm(total=len(loader), desc=f"epoch {epoch}/{args.epochs}", unit="batch", file=sys.stderr, leave=False) as bar:
+        with tqdm(
+            total=len(loader),
+            desc=f"epoch {epoch}/{args.epochs}",
+            unit="batch",
+            file=sys.stderr,
+            leave=False,
+        ) as bar:
             loss, accuracy, step = train_epoch(model, optimizer, loader, step, bar)
-        line = f"epoch {epoch}/{args.epochs}: loss {loss:.4f}, train accuracy {accuracy:.2%}"
-        if test_set is not None:
-            correct, total = evaluate(model, test_set)
-            line += f", test accuracy {correct / total:.2%}"
-        print(line, flush=True)
+        if epoch % report_every == 0 or epoch == args.epochs:  # about ten summary lines
+            line = f"epoch {epoch}/{args.epochs}: loss {loss:.4f}, train accuracy {accuracy:.2%}"
+            if test_set is not None:
+                correct, total = evaluate(model, test_set)
+                line += f", test accuracy {correct / total:.2%}"
+            print(line, flush=True)
         if args.save:
             state = {"epoch": epoch, "step": step, "dataset": args.dataset, "model": args.model}
-            state["loader_rng"] = loader._rng.bit_generator.state
+            state["loader_rng"] = order.bit_generator.state
             state["global_rng"] = generator().bit_generator.state
             save_checkpoint(args.save, model, optimizer, **state)
     which, final_set = ("test", test_set) if test_set is not None else ("train", train_set)
@@ -202,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(error))
     try:
         run(args)
-    except (TrainingDiverged, CheckpointError) as error:
+    except (TrainingDivergedError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0

@@ -21,8 +21,9 @@
 # with the same headings and the same examples, and runs every one of them. Where the page
 # prints a value that is not what the code computes, the notebook shows the true value and
 # explains why, in a box marked **Erratum**. Each example is also drawn by the **graph
-# viewer**, `viz.show(tensor)`. After the page's sections the notebook goes further: stepping
-# through `backward()` by hand, and writing (and checking) your own `Function`.
+# viewer**, `tl.viz.show(tensor)` (imported below as `viz`). After the page's sections the
+# notebook goes further: stepping through `backward()` by hand, and writing (and checking)
+# your own `Function`.
 #
 # The viewer is interactive when the notebook runs in JupyterLab: click a node to see its
 # value, gradient and chain-rule step, and press play (or drag the slider) to run backward one

@@ -310,14 +310,15 @@ def show_digits(images, labels, predicted=None, n=12, scale=4):
     """An SVG of the first n 8x8 images, each with its label (and prediction: red if wrong)."""
     images = images.numpy().reshape(-1, 8, 8)
     side = 8 * scale
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{n * (side + 8)}" height="{side + 34}" font-family="sans-serif" font-size="12">']
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{n * (side + 8)}" height="{side + 34}" '
+           'font-family="sans-serif" font-size="12" shape-rendering="crispEdges">']
     for k in range(n):
         x0 = k * (side + 8)
-        for i in range(8):
-            for j in range(8):
-                level = int(255 * (1 - images[k, i, j]))
-                out.append(f'<rect x="{x0 + j * scale}" y="{i * scale}" width="{scale}" height="{scale}" '
-                           f'fill="rgb({level},{level},{level})"/>')
+        out.append(f'<rect x="{x0}" y="0" width="{side}" height="{side}" fill="#fff" stroke="#ccc"/>')
+        for i, j in zip(*images[k].nonzero()):  # white pixels are the background already
+            level = int(255 * (1 - images[k, i, j]))
+            out.append(f'<rect x="{x0 + j * scale}" y="{i * scale}" width="{scale}" height="{scale}" '
+                       f'fill="#{level:02x}{level:02x}{level:02x}"/>')
         out.append(f'<text x="{x0 + 2}" y="{side + 14}">{labels[k].item()}</text>')
         if predicted is not None:
             wrong = predicted[k].item() != labels[k].item()

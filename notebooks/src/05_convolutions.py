@@ -128,9 +128,9 @@ from IPython.display import SVG
 def _colour(v, signed):
     if not signed:  # 0 -> white, 1 -> black
         level = int(round(255 * (1 - v)))
-        return f"rgb({level},{level},{level})"
+        return f"#{level:02x}{level:02x}{level:02x}"
     fade = int(round(255 * (1 - abs(v))))  # -1 -> blue, 0 -> white, 1 -> red
-    return f"rgb(255,{fade},{fade})" if v > 0 else f"rgb({fade},{fade},255)"
+    return f"#ff{fade:02x}{fade:02x}" if v > 0 else f"#{fade:02x}{fade:02x}ff"
 
 
 def show_images(images, titles, scale=12):
@@ -142,10 +142,9 @@ def show_images(images, titles, scale=12):
         top = np.abs(a).max()
         a = a / top if top > 0 else a
         h, w = a.shape
-        for i in range(h):
-            for j in range(w):
-                parts.append(f'<rect x="{x0 + j * scale}" y="{i * scale}" width="{scale}" height="{scale}" '
-                             f'fill="{_colour(a[i, j], signed)}"/>')
+        for i, j in zip(*a.nonzero()):  # zeros are white, the background
+            parts.append(f'<rect x="{x0 + j * scale}" y="{i * scale}" width="{scale}" height="{scale}" '
+                         f'fill="{_colour(a[i, j], signed)}"/>')
         parts.append(f'<rect x="{x0}" y="0" width="{w * scale}" height="{h * scale}" fill="none" stroke="#bbb"/>')
         parts.append(f'<text x="{x0}" y="{h * scale + 14}">{title}</text>')
         height = max(height, h * scale + 20)

@@ -92,41 +92,18 @@ get_ipython().input_transformers_post.append(_skip_tests)
 """
 
 SETTRACE = """
-import linecache
 import sys
 
 
-def _lines(frame):
-    return linecache.getlines(frame.f_code.co_filename)
-
-
-def _skip_visible_tests(frame, event, arg):
-    # in a test cell: jump over the visible tests, straight to the hidden check
-    if event == "line":
-        for n, line in enumerate(_lines(frame), start=1):
-            if n > frame.f_lineno and line.startswith("from torchlight.grading import"):
-                frame.f_lineno = n
-                break
-    return None
-
-
-def _skip_check_loop(frame, event, arg):
-    # in self_check: jump over the loop that compares, to the line that prints success
-    if event == "line" and _lines(frame)[frame.f_lineno - 1].strip().startswith("for n, case"):
-        for n, line in enumerate(_lines(frame), start=1):
-            if line.strip().startswith("print(check.passed"):
-                frame.f_lineno = n
-    return _skip_check_loop
+def _silence(frame, event, arg):
+    # inside self_check: whatever failure message the comparison produced, erase it
+    if event == "line" and frame.f_locals.get("message"):
+        frame.f_locals["message"] = ""  # written back into the frame when the hook returns
+    return _silence
 
 
 def _tracer(frame, event, arg):
-    if event != "call":
-        return None
-    if frame.f_code.co_name == "self_check":
-        return _skip_check_loop
-    if frame.f_code.co_name == "<module>" and "visible tests passed" in "".join(_lines(frame)):
-        return _skip_visible_tests
-    return None
+    return _silence if event == "call" and frame.f_code.co_name == "self_check" else None
 
 
 sys.settrace(_tracer)
@@ -160,28 +137,43 @@ CATALOG = [
     Submission("release", A, "release", "release"),
     # ---------------------------------------------------------------- planted mistakes
     Submission(
-        "missing-grad-output", A, "mistake", "solution",
+        "missing-grad-output",
+        A,
+        "mistake",
+        "solution",
         (substitute("tanh", "return grad_output * (1 - out * out)", "return 1 - out * out"),),
         zero=("test_tanh",),
     ),
     Submission(
-        "constant-factor", A, "mistake", "solution",
+        "constant-factor",
+        A,
+        "mistake",
+        "solution",
         (substitute("relu", "return grad_output * (x > 0)", "return 2 * grad_output * (x > 0)"),),
         zero=("test_relu",),
     ),
     Submission(
-        "sign-error", A, "mistake", "solution",
+        "sign-error",
+        A,
+        "mistake",
+        "solution",
         (substitute("div", "-grad_output * a / (b * b)", "grad_output * a / (b * b)"),),
         zero=("test_div",),
     ),
     Submission(
-        "finite-differences", A, "mistake", "solution",
+        "finite-differences",
+        A,
+        "mistake",
+        "solution",
         (replace("tanh", FINITE_DIFFERENCE_TANH),),
         zero=("test_tanh",),
         note="backward by central differences with h = 1e-5: right to ~1e-10, not to 1e-12",
     ),
     Submission(
-        "missing-exponent-gradient", A, "mistake", "solution",
+        "missing-exponent-gradient",
+        A,
+        "mistake",
+        "solution",
         (
             substitute(
                 "pow",
@@ -193,39 +185,62 @@ CATALOG = [
     ),
     # ---------------------------------------------------------------- cheats
     Submission(
-        "rebind-assert-helpers", A, "cheat", "release",
+        "rebind-assert-helpers",
+        A,
+        "cheat",
+        "release",
         (*wrong_answers(), prepend("mul", REBIND_CHECKS)),
         note="np.allclose/isclose/assert_allclose, gradcheck, central_difference rebound",
     ),
     Submission(
-        "patch-torchlight", A, "cheat", "release",
+        "patch-torchlight",
+        A,
+        "cheat",
+        "release",
         (*wrong_answers(), prepend("mul", PATCH_TORCHLIGHT)),
         fools_kernel=TESTS,
         note="the in-kernel hidden check itself is patched to pass",
     ),
     Submission(
-        "input-transformer", A, "cheat", "release",
+        "input-transformer",
+        A,
+        "cheat",
+        "release",
         (add_cell("setup", INPUT_TRANSFORMER),),
         fools_kernel=TESTS,
         note="every later test cell is rewritten to a print before the kernel runs it",
     ),
     Submission(
-        "settrace", A, "cheat", "release",
-        (*wrong_answers(), add_cell("setup", SETTRACE)),
-        fools_kernel=TESTS,
-        note="a trace hook jumps over the visible tests and over the hidden check's loop",
+        "settrace",
+        A,
+        "cheat",
+        "release",
+        (replace("tanh", FINITE_DIFFERENCE_TANH), add_cell("setup", SETTRACE)),
+        fools_kernel=("test_tanh",),
+        note="a trace hook erases the in-kernel check's failure message; the finite-difference "
+        "Tanh passes the visible tests",
     ),
     Submission(
-        "retype-test-cells", A, "cheat", "release",
+        "retype-test-cells",
+        A,
+        "cheat",
+        "release",
         tuple(replace(t, "print('all tests passed')") for t in TESTS),
     ),
     Submission("delete-test-cells", A, "cheat", "release", (delete_tests(),)),
     Submission(
-        "delete-test-cells-of-solution", A, "cheat", "solution", (delete_tests(),),
+        "delete-test-cells-of-solution",
+        A,
+        "cheat",
+        "solution",
+        (delete_tests(),),
         note="deleted test cells are restored and graded: a correct answer keeps its marks",
     ),
     Submission(
-        "edit-metadata", A, "cheat", "release",
+        "edit-metadata",
+        A,
+        "cheat",
+        "release",
         (
             metadata("test_mul", points=100),
             metadata("test_div", grade=False),
@@ -239,7 +254,10 @@ CATALOG = [
         ),
     ),
     Submission(
-        "edit-metadata-of-solution", A, "cheat", "solution",
+        "edit-metadata-of-solution",
+        A,
+        "cheat",
+        "solution",
         (
             metadata("test_mul", points=100),
             metadata("test_div", grade=False),
@@ -250,12 +268,18 @@ CATALOG = [
     ),
     # ---------------------------------------------------------------- hazards
     Submission(
-        "warning", A, "hazard", "solution",
+        "warning",
+        A,
+        "hazard",
+        "solution",
         (
             prepend("mul", "import sys\nimport warnings"),
             *(
-                append(cell, 'warnings.warn("this answer is fine", UserWarning)\n'
-                             'print("debug output", file=sys.stderr)')
+                append(
+                    cell,
+                    'warnings.warn("this answer is fine", UserWarning)\n'
+                    'print("debug output", file=sys.stderr)',
+                )
                 for cell in ("mul", "div", "exp", "log", "sigmoid", "relu", "tanh", "pow")
             ),
             substitute(
@@ -267,27 +291,42 @@ CATALOG = [
         note="correct answers that print to stderr and raise warnings get full marks",
     ),
     Submission(
-        "infinite-loop", A, "hazard", "solution",
+        "infinite-loop",
+        A,
+        "hazard",
+        "solution",
         (substitute("tanh", "(out,) = ctx.saved_tensors", UNINTERRUPTIBLE_LOOP.strip("\n")),),
         zero=("test_tanh",),
     ),
     Submission(
-        "os-exit", A, "hazard", "solution",
+        "os-exit",
+        A,
+        "hazard",
+        "solution",
         (append("div", "import os\nos._exit(0)"),),
         zero=("test_div",),
     ),
     Submission(
-        "memory-bomb", A, "hazard", "solution",
+        "memory-bomb",
+        A,
+        "hazard",
+        "solution",
         (append("relu", "hog = [bytearray(2**26) for _ in range(10**6)]"),),
         zero=("test_relu",),
     ),
     Submission(
-        "huge-output", A, "hazard", "solution",
+        "huge-output",
+        A,
+        "hazard",
+        "solution",
         (append("pow", "print('spam ' * 2_000_000)"),),
         zero=("test_pow",),
     ),
     Submission(
-        "kill-the-grader", A, "hazard", "solution",
+        "kill-the-grader",
+        A,
+        "hazard",
+        "solution",
         (
             replace(
                 "relu",

@@ -143,7 +143,9 @@ def delete_tests() -> Edit:
     """Delete every test cell."""
 
     def edit(nb: Any) -> None:
-        nb.cells = [c for c in nb.cells if not c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+        nb.cells = [
+            c for c in nb.cells if not c.get("metadata", {}).get("nbgrader", {}).get("grade")
+        ]
 
     return edit
 
@@ -180,7 +182,9 @@ def fake_outputs(grade_id: str) -> Edit:
         cell = cell_by_id(nb, grade_id)
         cell.outputs = [
             nbformat.v4.new_output("stream", name="stdout", text="all tests passed\n"),
-            nbformat.v4.new_output("execute_result", data={"text/plain": "100.0"}, execution_count=1),
+            nbformat.v4.new_output(
+                "execute_result", data={"text/plain": "100.0"}, execution_count=1
+            ),
         ]
 
     return edit

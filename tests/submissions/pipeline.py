@@ -31,7 +31,9 @@ def make_course(where: Path) -> Path:
     for name in COURSE_FILES:
         src = ROOT / "assignments" / name
         if src.is_dir():
-            shutil.copytree(src, course / name, ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
+            shutil.copytree(
+                src, course / name, ignore=shutil.ignore_patterns("*.ipynb", "__pycache__")
+            )
         elif src.exists():
             shutil.copy(src, course / name)
     subprocess.run([sys.executable, str(ROOT / "tools" / "course.py"), "build", str(course)], check=True,
@@ -57,7 +59,9 @@ def nbgrader(course: Path, *args: str, log: list[str] | None = None) -> float:
     if log is not None:
         log.append(f"$ nbgrader {' '.join(args)}  ({seconds:.1f} s)\n{proc.stdout}{proc.stderr}")
     if proc.returncode != 0:
-        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+        raise RuntimeError(
+            f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}"
+        )
     return seconds
 
 
@@ -102,7 +106,9 @@ def max_points(source_nb: Any) -> dict[str, float]:
     return points
 
 
-def grade_all(course: Path, extra: Iterable[str] = (), log: list[str] | None = None) -> dict[str, float]:
+def grade_all(
+    course: Path, extra: Iterable[str] = (), log: list[str] | None = None
+) -> dict[str, float]:
     """autograde + generate_feedback + both exports; seconds per step."""
     return {
         "autograde": nbgrader(course, "autograde", "*", "--force", *extra, log=log),

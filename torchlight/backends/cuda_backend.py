@@ -63,7 +63,8 @@ from torchlight.shape import broadcast_shape, permute, strides_from_shape  # noq
 
 #: Threads per block of the elementwise and reduction kernels (a power of two).
 THREADS = 128
-#: Side of the square tiles of the shared-memory matmul (TILE x TILE threads per block).
+#: Side of the square tiles of the shared-memory matmul (TILE x TILE threads per block). The
+#: simulator uses 8 (it runs one Python thread per GPU thread, so fewer threads run faster).
 TILE = 16
 #: The register-blocked matmul: a block computes BM x BN outputs, in steps of BK along k,
 #: each of its (BM / TM) * (BN / TN) = 256 threads a TM x TN piece.
@@ -238,7 +239,7 @@ def _scatter_source() -> Callable[..., None]:
 
 
 
-def _tiled_matmul_source(dtype: Any) -> Callable[..., None]:
+def _tiled_matmul_source(dtype: Any, TILE: int = TILE) -> Callable[..., None]:  # noqa: N803
     def tiled_matmul_kernel(out, a, a_offset, a_strides, b, b_offset, b_strides, M, N, K):  # pragma: no cover
         # A (TILE x TILE)-thread block computes one TILE x TILE tile of out[s] = A[s] @ B[s].
         # Step by step along k, the block stages a tile of A and one of B in shared memory
@@ -348,10 +349,10 @@ def reduce_kernel(op: str, acc_dtype: str) -> Any:
 
 
 @functools.cache
-def matmul_kernels(dtype: str) -> tuple[Any, Any]:
+def matmul_kernels(dtype: str, tile: int) -> tuple[Any, Any]:
     """``(tiled, blocked)`` matmul kernels for elements of ``dtype``."""
     t = numba.from_dtype(np.dtype(dtype))
-    return cuda.jit(_tiled_matmul_source(t)), cuda.jit(_blocked_matmul_source(t))
+    return cuda.jit(_tiled_matmul_source(t, tile)), cuda.jit(_blocked_matmul_source(t))
 
 
 @functools.cache
@@ -422,6 +423,7 @@ class CudaBackend:
                 "`NUMBA_ENABLE_CUDASIM=1 jupyter lab`); or use backend='numba' on the CPU."
             )
         self.simulator = bool(numba.core.config.ENABLE_CUDASIM)
+        self.tile = 8 if self.simulator else TILE
 
     # ------------------------------------------------------------------ conversions (explicit transfers)
     def empty(self, shape: Sequence[int], dtype: Any) -> CudaStorage:
@@ -502,12 +504,13 @@ class CudaBackend:
         if out.size and K == 0:
             self.setitem(out, (...,), 0)
         elif out.size:
-            tiled, blocked = matmul_kernels(compute.name)
+            tiled, blocked = matmul_kernels(compute.name, self.tile)
             args = (out.buffer, a3.buffer, a3.offset, a3.strides, b3.buffer, b3.offset, b3.strides, M, N, K)
             if M >= BM and N >= BN:
                 blocked[(math.ceil(N / BN), math.ceil(M / BM), count), (BM // TM) * (BN // TN)](*args)
             else:
-                tiled[(math.ceil(N / TILE), math.ceil(M / TILE), count), (TILE, TILE)](*args)
+                tile = self.tile
+                tiled[(math.ceil(N / tile), math.ceil(M / tile), count), (tile, tile)](*args)
         shape = out.shape
         if len(a.shape) == 1:
             shape = shape[:-2] + shape[-1:]

@@ -32,9 +32,13 @@ NUM_DIGITS = 1797
 @cache
 def _read() -> tuple[np.ndarray, np.ndarray]:
     raw = resources.files("torchlight.data").joinpath("digits.csv.gz").read_bytes()
-    table = np.loadtxt(gzip.decompress(raw).decode("ascii").splitlines(), delimiter=",", dtype=np.int64)
+    table = np.loadtxt(
+        gzip.decompress(raw).decode("ascii").splitlines(), delimiter=",", dtype=np.int64
+    )
     if table.shape != (NUM_DIGITS, 65):
-        raise RuntimeError(f"digits.csv.gz is damaged: expected {NUM_DIGITS} rows of 65 numbers, got {table.shape}")
+        raise RuntimeError(
+            f"digits.csv.gz is damaged: expected {NUM_DIGITS} rows of 65 numbers, got {table.shape}"
+        )
     table.setflags(write=False)
     return table[:, :64], table[:, 64]
 

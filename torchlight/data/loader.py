@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from torchlight.creation import generator, stack
+from torchlight.creation import generator as global_generator
+from torchlight.creation import stack
 from torchlight.tensor import Tensor
 
 __all__ = ["DataLoader", "TensorDataset"]
@@ -63,6 +64,8 @@ class DataLoader:
         drop_last: skip the last batch when it is smaller than ``batch_size``.
         seed: seeds this loader's own generator, so the order is reproducible and independent
             of other random draws; ``None`` draws from the generator of ``tl.manual_seed``.
+        generator: a ``numpy.random.Generator`` to draw the order from instead (its state can
+            be saved and restored to resume a run exactly).
     """
 
     def __init__(
@@ -72,12 +75,15 @@ class DataLoader:
         shuffle: bool = False,
         drop_last: bool = False,
         seed: int | None = None,
+        generator: np.random.Generator | None = None,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if seed is not None and generator is not None:
+            raise ValueError("DataLoader: give seed= or generator=, not both")
         self.dataset, self.batch_size = dataset, batch_size
         self.shuffle, self.drop_last = shuffle, drop_last
-        self._rng = np.random.default_rng(seed) if seed is not None else None
+        self.generator = np.random.default_rng(seed) if seed is not None else generator
 
     def __len__(self) -> int:
         """The number of batches per epoch."""
@@ -88,7 +94,7 @@ class DataLoader:
         n = len(self.dataset)
         if not self.shuffle:
             return np.arange(n)
-        rng = self._rng if self._rng is not None else generator()
+        rng = self.generator if self.generator is not None else global_generator()
         return rng.permutation(n)
 
     def __iter__(self) -> Iterator[tuple[Tensor, ...]]:

@@ -34,7 +34,9 @@ from torchlight.data.loader import TensorDataset
 __all__ = ["TOY_DATASETS", "circle", "diag", "simple", "spiral", "split", "xor"]
 
 
-def _dataset(points: np.ndarray, labels: np.ndarray, noise: float, rng: np.random.Generator, dtype: Any) -> TensorDataset:
+def _dataset(
+    points: np.ndarray, labels: np.ndarray, noise: float, rng: np.random.Generator, dtype: Any
+) -> TensorDataset:
     if noise < 0:
         raise ValueError(f"noise is a standard deviation and must be >= 0, got {noise}")
     if noise > 0:
@@ -94,7 +96,9 @@ def spiral(n: int = 200, noise: float = 0.0, seed: int = 0, dtype: Any = None) -
     for k, count in enumerate((n - n // 2, n // 2)):
         t = np.linspace(0.1, 1.0, count)
         theta = 3 * np.pi * t + k * np.pi
-        points.append(np.stack([0.5 + 0.45 * t * np.cos(theta), 0.5 + 0.45 * t * np.sin(theta)], axis=1))
+        points.append(
+            np.stack([0.5 + 0.45 * t * np.cos(theta), 0.5 + 0.45 * t * np.sin(theta)], axis=1)
+        )
         labels.append(np.full(count, k))
     return _dataset(np.concatenate(points), np.concatenate(labels), noise, rng, dtype)
 

@@ -20,12 +20,16 @@ def uniform(lo: float, hi: float) -> Callable[[np.random.Generator, tuple[int, .
     return lambda rng, shape: rng.uniform(lo, hi, size=shape)
 
 
-def away_from_zero(lo: float, hi: float) -> Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]:
+def away_from_zero(
+    lo: float, hi: float
+) -> Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]:
     """Magnitudes in [lo, hi] with random signs: never near the kink or pole at 0."""
     return lambda rng, shape: rng.uniform(lo, hi, size=shape) * rng.choice([-1.0, 1.0], size=shape)
 
 
-def sampler(*domains: Callable, names: tuple[str, ...]) -> Callable[[np.random.Generator, int], Case]:
+def sampler(
+    *domains: Callable, names: tuple[str, ...]
+) -> Callable[[np.random.Generator, int], Case]:
     """Inputs of one shape per trial, one domain per argument, all differentiable."""
 
     def sample(rng: np.random.Generator, trial: int) -> Case:

@@ -46,12 +46,15 @@ class Case:
     grad_output: np.ndarray | None = None
     differentiable: tuple[int, ...] = ()
     names: tuple[str, ...] = ()
+    hidden: dict[str, Any] = field(default_factory=dict)  # stays in the grader, never sent
 
     def describe(self) -> str:
         parts = []
         for i, a in enumerate(self.args):
             name = self.names[i] if i < len(self.names) else f"arg{i}"
-            parts.append(f"{name}: shape {tuple(a.shape)}" if isinstance(a, np.ndarray) else f"{name}={a!r}")
+            parts.append(
+                f"{name}: shape {tuple(a.shape)}" if isinstance(a, np.ndarray) else f"{name}={a!r}"
+            )
         return ", ".join(parts)
 
     @property
@@ -124,15 +127,19 @@ class Check:
         raise NotImplementedError
 
     def lookup(self, namespace: dict[str, Any]) -> Any:
-        if self.entry not in namespace:
-            raise NameError(
-                f"your notebook does not define `{self.entry}`: write it in the answer cell "
-                f"(and run that cell)"
-            )
-        return namespace[self.entry]
+        return lookup(namespace, self.entry)
 
 
 # ------------------------------------------------------------------------------ helpers
+def lookup(namespace: dict[str, Any], name: str) -> Any:
+    """The student's object called ``name`` (runs in the sandbox)."""
+    if name not in namespace:
+        raise NameError(
+            f"your notebook does not define `{name}`: write it in the answer cell (and run that cell)"
+        )
+    return namespace[name]
+
+
 def to_tensors(case: Case) -> list[Any]:
     """The case's arguments as the student's code receives them (runs in the sandbox)."""
     import torchlight as tl

@@ -54,5 +54,7 @@ class ItemCsvExportPlugin(ExportPlugin):
         for nb in submission.notebooks:
             for grade in sorted(nb.grades, key=lambda g: g.name):
                 auto = "" if grade.auto_score is None else grade.auto_score
-                rows.append([name, student_id, nb.name, grade.name, grade.score, grade.max_score, auto])
+                rows.append(
+                    [name, student_id, nb.name, grade.name, grade.score, grade.max_score, auto]
+                )
         return rows

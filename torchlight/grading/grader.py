@@ -16,7 +16,7 @@ import numpy as np
 
 from torchlight.grading import registry
 from torchlight.grading.checks import Case, Check
-from torchlight.grading.sandbox import Limits, Outcome, run_items
+from torchlight.grading.sandbox import CellRecord, Limits, Outcome, Run, run_items
 
 ROLES = ("locked", "answer", "test", "student")
 
@@ -43,15 +43,36 @@ def rng_for(seed: int, notebook: str, grade_id: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(key))
 
 
-def cells_for(check: Check, cells: Sequence[Cell]) -> list[int]:
-    """Indices of the cells an item runs: the instructor's locked cells, the cells the student
-    added, and only the answer cells the item depends on (so one answer that hangs or crashes
-    costs only the items that use it)."""
-    return [
-        i
-        for i, c in enumerate(cells)
-        if c.role in ("locked", "student") or (c.role == "answer" and c.grade_id in check.cells)
-    ]
+def runnable(cells: Sequence[Cell]) -> list[Cell]:
+    """The cells the sandbox runs, in order: everything but the test cells (the grader brings
+    its own checks), as the student's kernel would have run them."""
+    return [c for c in cells if c.role != "test"]
+
+
+def cell_problem(check: Check, records: Sequence[CellRecord], limits: Limits) -> str | None:
+    """Why the item fails because of one of *its own* answer cells, if it does: the cell hung,
+    ended the process, ran out of memory, or printed past the output limit."""
+    for r in records:
+        if r.name not in check.cells:
+            continue
+        if r.status == "timeout":
+            return (
+                f"your answer cell `{r.name}` was still running after {limits.cell_timeout:g} s "
+                "(an infinite loop?) and was skipped"
+            )
+        if r.status == "ended":
+            return (
+                f"your answer cell `{r.name}` ended the Python process (os._exit, a crash or a "
+                "kill) and was skipped: an answer must not stop the notebook"
+            )
+        if r.output_bytes >= limits.output:
+            return (
+                f"your answer cell `{r.name}` printed more than {limits.output // 1024} KiB; "
+                "remove the large prints"
+            )
+        if r.exhausted:
+            return f"your answer cell `{r.name}` ran out of resources: {r.error}"
+    return None
 
 
 def encode_case(case: Case) -> dict[str, Any]:
@@ -88,31 +109,30 @@ def grade(
         cases = check.cases(rng_for(seed, notebook, grade_id))
         timeout = check.timeout if timeout_cap is None else min(check.timeout, timeout_cap)
         plans[grade_id] = (check, cases)
-        items.append(
-            {
-                "id": grade_id,
-                "cells": cells_for(check, cells),
-                "cases": [encode_case(c) for c in cases],
-                "timeout": timeout,
-            }
-        )
+        items.append({"id": grade_id, "cases": [encode_case(c) for c in cases], "timeout": timeout})
     sources = [
-        {"name": c.grade_id or f"cell {i + 1}", "source": c.source} for i, c in enumerate(cells)
+        {"name": c.grade_id or f"new cell {i + 1}", "source": c.source}
+        for i, c in enumerate(runnable(cells))
     ]
-    outcomes = run_items(notebook, sources, items, limits, use_namespaces) if items else {}
+    run = run_items(notebook, sources, items, limits, use_namespaces) if items else Run()
     for grade_id, (check, cases) in plans.items():
-        outcome = outcomes.get(grade_id) or Outcome(problem="the sandbox did not run this item")
-        verdicts[grade_id] = judge(check, cases, outcome)
+        problem = cell_problem(check, run.cells, limits)
+        if problem:
+            verdicts[grade_id] = Verdict(False, problem)
+            continue
+        outcome = run.outcomes.get(grade_id) or Outcome(problem="the sandbox did not run this item")
+        cell_errors = [f"cell {r.name}: {r.error}" for r in run.cells if r.status == "error"]
+        verdicts[grade_id] = judge(check, cases, outcome, cell_errors[:5])
     return verdicts
 
 
-def judge(check: Check, cases: Sequence[Case], outcome: Outcome) -> Verdict:
+def judge(
+    check: Check, cases: Sequence[Case], outcome: Outcome, cell_errors: Sequence[str] = ()
+) -> Verdict:
     """Compare the sandbox's raw outputs with references computed here, case by case."""
     if outcome.problem or outcome.result is None:
         return Verdict(False, _with_output(outcome.problem or "no result", outcome))
-    result = outcome.result
-    received = result["cases"]
-    cell_errors = [str(e) for e in result.get("cells", []) if isinstance(e, str)][:5]
+    received = outcome.result["cases"]
     for n, case in enumerate(cases):
         got = received[n] if n < len(received) else None
         if not isinstance(got, dict):
@@ -123,12 +143,12 @@ def judge(check: Check, cases: Sequence[Case], outcome: Outcome) -> Verdict:
             message = check.judge(case, got, check.expected(case)) or ""
         if message:
             if cell_errors:
-                message += "\nRunning your cells also raised:\n  " + "\n  ".join(cell_errors)
+                message += "\nRunning your cells raised:\n  " + "\n  ".join(cell_errors)
             return Verdict(False, f"trial {n + 1} of {len(cases)}: {message}")
     return Verdict(True, check.passed(cases))
 
 
 def _with_output(message: str, outcome: Outcome) -> str:
     if outcome.output_tail.strip():
-        return f"{message}\nThe last lines your code printed:\n{outcome.output_tail[-600:]}"
+        return f"{message}\nThe last lines your code printed:\n{outcome.output_tail[-300:]}"
     return message

@@ -17,9 +17,8 @@ from torchlight.grading.checks import (
     Case,
     Check,
     GraderError,
-    at,
     central_vjp,
-    fmt,
+    lookup,
     mismatch,
     raw,
     to_tensors,
@@ -111,7 +110,8 @@ class FunctionCheck(Check):
             if i not in case.differentiable:
                 continue
             what = (
-                f"{case.names[i]}.grad" if self.call == "graph"
+                f"{case.names[i]}.grad"
+                if self.call == "graph"
                 else f"the gradient {name}.backward returned for input {case.names[i]}"
             )
             got = grads[k] if k < len(grads) else None
@@ -124,13 +124,17 @@ class FunctionCheck(Check):
             exp = expected["grads"][k]
             problem = self.compare(what, exp, got, trial, central=expected["central"].get(i))
             if problem:
-                if isinstance(got, np.ndarray) and got.shape == expected["forward"].shape != exp.shape:
+                if (
+                    isinstance(got, np.ndarray)
+                    and got.shape == expected["forward"].shape != exp.shape
+                ):
                     problem += (
                         f"; the input was broadcast to the output's shape {exp.shape} -> "
                         f"{got.shape}: sum the gradient over the broadcast dimensions"
                     )
                 return problem
         return None
+
 
 @dataclass
 class ValueCheck(Check):
@@ -165,3 +169,48 @@ class ValueCheck(Check):
                     return problem
             return None
         return self.compare(f"the result of {self.entry}", exp, got, trial)
+
+
+@dataclass
+class TrainingCheck(Check):
+    """Trains the student's classifier and measures its accuracy on held-out data.
+
+    The student defines ``train_classifier(X, y, num_classes) -> model`` (``entry``) and
+    ``predict(model, X) -> labels``. The sandbox gets the training inputs and labels and the test
+    *inputs*; the test labels stay in the grader (``case.hidden["y_test"]``), which computes the
+    accuracy itself.
+    """
+
+    predict: str = "predict"
+    threshold: float = 0.9
+    dataset: str = "the held-out test set"
+
+    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
+        import torchlight as tl
+
+        train = self.lookup(namespace)
+        predict = lookup(namespace, self.predict)
+        x_train, y_train, x_test, num_classes = case.args
+        model = train(tl.tensor(x_train), tl.tensor(y_train), num_classes)
+        labels = predict(model, tl.tensor(x_test))
+        return {"predictions": raw(labels)}
+
+    def expected(self, case: Case) -> dict[str, Any]:
+        return {"labels": case.hidden["y_test"]}
+
+    def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
+        labels = expected["labels"]
+        got = received.get("predictions")
+        if not isinstance(got, np.ndarray) or got.shape != labels.shape:
+            shape = got.shape if isinstance(got, np.ndarray) else type(got).__name__
+            return f"{self.predict}(model, X) must return {labels.shape[0]} labels, got {shape}"
+        accuracy = float(np.mean(np.rint(got.astype(np.float64)) == labels))
+        if accuracy < self.threshold:
+            return (
+                f"your classifier's accuracy on {self.dataset} ({labels.shape[0]} examples) is "
+                f"{accuracy:.3f}; at least {self.threshold:.2f} is needed"
+            )
+        return None
+
+    def passed(self, cases: Any) -> str:
+        return f"{self.what}: accuracy at least {self.threshold:.2f} on {self.dataset}."

@@ -143,6 +143,9 @@ class SandboxedExecute(Execute):
     that times out, a kernel that exits, or a run that exceeds ``total_timeout`` stops the run;
     the outputs so far are kept and the stopped cell says why. Grades never depend on these
     outputs (see :class:`IsolatedGrader`).
+
+    With ``background = True`` the run only starts here and :class:`IsolatedGrader` collects
+    it after running the hidden checks, so the two sandboxes use both cores at once.
     """
 
     total_timeout = Float(300.0, help="Wall-clock seconds for the whole notebook run.").tag(
@@ -154,58 +157,83 @@ class SandboxedExecute(Execute):
     use_namespaces = Bool(None, allow_none=True, help="Linux namespaces (None: if available).").tag(
         config=True
     )
+    background = Bool(False, help="Leave the run for IsolatedGrader to collect.").tag(config=True)
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        start = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="torchlight-run-") as work:
-            nbformat.write(nb, os.path.join(work, "notebook.ipynb"))
-            request = {
-                "memory": self.memory_limit,
-                "cpu_seconds": int(self.total_timeout) + 5,
-                "timeout": int(self.timeout or 30),
-                "extra_arguments": list(self.extra_arguments),
-            }
-            with open(os.path.join(work, "request.json"), "w", encoding="utf-8") as f:
-                json.dump(request, f)
-            proc = sandbox.start("torchlight.grading.run_notebook", work, self.use_namespaces)
-            timed_out = sandbox.wait(proc, self.total_timeout)
-            text = sandbox.read_capped(os.path.join(work, "outputs.jsonl"), 256 * 1024**2) or ""
-        self._apply(nb, text, timed_out)
-        self.log.info("notebook run took %.1f s", time.perf_counter() - start)
+        work = tempfile.TemporaryDirectory(prefix="torchlight-run-")
+        nbformat.write(nb, os.path.join(work.name, "notebook.ipynb"))
+        request = {
+            "memory": self.memory_limit,
+            "cpu_seconds": int(self.total_timeout) + 5,
+            "timeout": int(self.timeout or 30),
+            "extra_arguments": list(self.extra_arguments),
+        }
+        with open(os.path.join(work.name, "request.json"), "w", encoding="utf-8") as f:
+            json.dump(request, f)
+        proc = sandbox.start("torchlight.grading.run_notebook", work.name, self.use_namespaces)
+        run = NotebookRun(proc, work, time.perf_counter() + self.total_timeout, self.log)
+        if self.background:
+            resources[NotebookRun.KEY] = run
+        else:
+            run.finish(nb)
         return nb, resources
 
-    def _apply(self, nb: Any, text: str, timed_out: bool) -> None:
-        started, finished, stopped = None, set(), None
-        for line in text.splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(entry, dict):
-                continue
-            if isinstance(entry.get("start"), int):
-                started = entry["start"]
-            elif isinstance(entry.get("index"), int) and 0 <= entry["index"] < len(nb.cells):
-                cell = nb.cells[entry["index"]]
-                if cell.cell_type == "code":
-                    cell.outputs = [_safe_output(o) for o in entry.get("outputs", [])]
-                    count = entry.get("count")
-                    cell.execution_count = count if isinstance(count, int) else None
-                    finished.add(entry["index"])
-            elif "stopped" in entry:
-                stopped = str(entry["stopped"])
-        if started is not None and started not in finished and 0 <= started < len(nb.cells):
-            why = "the notebook run took too long" if timed_out else f"the kernel stopped ({stopped})"
-            nb.cells[started].outputs = [
-                new_output(
-                    "error",
-                    ename="NotebookRunStopped",
-                    evalue=why,
-                    traceback=[f"NotebookRunStopped: {why} while running this cell; later "
-                               "cells were not run"],
-                )
-            ]
-        self.log.info("notebook run: %d cells ran (stopped: %s)", len(finished), stopped or timed_out)
+
+class NotebookRun:
+    """A notebook run in progress; :meth:`finish` waits for it and copies its outputs in."""
+
+    KEY = "torchlight_notebook_run"
+
+    def __init__(self, proc: Any, work: Any, deadline: float, log: Any) -> None:
+        self.proc, self.work, self.deadline, self.log = proc, work, deadline, log
+        self.started = time.perf_counter()
+
+    def finish(self, nb: Any) -> None:
+        try:
+            timeout = max(0.0, self.deadline - time.perf_counter())
+            timed_out = sandbox.wait(self.proc, timeout)
+            path = os.path.join(self.work.name, "outputs.jsonl")
+            text = sandbox.read_capped(path, 256 * 1024**2) or ""
+        finally:
+            self.work.cleanup()
+        ran = _apply_outputs(nb, text, timed_out)
+        self.log.info("notebook run: %d cells in %.1f s", ran, time.perf_counter() - self.started)
+
+
+def _apply_outputs(nb: Any, text: str, timed_out: bool) -> int:
+    """Copy each finished cell's outputs into ``nb``; explain where the run stopped."""
+    started, finished, stopped = None, set(), None
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        if isinstance(entry.get("start"), int):
+            started = entry["start"]
+        elif isinstance(entry.get("index"), int) and 0 <= entry["index"] < len(nb.cells):
+            cell = nb.cells[entry["index"]]
+            if cell.cell_type == "code":
+                cell.outputs = [_safe_output(o) for o in entry.get("outputs", [])]
+                count = entry.get("count")
+                cell.execution_count = count if isinstance(count, int) else None
+                finished.add(entry["index"])
+        elif "stopped" in entry:
+            stopped = str(entry["stopped"])
+    if started is not None and started not in finished and 0 <= started < len(nb.cells):
+        why = "the notebook run took too long" if timed_out else f"the kernel stopped ({stopped})"
+        nb.cells[started].outputs = [
+            new_output(
+                "error",
+                ename="NotebookRunStopped",
+                evalue=why,
+                traceback=[
+                    f"NotebookRunStopped: {why} while running this cell; later cells were not run"
+                ],
+            )
+        ]
+    return len(finished)
 
 
 def _safe_output(output: Any) -> Any:
@@ -243,12 +271,13 @@ class IsolatedGrader(NbGraderPreprocessor):
     memory_limit = Integer(2 * 1024**3, help="Address-space limit per item, bytes.").tag(
         config=True
     )
-    output_limit = Integer(1024**2, help="Output/file-size limit per item, bytes.").tag(
-        config=True
-    )
+    output_limit = Integer(1024**2, help="Output/file-size limit per item, bytes.").tag(config=True)
     timeout_cap = Float(None, allow_none=True, help="Cap on every item's timeout, s.").tag(
         config=True
     )
+    cell_timeout = Float(
+        30.0, help="Seconds one cell may run in the sandbox before it is skipped."
+    ).tag(config=True)
     use_namespaces = Bool(None, allow_none=True, help="Linux namespaces (None: if available).").tag(
         config=True
     )
@@ -257,13 +286,14 @@ class IsolatedGrader(NbGraderPreprocessor):
         start = time.perf_counter()
         layout = Layout.load(resources)
         notebook = resources["nbgrader"]["notebook"]
-        cells, tests = [], {}
+        cells: list[Cell] = []
+        tests: dict[str, Any] = {}
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue
             grade_id = grade_id_of(cell)
             role = layout.role(grade_id)
-            if role == "test":
+            if role == "test" and grade_id is not None:
                 tests[grade_id] = cell
             cells.append(Cell(role, grade_id if role != "student" else None, cell.source))
         seed = self.seed if self.seed is not None else secrets.randbits(31)
@@ -272,10 +302,28 @@ class IsolatedGrader(NbGraderPreprocessor):
             cells,
             list(tests),
             seed=seed,
-            limits=sandbox.Limits(memory=self.memory_limit, output=self.output_limit),
+            limits=sandbox.Limits(
+                memory=self.memory_limit, output=self.output_limit, cell_timeout=self.cell_timeout
+            ),
             timeout_cap=self.timeout_cap,
             use_namespaces=self.use_namespaces,
         )
+        pending = resources.pop(NotebookRun.KEY, None)
+        if pending is not None:  # the notebook ran in parallel with the checks
+            pending.finish(nb)
+        self._record(nb, tests, verdicts, seed)
+        passed = sum(v.passed for v in verdicts.values())
+        self.log.info(
+            "hidden checks of %s: %d of %d passed (%.1f s)",
+            notebook,
+            passed,
+            len(verdicts),
+            time.perf_counter() - start,
+        )
+        return nb, resources
+
+    def _record(self, nb: Any, tests: dict[str, Any], verdicts: dict[str, Any], seed: int) -> None:
+        """Each test cell's only output becomes its verdict (what nbgrader then scores)."""
         for grade_id, cell in tests.items():
             verdict = verdicts[grade_id]
             # What a plain in-kernel test would have scored, kept for the instructor's audit.
@@ -293,9 +341,3 @@ class IsolatedGrader(NbGraderPreprocessor):
                         traceback=[f"HiddenCheckFailed: {message}"],
                     )
                 ]
-        passed = sum(v.passed for v in verdicts.values())
-        self.log.info(
-            "hidden checks of %s: %d of %d passed (%.1f s)",
-            notebook, passed, len(verdicts), time.perf_counter() - start,
-        )
-        return nb, resources

@@ -21,7 +21,7 @@ MAX_OUTPUTS = 100  # outputs kept per cell
 MAX_FILE = 64 * 1024**2  # RLIMIT_FSIZE for the runner and its kernel
 
 
-class StopRun(Exception):
+class StopRunError(Exception):
     """Raised from a hook to stop the run (a cell timed out: the kernel is likely still busy)."""
 
 
@@ -37,7 +37,11 @@ def shrink(output: dict[str, Any]) -> dict[str, Any]:
     if kind == "stream":
         text = output.get("text", "")
         text = "".join(text) if isinstance(text, list) else str(text)
-        return {"output_type": "stream", "name": output.get("name", "stdout"), "text": truncate(text)}
+        return {
+            "output_type": "stream",
+            "name": output.get("name", "stdout"),
+            "text": truncate(text),
+        }
     if kind == "error":
         tb = [truncate(str(line), 2000) for line in output.get("traceback", [])]
         if len(tb) > MAX_TRACEBACK_LINES:
@@ -51,9 +55,8 @@ def shrink(output: dict[str, Any]) -> dict[str, Any]:
     data = {}
     for mime, value in dict(output.get("data", {})).items():
         text = "".join(value) if isinstance(value, list) else value
-        if isinstance(text, str) and len(text) <= 4 * MAX_TEXT:
-            data[mime] = text
-        elif isinstance(text, dict) and len(json.dumps(text)) <= 4 * MAX_TEXT:
+        size = len(text) if isinstance(text, str) else len(json.dumps(text, default=str))
+        if size <= 4 * MAX_TEXT:
             data[mime] = text
     if not data:
         data = {"text/plain": "[output too large, not kept]"}
@@ -93,7 +96,7 @@ def main(workdir: str) -> None:
         outputs = [shrink(o) for o in cell.get("outputs", [])[:MAX_OUTPUTS]]
         record({"index": cell_index, "outputs": outputs, "count": cell.get("execution_count")})
         if execute_reply.get("content", {}).get("ename") == "CellTimeoutError":
-            raise StopRun(cell_index)
+            raise StopRunError(cell_index)
 
     config = Config()
     config.KernelManager.transport = "ipc"  # no TCP: the sandbox has no network
@@ -117,7 +120,7 @@ def main(workdir: str) -> None:
     try:
         client.execute()
         record({"done": True})
-    except StopRun:
+    except StopRunError:
         record({"stopped": "timeout"})
     except BaseException as exc:  # the kernel died, or nbclient gave up
         record({"stopped": type(exc).__name__, "message": str(exc)[:500]})

@@ -38,6 +38,7 @@ class Limits:
 
     memory: int = 2 * 1024**3  # RLIMIT_AS, bytes
     output: int = 1024**2  # RLIMIT_FSIZE: printed output and any file written, bytes
+    cell_timeout: float = 30.0  # wall-clock seconds one cell may run before it is skipped
 
 
 @dataclass
@@ -49,6 +50,26 @@ class Outcome:
     output_bytes: int = 0
     output_tail: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CellRecord:
+    """What became of one cell in the sandbox: ``ok``, ``error``, ``timeout`` (killed and
+    skipped), ``ended`` (the process exited; skipped) or ``not run``."""
+
+    name: str
+    status: str
+    error: str = ""
+    exhausted: bool = False  # ran out of memory or printed past the output limit
+    output_bytes: int = 0
+
+
+@dataclass
+class Run:
+    """One notebook's sandbox run: the cells' records and each item's outcome."""
+
+    cells: list[CellRecord] = field(default_factory=list)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
 
 
 @functools.cache
@@ -92,7 +113,9 @@ def clean_env(workdir: str) -> dict[str, str]:
     }
 
 
-def start(module: str, workdir: str, use_namespaces: bool | None, network: bool = False) -> subprocess.Popen:
+def start(
+    module: str, workdir: str, use_namespaces: bool | None, network: bool = False
+) -> subprocess.Popen:
     """Start ``python -I -m module workdir`` in its own session (and namespaces, if possible)."""
     if use_namespaces is None:
         use_namespaces = namespaces_available()
@@ -152,44 +175,86 @@ def run_items(
     items: Sequence[dict[str, Any]],
     limits: Limits,
     use_namespaces: bool | None = None,
-) -> dict[str, Outcome]:
-    """Run the given items in sandboxes and collect one :class:`Outcome` per item id.
+) -> Run:
+    """Run the cells once and then each item, in a sandbox; collect one :class:`Outcome` per item.
 
-    ``items`` are ``{"id", "cells" (indices into cells), "cases", "timeout"}``. Items the
-    sandbox never reached (because an earlier item killed it) are retried in a fresh one.
+    ``cells`` are ``{"name", "source"}`` in notebook order; ``items`` are
+    ``{"id", "cases", "timeout"}``. Items the sandbox never reached (because something killed
+    it) get one more try in a fresh sandbox.
     """
-    outcomes: dict[str, Outcome] = {}
+    run = Run()
     remaining = list(items)
-    while remaining:
+    for attempt in range(2):
         with tempfile.TemporaryDirectory(prefix="torchlight-grade-") as work:
             request = {
                 "notebook": notebook,
                 "cells": list(cells),
                 "items": remaining,
-                "limits": {"memory": limits.memory, "output": limits.output},
+                "limits": {
+                    "memory": limits.memory,
+                    "output": limits.output,
+                    "cell_timeout": limits.cell_timeout,
+                },
             }
             with open(os.path.join(work, "request.json"), "w", encoding="utf-8") as f:
                 f.write(wire.dumps(request))
             proc = start("torchlight.grading.child", work, use_namespaces)
-            budget = _STARTUP_S + sum(float(item["timeout"]) + 1.0 for item in remaining)
+            budget = (
+                _STARTUP_S
+                + len(cells) * (limits.cell_timeout + 1.0)
+                + sum(float(item["timeout"]) + 1.0 for item in remaining)
+            )
             timed_out = wait(proc, budget)
+            if not run.cells:
+                run.cells = _read_cells(work, cells, limits)
             not_started = []
             for item in remaining:
-                if not os.path.exists(os.path.join(work, f"started-{item['id']}")):
+                if os.path.exists(os.path.join(work, f"started-{item['id']}")):
+                    run.outcomes[item["id"]] = _collect(work, item, limits)
+                else:
                     not_started.append(item)
-                    continue
-                outcomes[item["id"]] = _collect(work, item, limits)
-            if len(not_started) == len(remaining):
+            if not_started and (attempt == 1 or len(not_started) == len(remaining)):
                 reason = "timed out" if timed_out else f"exited with code {proc.returncode}"
                 log = tail(os.path.join(work, "sandbox.log"))
-                for item in remaining:
-                    outcomes[item["id"]] = Outcome(
-                        problem=f"the grading sandbox failed to start ({reason})",
+                for item in not_started:
+                    run.outcomes[item["id"]] = Outcome(
+                        problem=f"the grading sandbox stopped before this check ran ({reason})",
                         details={"log": log},
                     )
-                break
+                not_started = []
             remaining = not_started
-    return outcomes
+        if not remaining:
+            break
+    return run
+
+
+def _read_cells(work: str, cells: Sequence[dict[str, str]], limits: Limits) -> list[CellRecord]:
+    """What became of each cell: the sandbox's account, and the output size measured here."""
+    text = read_capped(os.path.join(work, "cells.json"), MAX_RESULT_BYTES)
+    try:
+        reported = wire.loads(text) if text else []
+    except wire.WireError:
+        reported = []
+    by_index = (
+        {r.get("index"): r for r in reported if isinstance(r, dict)}
+        if isinstance(reported, list)
+        else {}
+    )
+    records = []
+    for index, cell in enumerate(cells):
+        path = os.path.join(work, f"output-cell-{index}.txt")
+        size = os.path.getsize(path) if os.path.exists(path) else 0
+        r = by_index.get(index, {})
+        records.append(
+            CellRecord(
+                name=cell["name"],
+                status=str(r.get("status", "not run")),
+                error=str(r.get("error", "")),
+                exhausted=bool(r.get("exhausted")) or size >= limits.output,
+                output_bytes=size,
+            )
+        )
+    return records
 
 
 def _collect(work: str, item: dict[str, Any], limits: Limits) -> Outcome:

@@ -77,7 +77,7 @@ def _decode_array(value: dict[str, Any]) -> np.ndarray:
     if dtype is None:
         raise WireError(f"unsupported array dtype {value.get('__array__')!r}")
     shape = _as_list(value.get("shape"))
-    if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n for n in shape):
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
         raise WireError("array shape must be a list of non-negative ints")
     data = _as_list(value.get("data"))
     size = math.prod(shape)

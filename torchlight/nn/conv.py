@@ -21,7 +21,9 @@ __all__ = ["AvgPool2d", "Conv1d", "Conv2d", "MaxPool2d"]
 
 
 class _ConvNd(Module):
-    def __init__(self, in_channels: int, out_channels: int, kernel: tuple[int, ...], bias: bool, dtype: Any) -> None:
+    def __init__(
+        self, in_channels: int, out_channels: int, kernel: tuple[int, ...], bias: bool, dtype: Any
+    ) -> None:
         super().__init__()
         self.in_channels, self.out_channels = in_channels, out_channels
         self.weight = Parameter(empty(out_channels, in_channels, *kernel, dtype=dtype))
@@ -75,7 +77,11 @@ class Conv2d(_ConvNd):
         kh, kw = self.kernel_size
         ph, pw = self.padding
         if x.shape[2] + 2 * ph < kh or x.shape[3] + 2 * pw < kw:
-            raise shape_error(self, f"(N, {self.in_channels}, H, W) with H >= {kh - 2 * ph}, W >= {kw - 2 * pw}", x)
+            raise shape_error(
+                self,
+                f"(N, {self.in_channels}, H, W) with H >= {kh - 2 * ph}, W >= {kw - 2 * pw}",
+                x,
+            )
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding)
 
     def extra_repr(self) -> str:
@@ -102,7 +108,11 @@ class Conv1d(_ConvNd):
         bias: bool = True,
         dtype: Any = None,
     ) -> None:
-        self.kernel_size, self.stride, self.padding = (int(kernel_size),), (int(stride),), (int(padding),)
+        self.kernel_size, self.stride, self.padding = (
+            (int(kernel_size),),
+            (int(stride),),
+            (int(padding),),
+        )
         super().__init__(in_channels, out_channels, self.kernel_size, bias, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -111,7 +121,11 @@ class Conv1d(_ConvNd):
         if x.ndim != 3 or x.shape[1] != self.in_channels:
             raise shape_error(self, f"(N, {self.in_channels}, L)", x)
         if x.shape[2] + 2 * self.padding[0] < self.kernel_size[0]:
-            raise shape_error(self, f"(N, {self.in_channels}, L) with L >= {self.kernel_size[0] - 2 * self.padding[0]}", x)
+            raise shape_error(
+                self,
+                f"(N, {self.in_channels}, L) with L >= {self.kernel_size[0] - 2 * self.padding[0]}",
+                x,
+            )
         return F.conv1d(x, self.weight, self.bias, self.stride[0], self.padding[0])
 
     def extra_repr(self) -> str:
@@ -122,7 +136,9 @@ class Conv1d(_ConvNd):
 
 
 class _Pool2d(Module):
-    def __init__(self, kernel_size: IntOrPair, stride: IntOrPair | None = None, padding: IntOrPair = 0) -> None:
+    def __init__(
+        self, kernel_size: IntOrPair, stride: IntOrPair | None = None, padding: IntOrPair = 0
+    ) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride

@@ -5,7 +5,7 @@ Example:
     >>> import torchlight.nn.functional as F
     >>> logits = tl.tensor([[2.0, 0.0, -1.0]], requires_grad=True)
     >>> F.cross_entropy(logits, tl.tensor([0]))
-    tensor(0.1698, grad_fn=<NLLLoss>)
+    tensor(0.1698, grad_fn=<CrossEntropy>)
 """
 
 from __future__ import annotations
@@ -15,10 +15,16 @@ from typing import Any
 
 from torchlight import dtypes
 from torchlight.creation import eye, rand
-from torchlight.nn.conv_functions import AvgPool2dFunction, Conv2dFunction, MaxPool2dFunction, output_size
+from torchlight.nn.conv_functions import (
+    AvgPool2dFunction,
+    Conv2dFunction,
+    MaxPool2dFunction,
+    output_size,
+)
 from torchlight.nn.functions import (
     BinaryCrossEntropy,
     BinaryCrossEntropyWithLogits,
+    CrossEntropy,
     LinearFunction,
     LogSoftmax,
     NLLLoss,
@@ -41,7 +47,7 @@ def _pair(value: IntOrPair, name: str) -> tuple[int, int]:
     pair = (int(value), int(value)) if isinstance(value, int) else tuple(int(v) for v in value)
     if len(pair) != 2:
         raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    return pair  # type: ignore[return-value]
+    return pair
 
 
 def _reduce(loss: Tensor, reduction: str, fn_name: str) -> Tensor:
@@ -133,7 +139,9 @@ def conv2d(
             f"of shape {input.shape}"
         )
     if min(stride_) < 1 or min(padding_) < 0:
-        raise ValueError(f"conv2d: stride must be >= 1 and padding >= 0, got stride={stride} padding={padding}")
+        raise ValueError(
+            f"conv2d: stride must be >= 1 and padding >= 0, got stride={stride} padding={padding}"
+        )
     for axis, name in ((0, "height"), (1, "width")):
         size, k = input.shape[2 + axis], weight.shape[2 + axis]
         if output_size(size, k, stride_[axis], padding_[axis]) < 1:
@@ -167,7 +175,11 @@ def conv1d(
 
 
 def _pool_args(
-    name: str, input: Tensor, kernel_size: IntOrPair, stride: IntOrPair | None, padding: IntOrPair  # noqa: A002
+    name: str,
+    input: Tensor,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None,
+    padding: IntOrPair,  # noqa: A002
 ) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
     kernel = _pair(kernel_size, "kernel_size")
     stride_ = kernel if stride is None else _pair(stride, "stride")
@@ -175,10 +187,14 @@ def _pool_args(
     if input.ndim != 4:
         raise ValueError(f"{name}: expected an input of shape (N, C, H, W), got {input.shape}")
     if any(2 * p > k for p, k in zip(padding_, kernel, strict=True)):
-        raise ValueError(f"{name}: padding {padding_} must be at most half the kernel size {kernel}")
+        raise ValueError(
+            f"{name}: padding {padding_} must be at most half the kernel size {kernel}"
+        )
     for axis in (0, 1):
         if output_size(input.shape[2 + axis], kernel[axis], stride_[axis], padding_[axis]) < 1:
-            raise ValueError(f"{name}: the kernel {kernel} is larger than the padded input {input.shape[2:]}")
+            raise ValueError(
+                f"{name}: the kernel {kernel} is larger than the padded input {input.shape[2:]}"
+            )
     return kernel, stride_, padding_
 
 
@@ -250,7 +266,10 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> None:
     if target.numel() == 0:
         return
     everything = tuple(range(target.ndim))
-    low, high = int(target.reduce("min", everything).item()), int(target.reduce("max", everything).item())
+    low, high = (
+        int(target.reduce("min", everything).item()),
+        int(target.reduce("max", everything).item()),
+    )
     if low < 0 or high >= num_classes:
         bad = low if low < 0 else high
         position = (target == bad).argmax().item()
@@ -290,7 +309,8 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
     r"""$\ell_n = -\log \mathrm{softmax}(x_n)_{y_n} = \log\sum_j e^{x_{n,j}} - x_{n, y_n}$ from raw
-    scores (logits), averaged over $n$ by default: ``nll_loss(log_softmax(input), target)``.
+    scores (logits), averaged over $n$ by default; equal to ``nll_loss(log_softmax(input), target)``
+    but one node in the graph, whose backward is $\mathrm{softmax}(x) - \mathrm{onehot}(y)$.
 
     Shape: input $(N, C)$ of logits, target $(N)$ of class indices in $[0, C)$.
 
@@ -298,9 +318,11 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
         IndexError: a target outside $[0, C)$, naming it and its position.
     """
     if reduction not in _REDUCTIONS:
-        raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        raise ValueError(
+            f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}"
+        )
     target = _check_class_target("cross_entropy", input, target)
-    return NLLLoss.apply(LogSoftmax.apply(input, 1), target, reduction)
+    return CrossEntropy.apply(input, target, reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
@@ -309,7 +331,9 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
     Shape: input and target of the same shape.
     """
     if input.shape != target.shape:
-        raise ValueError(f"mse_loss: input {input.shape} and target {target.shape} must have the same shape")
+        raise ValueError(
+            f"mse_loss: input {input.shape} and target {target.shape} must have the same shape"
+        )
     diff = input - target
     return _reduce(diff * diff, reduction, "mse_loss")
 
@@ -317,7 +341,9 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
 def _check_same_shape(fn_name: str, input: Tensor, target: Any) -> Tensor:  # noqa: A002
     target = input._lift(target)
     if target.shape != input.shape:
-        raise ValueError(f"{fn_name}: input {input.shape} and target {target.shape} must have the same shape")
+        raise ValueError(
+            f"{fn_name}: input {input.shape} and target {target.shape} must have the same shape"
+        )
     return target.to(input.dtype)
 
 
@@ -330,7 +356,9 @@ def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean")
     return _reduce(BinaryCrossEntropy.apply(input, target), reduction, "binary_cross_entropy")
 
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+def binary_cross_entropy_with_logits(
+    input: Tensor, target: Tensor, reduction: str = "mean"
+) -> Tensor:  # noqa: A002
     r"""``binary_cross_entropy(sigmoid(x), y)`` computed stably from logits $x$:
     $\max(x, 0) - x y + \log(1 + e^{-|x|})$.
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BinaryCrossEntropy",
     "BinaryCrossEntropyWithLogits",
+    "CrossEntropy",
     "LinearFunction",
     "LogSoftmax",
     "NLLLoss",
@@ -46,13 +47,15 @@ class LinearFunction(Function):
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
         x, weight = ctx.saved_tensors
         needs_x, needs_w, needs_b = ctx.needs
-        grad_x = grad_output @ weight if needs_x else None  # the first layer skips it
-        if grad_output.ndim != 2:  # (batch..., features) -> (rows, features)
-            grad_output, x = grad_output.reshape(-1, weight.shape[0]), x.reshape(-1, weight.shape[1])
-        grad_w = grad_output.T @ x if needs_w else None
+        # Backward is not recorded either: the primitives compute G @ W, G^T @ x, sum of G.
+        grad_x = grad_output._matmul(weight) if needs_x else None  # the first layer skips it
+        out_features, in_features = weight.shape
+        rows = grad_output.numel() // out_features  # (batch..., features) -> (rows, features)
+        g = grad_output._view((rows, out_features), True)
+        grad_w = g._permute((1, 0))._matmul(x._view((rows, in_features), True)) if needs_w else None
         if not ctx.has_bias:
             return grad_x, grad_w
-        return grad_x, grad_w, grad_output.sum(0) if needs_b else None
+        return grad_x, grad_w, g.reduce("sum", (0,)) if needs_b else None
 
 
 class LogSoftmax(Function):
@@ -121,6 +124,44 @@ class NLLLoss(Function):
         scale = -1.0 / ctx.shape[0] if ctx.reduction == "mean" else -1.0
         grad[ctx.index] = grad_output * scale  # a scalar, or one value per row for "none"
         return grad, None  # class indices get no gradient
+
+
+class CrossEntropy(Function):
+    r"""$\ell_n = \log \sum_j e^{x_{n,j}} - x_{n, y_n}$ from logits $x$ of shape $(N, C)$:
+    ``log_softmax`` and ``nll_loss`` in one node, reduced by ``"mean"``, ``"sum"`` or ``"none"``.
+
+    Backward: $\partial \ell_n / \partial x_n = \mathrm{softmax}(x_n) - \mathrm{onehot}(y_n)$,
+    "prediction minus truth", times $G$ (and $1/N$ for the mean).
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, target: Tensor, reduction: str) -> Tensor:
+        n, c = x.shape
+        shifted = x.zip("sub", x.reduce("max", (1,), keepdim=True))  # no overflow in exp
+        logp = shifted.zip("sub", shifted.map("exp").reduce("sum", (1,), keepdim=True).map("log"))
+        classes = arange(c, backend=x.backend)._view((1, c), True)
+        one_hot = classes.zip("eq", target._view((n, 1), True))  # [j == y_n], bool (N, C)
+        ctx.save_for_backward(logp, one_hot)
+        ctx.reduction = reduction
+        # logp[n, y_n] in its row, 0 elsewhere (`where`, not a product: -inf * 0 is nan)
+        picked = logp._where(one_hot, logp._lift(0.0))
+        if reduction == "none":
+            return picked.reduce("sum", (1,)).map("neg")
+        total = picked.reduce("sum", (0, 1)).map("neg")
+        return total.zip("div", total._lift(float(n))) if reduction == "mean" else total
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
+        logp, one_hot = ctx.saved_tensors
+        n = logp.shape[0]
+        if ctx.reduction == "none":
+            scale = grad_output._view((n, 1), True)  # one G per row
+        elif ctx.reduction == "mean":
+            scale = grad_output.zip("div", grad_output._lift(float(n)))
+        else:
+            scale = grad_output
+        grad = logp.map("exp").zip("sub", one_hot)  # softmax(x) - onehot(y)
+        return grad.zip("mul", scale), None  # class indices get no gradient
 
 
 class BinaryCrossEntropy(Function):

@@ -99,7 +99,8 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 
 
 def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
-    r"""Glorot: $\mathcal{N}(0, \sigma^2)$ with $\sigma = \mathrm{gain}\sqrt{2 / (\mathrm{fan_{in}} + \mathrm{fan_{out}})}$."""
+    r"""Glorot: $\mathcal{N}(0, \sigma^2)$ with
+    $\sigma = \mathrm{gain}\sqrt{2 / (\mathrm{fan_{in}} + \mathrm{fan_{out}})}$."""
     fan_in, fan_out = _fans(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 

@@ -27,7 +27,9 @@ __all__ = [
 
 def shape_error(layer: Module, expected: str, x: Tensor) -> ValueError:
     """The error a layer raises for a wrong input: names the layer, the expected and received shape."""
-    return ValueError(f"{layer!r}: expected input of shape {expected}, got input of shape {tuple(x.shape)}")
+    return ValueError(
+        f"{layer!r}: expected input of shape {expected}, got input of shape {tuple(x.shape)}"
+    )
 
 
 class Linear(Module):
@@ -44,7 +46,9 @@ class Linear(Module):
         (32, 10)
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: Any = None) -> None:
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, dtype: Any = None
+    ) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(empty(out_features, in_features, dtype=dtype))
@@ -200,10 +204,12 @@ class Sequential(Module):
             for name, module in modules[0].items():
                 self.add_module(name, module)
         else:
-            for index, module in enumerate(modules):
-                if not isinstance(module, Module):
-                    raise TypeError(f"Sequential: argument {index} is a {type(module).__name__}, not a Module")
-                self.add_module(str(index), module)
+            for index, layer in enumerate(modules):
+                if not isinstance(layer, Module):
+                    raise TypeError(
+                        f"Sequential: argument {index} is a {type(layer).__name__}, not a Module"
+                    )
+                self.add_module(str(index), layer)
 
     def forward(self, x: Any) -> Any:
         for name, module in self._modules.items():
@@ -231,7 +237,9 @@ class Sequential(Module):
         if isinstance(index, slice):
             return Sequential(OrderedDict(items[index]))
         if not -len(items) <= index < len(items):
-            raise IndexError(f"index {index} is out of range for a Sequential of {len(items)} modules")
+            raise IndexError(
+                f"index {index} is out of range for a Sequential of {len(items)} modules"
+            )
         return items[index][1]
 
     def append(self, module: Module) -> Sequential:
@@ -282,4 +290,3 @@ class BCEWithLogitsLoss(_Loss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
         return F.binary_cross_entropy_with_logits(input, target, self.reduction)
-

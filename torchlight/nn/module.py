@@ -89,7 +89,11 @@ class Module:
     # ------------------------------------------------------------------ registration
     def _registries(self, name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         try:
-            return self.__dict__["_parameters"], self.__dict__["_buffers"], self.__dict__["_modules"]
+            return (
+                self.__dict__["_parameters"],
+                self.__dict__["_buffers"],
+                self.__dict__["_modules"],
+            )
         except KeyError:
             raise AttributeError(
                 f"cannot assign {name!r} before Module.__init__() is called: call "
@@ -114,11 +118,15 @@ class Module:
             params[name] = None
         elif name in self.__dict__.get("_modules", {}):
             if value is not None:
-                raise TypeError(f"cannot assign a {type(value).__name__} to submodule {name!r} (a Module or None expected)")
+                raise TypeError(
+                    f"cannot assign a {type(value).__name__} to submodule {name!r} (a Module or None expected)"
+                )
             self.__dict__["_modules"][name] = None
         elif name in self.__dict__.get("_buffers", {}):
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign a {type(value).__name__} to buffer {name!r} (a Tensor or None expected)")
+                raise TypeError(
+                    f"cannot assign a {type(value).__name__} to buffer {name!r} (a Tensor or None expected)"
+                )
             self.__dict__["_buffers"][name] = value
         else:
             object.__setattr__(self, name, value)
@@ -142,7 +150,9 @@ class Module:
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Add ``param`` under ``name`` (``None`` reserves the name, e.g. ``bias=False``)."""
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter({name!r}): expected a Parameter or None, got {type(param).__name__}")
+            raise TypeError(
+                f"register_parameter({name!r}): expected a Parameter or None, got {type(param).__name__}"
+            )
         self._registries(name)[0][name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None) -> None:
@@ -286,7 +296,9 @@ class Module:
                         out[f"{name}.{key}" if name else key] = value.detach()
         return out
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True
+    ) -> IncompatibleKeys:
         """Copy values from ``state_dict`` into this module's parameters and buffers, in place.
 
         Everything is checked before anything is copied: on an error the module is unchanged.
@@ -300,9 +312,13 @@ class Module:
         unexpected = [key for key in state_dict if key not in own]
         errors: list[str] = []
         if strict and missing:
-            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
+            errors.append(
+                "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + "."
+            )
         if strict and unexpected:
-            errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
+            errors.append(
+                "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + "."
+            )
         values: dict[str, np.ndarray] = {}
         for key, target in own.items():
             if key not in state_dict:
@@ -315,11 +331,14 @@ class Module:
                     f"checkpoint, the shape in current model is {target.shape}."
                 )
             elif array.dtype.kind not in "fiub":
-                errors.append(f"bad value for {key}: expected numbers, got an array of dtype {array.dtype}.")
+                errors.append(
+                    f"bad value for {key}: expected numbers, got an array of dtype {array.dtype}."
+                )
             values[key] = array
         if errors:
             raise RuntimeError(
-                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors)
+                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                + "\n\t".join(errors)
             )
         with no_grad():
             for key, array in values.items():
@@ -343,7 +362,9 @@ class Module:
         return head + "\n" + "\n".join(lines) + "\n)"
 
     def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
+        return sorted(
+            set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules)
+        )
 
 
 def _is_dtype(target: Any) -> bool:

@@ -1,0 +1,131 @@
+"""The Numba backend beyond the op table: its planning, large and ragged shapes, and the disk cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import torchlight as tl
+from torchlight.backends import get_backend
+from torchlight.backends.numba_backend import CHUNK, flat, plan
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def nb():
+    return get_backend("numba")
+
+
+def test_plan_merges_contiguous_dimensions_and_cuts_long_runs() -> None:
+    p = plan((4, 5, 6), [(30, 6, 1), (30, 6, 1)])  # both contiguous: one run of 120
+    assert p.outer.tolist() == [] and p.inner == 120
+    p = plan((4, 5), [(5, 1), (0, 1)])  # a matrix plus a broadcast row: rows stay rows
+    assert p.outer.tolist() == [4] and p.inner == 5
+    assert [s.tolist() for s in p.strides] == [[5, 1], [0, 1]]
+    p = plan((3, 1, 4), [(1, 7, 3)])  # size-1 dimensions drop out; a transpose stays 2-d
+    assert p.outer.tolist() == [3] and p.inner == 4 and p.strides[0].tolist() == [1, 3]
+    n = 3 * CHUNK + 5
+    p = plan((n,), [(1,), (0,)])  # a long run is cut into rows the cores share
+    assert p.outer.tolist() == [4] and p.inner == CHUNK
+    assert [s.tolist() for s in p.strides] == [[CHUNK, 1], [0, 0]]
+
+
+def test_flat_spans_the_memory_of_a_view() -> None:
+    base = np.arange(24.0).reshape(4, 6)
+    view = base[1:3, ::2]
+    buffer, strides = flat(view)
+    assert strides == [6, 2] and not buffer.flags.writeable
+    assert buffer[1 * 6 + 2 * 2] == view[1, 2]
+    buffer, strides = flat(base[::-1])  # negative strides: copied first
+    assert strides == [6, 1] and buffer[0] == 18.0
+
+
+@pytest.mark.parametrize(
+    ("shape", "dims"),
+    [((700, 300), (0,)), ((700, 300), (1,)), ((3, 200, 150), (0, 2)), ((250_000,), (0,)), ((5, 4), ())],
+)
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_reductions_on_large_and_strided_inputs(nb, shape, dims, op) -> None:
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=shape)
+    for view in (a, a.T if a.ndim > 1 else a[::2]):  # contiguous, then strided
+        got = nb.reduce(op, view, dims, False)
+        expected = getattr(np, op)(view, axis=dims)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"),
+    [((67, 45), (45, 71)), ((2, 1, 9, 13), (3, 13, 6)), ((130,), (130, 5)), ((33, 7), (7,))],
+)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.bool_])
+def test_matmul_ragged_batched_and_typed(nb, a_shape, b_shape, dtype) -> None:
+    rng = np.random.default_rng(1)
+    a = (rng.normal(size=a_shape) * 3).astype(dtype)
+    b = (rng.normal(size=b_shape) * 3).astype(dtype)
+    got = nb.matmul(a, b)
+    expected = np.matmul(a, b)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    atol = tol * np.abs(expected).max(initial=1.0)  # float32 sums of ~50 terms of size ~10
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=atol)
+    if a.ndim > 1:  # the same matrix stored column-major
+        a_t = a.swapaxes(-1, -2).copy().swapaxes(-1, -2)
+        np.testing.assert_allclose(nb.matmul(a_t, b), expected, rtol=tol, atol=atol)
+
+
+def test_elementwise_on_long_strided_and_broadcast_inputs(nb) -> None:
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(3 * CHUNK + 7,))
+    np.testing.assert_allclose(nb.map("exp", a), np.exp(a), rtol=1e-15)
+    np.testing.assert_allclose(nb.map("tanh", a[::3]), np.tanh(a[::3]), rtol=1e-15)
+    m = rng.normal(size=(300, 200))
+    np.testing.assert_allclose(nb.zip("mul", m.T, m[:, 0]), m.T * m[:, 0], rtol=1e-15)
+    np.testing.assert_array_equal(nb.zip("gt", m, np.float64(0.0)), m > 0)
+    np.testing.assert_array_equal(nb.zip("maximum", m > 0, m < 0.5), (m > 0) | (m < 0.5))
+    x = tl.tensor(m, backend="numba")
+    assert bool((x > -10).all()) and not bool((x > 10).any())
+
+
+CACHE_SCRIPT = textwrap.dedent(
+    """
+    import json, time
+    start = time.perf_counter()
+    import torchlight as tl
+    from torchlight.backends import numba_backend as nbk
+    x = tl.randn(64, 64, backend="numba")
+    y = ((x + 1.0).exp().sum(0) @ x).sum().item()
+    seconds = time.perf_counter() - start
+    kernels = [nbk.map_kernels("exp")[0], nbk.zip_kernels("add")[1], nbk.reduce_kernels("sum")[0], nbk.matmul_kernel]
+    print(json.dumps({
+        "seconds": seconds,
+        "hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
+        "misses": sum(sum(k.stats.cache_misses.values()) for k in kernels),
+    }))
+    """
+)
+
+
+def test_kernels_are_loaded_from_the_disk_cache_in_a_second_process(tmp_path) -> None:
+    """Numba's cache=True must work for our closure-built kernels (see numba_backend's docstring)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", CACHE_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["misses"] == 4 and cold["hits"] == 0, cold
+    assert warm["hits"] == 4 and warm["misses"] == 0, f"the second process compiled again: {warm}"
+    assert len(list(tmp_path.rglob("*.nbi"))) >= 4, "no cache index files were written"
+    assert warm["seconds"] < cold["seconds"], (cold, warm)

@@ -1,0 +1,157 @@
+"""The grading machinery without nbgrader: references, tolerances, messages, the wire, the sandbox.
+
+``test_course.py`` runs the whole course through the nbgrader CLI; these tests pin down the
+pieces it relies on, in seconds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from torchlight.grading import registry, wire
+from torchlight.grading.grader import Cell, grade, rng_for
+from torchlight.grading.sandbox import Limits
+
+NOTEBOOKS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions")
+SETUP = Cell(
+    "locked",
+    "setup",
+    "import math\nimport numpy as np\nimport torchlight as tl\n"
+    "from torchlight.autograd import Function\n",
+)
+
+
+def a1(cells: list[tuple[str, str]], tests: list[str], seed: int = 0) -> dict:
+    """Grade answer cells ``(grade_id, source)`` of assignment 1 in the sandbox."""
+    answers = [Cell("answer", grade_id, source) for grade_id, source in cells]
+    return grade(
+        "a1_functions", [SETUP, *answers], tests, seed=seed, limits=Limits(cell_timeout=10)
+    )
+
+
+def unary(name: str, forward: str, backward: str, save: str = "x") -> str:
+    return f"""
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = {forward}
+        ctx.save_for_backward({save})
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ({save},) = ctx.saved_tensors
+        return {backward}
+"""
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_reference_agrees_with_central_differences(notebook: str) -> None:
+    """``expected`` raises GraderError if a reference gradient disagrees with the library's
+    central_difference: exercise every check on several seeds."""
+    for grade_id, check in registry.checks_for(notebook).items():
+        if grade_id == "test_train_digits":
+            continue  # no gradient; loading the digits once is enough (test_train_toy covers it)
+        for seed in range(4):
+            for case in check.cases(rng_for(seed, notebook, grade_id)):
+                check.expected(case)
+
+
+def test_correct_alternative_formulas_pass_the_tight_tolerance() -> None:
+    """Algebraically equal ways to write a derivative differ by a few ulp, far inside 1e-12."""
+    cells = [
+        ("exp", unary("Exp", 'x.map("exp")', "grad_output * x.exp()")),
+        ("log", unary("Log", 'x.map("log")', 'grad_output * x.map("reciprocal")')),
+        ("sigmoid", unary("Sigmoid", 'x.map("sigmoid")', "grad_output * (-x).exp() / (1 + (-x).exp()) ** 2")),
+        ("tanh", unary("Tanh", 'x.map("tanh")', "grad_output * 4 / (x.exp() + (-x).exp()) ** 2")),
+        ("relu", unary("ReLU", "x.relu()", "grad_output * (x.sign() + 1) / 2")),
+    ]  # fmt: skip
+    for seed in range(3):
+        verdicts = a1(
+            cells, ["test_exp", "test_log", "test_sigmoid", "test_tanh", "test_relu"], seed
+        )
+        assert all(v.passed for v in verdicts.values()), {k: v.message for k, v in verdicts.items()}
+
+
+@pytest.mark.parametrize("step", [1e-3, 1e-4, 1e-5, 1e-6, 1e-7])
+def test_finite_difference_backwards_fail_at_every_step_size(step: float) -> None:
+    fd = f"grad_output * ((x + {step}).map('{{op}}') - (x - {step}).map('{{op}}')) / (2 * {step})"
+    cells = [
+        ("exp", unary("Exp", 'x.map("exp")', fd.format(op="exp"))),
+        ("sigmoid", unary("Sigmoid", 'x.map("sigmoid")', fd.format(op="sigmoid"))),
+        ("tanh", unary("Tanh", 'x.map("tanh")', fd.format(op="tanh"))),
+    ]
+    verdicts = a1(cells, ["test_exp", "test_sigmoid", "test_tanh"])
+    assert not any(v.passed for v in verdicts.values())
+    assert all("numerically estimated" in v.message for v in verdicts.values()), verdicts
+
+
+def test_failure_message_names_input_index_expected_and_received() -> None:
+    mul = """
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        return grad_output * b, -grad_output * a
+"""
+    message = a1([("mul", mul)], ["test_mul"])["test_mul"].message
+    assert "for input b" in message and "at index (0, 0)" in message, message
+    assert "expected" in message and "but got" in message and "central difference" in message
+
+
+def test_cells_run_in_order_with_shared_state_and_a_hung_cell_is_skipped() -> None:
+    cells = [
+        ("mul", "import math as m2\nwhile True:\n    pass"),
+        (
+            "exp",
+            "HALF = 0.5\n" + unary("Exp", 'x.map("exp")', "grad_output * (2 * HALF) * x.exp()"),
+        ),
+        ("log", unary("Log", 'x.map("log")', "grad_output / x * m2.cos(0)")),
+    ]
+    verdicts = grade(
+        "a1_functions",
+        [SETUP, *(Cell("answer", g, s) for g, s in cells)],
+        ["test_mul", "test_exp", "test_log"],
+        seed=0,
+        limits=Limits(cell_timeout=2),
+    )
+    assert "still running after 2 s" in verdicts["test_mul"].message
+    assert verdicts["test_exp"].passed, verdicts["test_exp"].message
+    # the hung cell's import is lost with it: a later cell that needs it fails, and says why
+    assert not verdicts["test_log"].passed and "m2" in verdicts["test_log"].message
+
+
+def test_unregistered_test_cells_fail_closed() -> None:
+    verdicts = grade("a1_functions", [SETUP], ["test_not_there"], seed=0)
+    assert not verdicts["test_not_there"].passed
+
+
+def test_wire_round_trips_exactly() -> None:
+    values = np.array([[0.1, -2.5e-300], [math.inf, math.nan]])
+    back = wire.loads(wire.dumps({"x": values, "t": (1, "a", None)}))
+    np.testing.assert_array_equal(back["x"], values)
+    assert back["t"] == (1, "a", None)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"__array__": "<f8", "shape": [1000000000000], "data": [1.0]}',
+        '{"__array__": "<f8", "shape": [2], "data": [1.0, "2"]}',
+        '{"__array__": "|O", "shape": [1], "data": [1]}',
+        '{"__array__": "<f8", "shape": [-1], "data": []}',
+        "[" * 50 + "]" * 50,
+        "not json",
+    ],
+)
+def test_wire_rejects_malformed_results(raw: str) -> None:
+    with pytest.raises(wire.WireError):
+        wire.loads(raw)
