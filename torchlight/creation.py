@@ -52,6 +52,11 @@ def _make(
     return out
 
 
+def _numpy_dtype(dtype: Any) -> Any:
+    """Allocate in the requested dtype directly (no float64 temporary to convert)."""
+    return None if dtype is None else dtypes.from_any(dtype).numpy
+
+
 def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
@@ -104,19 +109,20 @@ def full(
         if isinstance(fill_value, int)
         else None
     )
-    return _make(np.full(_size(tuple(size)), fill_value), dtype, requires_grad, backend)
+    array = np.full(_size(tuple(size)), fill_value, dtype=_numpy_dtype(dtype))
+    return _make(array, dtype, requires_grad, backend)
 
 
 def zeros(
     *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
 ) -> Tensor:
-    return _make(np.zeros(_size(size)), dtype, requires_grad, backend)
+    return _make(np.zeros(_size(size), dtype=_numpy_dtype(dtype)), dtype, requires_grad, backend)
 
 
 def ones(
     *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
 ) -> Tensor:
-    return _make(np.ones(_size(size)), dtype, requires_grad, backend)
+    return _make(np.ones(_size(size), dtype=_numpy_dtype(dtype)), dtype, requires_grad, backend)
 
 
 def empty(
