@@ -135,8 +135,15 @@ def train_epoch(
 
 
 def _parser() -> argparse.ArgumentParser:
+    lines = [
+        f"  {kind} {model}: {d['epochs']} epochs, {d['optimizer']}, lr {d['lr']}, batch size {d['batch_size']}"
+        for (kind, model), d in DEFAULTS.items()
+    ]
     p = argparse.ArgumentParser(
-        prog="python -m torchlight.train", description=__doc__.split("\n")[0]
+        prog="python -m torchlight.train",
+        description=__doc__.split("\n")[0],
+        epilog="defaults (flags override them):\n" + "\n".join(lines),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--dataset", choices=DATASETS, default="digits", help="default: digits")
     p.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="default: mlp")

@@ -140,7 +140,11 @@ def judge(
         if "error" in got:
             message = f"calling {check.entry} on inputs ({case.describe()}) raised {got['error']}"
         else:
-            message = check.judge(case, got, check.expected(case)) or ""
+            expected = check.expected(case)  # computed here, now that the sandbox is gone
+            try:
+                message = check.judge(case, got, expected) or ""
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+                message = f"the grader could not read the results of your code ({exc!r:.200})"
         if message:
             if cell_errors:
                 message += "\nRunning your cells raised:\n  " + "\n  ".join(cell_errors)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from torchlight import dtypes
 from torchlight.creation import eye, rand
 from torchlight.nn.conv_functions import (
@@ -263,16 +265,16 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 # --------------------------------------------------------------------------- losses
 def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> None:
-    if target.numel() == 0:
+    # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
+    # Out-of-range labels must not reach the indexing, where -1 would silently mean the last class.
+    labels = np.asarray(target.backend.to_numpy(target.data))
+    if labels.size == 0:
         return
-    everything = tuple(range(target.ndim))
-    low, high = (
-        int(target.reduce("min", everything).item()),
-        int(target.reduce("max", everything).item()),
-    )
+    low, high = int(labels.min()), int(labels.max())
     if low < 0 or high >= num_classes:
         bad = low if low < 0 else high
-        position = (target == bad).argmax().item()
+        where = tuple(int(i) for i in np.argwhere(labels == bad)[0])
+        position = where[0] if len(where) == 1 else where
         raise IndexError(
             f"{fn_name}: target {bad} (at position {position}) is out of bounds: with "
             f"{num_classes} classes, class indices must be in 0..{num_classes - 1}"

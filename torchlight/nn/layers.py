@@ -15,6 +15,7 @@ from typing import Any, overload
 from torchlight.creation import empty
 from torchlight.nn import functional as F
 from torchlight.nn import init
+from torchlight.nn.functions import LinearFunction
 from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
 
@@ -68,7 +69,9 @@ class Linear(Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim == 0 or x.shape[-1] != self.in_features:
             raise shape_error(self, f"(*, {self.in_features})", x)
-        return F.linear(x, self.weight, self.bias)
+        if self.bias is None:
+            return LinearFunction.apply(x, self.weight)
+        return LinearFunction.apply(x, self.weight, self.bias)  # F.linear without its re-check
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
