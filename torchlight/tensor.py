@@ -55,11 +55,12 @@ class Tensor(TensorOps):
 
     __slots__ = (
         "__weakref__",
+        "_data",
         "_grad",
         "_retains_grad",
+        "_shape",
         "_version",
         "backend",
-        "data",
         "history",
         "name",
         "requires_grad",
@@ -74,7 +75,8 @@ class Tensor(TensorOps):
         history: History | None = None,
         version: _Version | None = None,
     ) -> None:
-        self.data = data
+        self._data = data
+        self._shape: tuple[int, ...] | None = None
         self.backend = backend
         self.history = history
         self.requires_grad = requires_grad
@@ -85,8 +87,22 @@ class Tensor(TensorOps):
 
     # ------------------------------------------------------------------ properties
     @property
+    def data(self) -> Any:
+        """The backend storage holding the elements (a numpy array on the numpy backend)."""
+        return self._data
+
+    @data.setter
+    def data(self, storage: Any) -> None:
+        self._data = storage
+        self._shape = None
+
+    @property
     def shape(self) -> tuple[int, ...]:
-        return self.backend.shape(self.data)
+        # Asked for many times per op; a tensor's storage keeps its shape, so ask the backend once.
+        shape = self._shape
+        if shape is None:
+            shape = self._shape = self.backend.shape(self._data)
+        return shape
 
     def size(self, dim: int | None = None) -> Any:
         """The shape, or the size of one dimension (PyTorch's spelling)."""
