@@ -54,3 +54,6 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV)
+
+# The nbgrader course's instructor targets (course-build, course-release, course-grade).
+include assignments/course.mk

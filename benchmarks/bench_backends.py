@@ -36,7 +36,9 @@ from torchlight.data import digits  # noqa: E402
 from torchlight.nn import functional as F  # noqa: E402
 
 
-def best_time(fn: Callable[[], Any], sync: Callable[[], None], budget: float, repeats: int = 3) -> float:
+def best_time(
+    fn: Callable[[], Any], sync: Callable[[], None], budget: float, repeats: int = 3
+) -> float:
     """The fastest of at least ``repeats`` runs (more while under ``budget`` seconds), in seconds."""
     fn()  # warm up (compiles kernels)
     sync()
@@ -105,7 +107,9 @@ def measure(backend: str, dtype: Any, budget: float) -> dict[str, tuple[float, b
     results = {}
     for name, (scale, fn) in cases(backend, dtype, small).items():
         with tl.no_grad() if "train" not in name else contextlib.nullcontext():
-            seconds = best_time(fn, sync, budget if not small else budget / 4, repeats=1 if small else 3)
+            seconds = best_time(
+                fn, sync, budget if not small else budget / 4, repeats=1 if small else 3
+            )
         results[name] = (seconds * scale * 1e3, small and scale != 1.0)
     return results
 
@@ -128,7 +132,14 @@ def compile_times() -> tuple[float, float]:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
         runs = []
         for _ in range(2):
-            done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                [sys.executable, "-c", PROBE],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             runs.append(float(done.stdout.strip().splitlines()[-1]))
     return runs[0], runs[1]
 
@@ -155,7 +166,9 @@ def gpu_matmul_4096() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", action="store_true", help="also run the CUDA backend on a real GPU")
+    parser.add_argument(
+        "--device", action="store_true", help="also run the CUDA backend on a real GPU"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no compile-time probe")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
     args = parser.parse_args(argv)
@@ -169,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     width = max(map(len, names)) + 2
     for dtype_name, by_backend in table.items():
         print(f"\n{dtype_name}: milliseconds (best of several runs; ~ = strided, extrapolated)")
-        print("".ljust(width) + "".join(b.rjust(12) for b in backends) + "  numpy/numba  strided/numba")
+        print(
+            "".ljust(width)
+            + "".join(b.rjust(12) for b in backends)
+            + "  numpy/numba  strided/numba"
+        )
         for name in names:
             cells = []
             for b in backends:
@@ -181,7 +198,10 @@ def main(argv: list[str] | None = None) -> int:
             print(name.ljust(width) + "".join(cells) + f"{ratio:12.2f}x{vs_strided:13.0f}x")
     if not args.quick:
         cold, warm = compile_times()
-        print(f"\nnumba, a fresh process running every op above (float64 + float32): cold cache {cold:.1f} s, warm cache {warm:.1f} s")
+        print(
+            "\nnumba, a fresh process running every op above (float64 + float32): "
+            f"cold cache {cold:.1f} s, warm cache {warm:.1f} s"
+        )
     if args.device:
         print(gpu_matmul_4096())
     if args.json:

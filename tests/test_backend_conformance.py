@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -44,24 +43,18 @@ def backend(name: str) -> Backend:
     """The backend called ``name``; for ``cuda``, the simulator unless a GPU was asked for."""
     if name != "cuda" or cuda_mode() == "gpu":
         return get_backend(name)
-    if "numba.cuda" in sys.modules:
-        from numba.core import config
-
-        if not config.ENABLE_CUDASIM:
-            pytest.fail(
-                "numba.cuda was imported without the simulator before the CUDA tests ran; run "
-                "them with NUMBA_ENABLE_CUDASIM=1 or TORCHLIGHT_TEST_CUDA=gpu (real GPU)"
-            )
-    saved = os.environ.get("NUMBA_ENABLE_CUDASIM")
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # read when torchlight first imports numba.cuda
+    # Read when torchlight first imports numba.cuda. It stays set: numba re-reads its config
+    # from the environment at every compilation.
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     try:
         loaded = get_backend("cuda")
-    finally:
-        if saved is None:
-            del os.environ["NUMBA_ENABLE_CUDASIM"]
-        else:
-            os.environ["NUMBA_ENABLE_CUDASIM"] = saved
-    assert loaded.simulator, "the cuda backend should be running in the simulator"  # type: ignore[attr-defined]
+    except RuntimeError as error:
+        pytest.fail(f"could not start the CUDA simulator: {error}")
+    if not loaded.simulator:  # type: ignore[attr-defined]
+        pytest.fail(
+            "numba.cuda was imported without the simulator before the CUDA tests ran; run them "
+            "with NUMBA_ENABLE_CUDASIM=1, or with TORCHLIGHT_TEST_CUDA=gpu on a real GPU"
+        )
     return loaded
 
 
@@ -91,15 +84,23 @@ def test_op_matches_numpy(name: str, op, shapes, permuted: bool) -> None:
     arrays, _ = make_inputs(op, shapes, seed=3)
     expected = np.asarray(op.np_fn(*arrays))
     got, grads = run_case(op, shapes, permuted, backend(name))
-    assert got.shape == expected.shape, f"{op.name} on {name}: shape {got.shape}, numpy {expected.shape}"
-    assert got.dtype == expected.dtype or expected.dtype == np.float64, f"{op.name}: dtype {got.dtype}"
-    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=f"{op.name} on {name}")
+    assert got.shape == expected.shape, (
+        f"{op.name} on {name}: shape {got.shape}, numpy {expected.shape}"
+    )
+    assert got.dtype == expected.dtype or expected.dtype == np.float64, (
+        f"{op.name}: dtype {got.dtype}"
+    )
+    np.testing.assert_allclose(
+        got, expected, rtol=1e-12, atol=1e-12, err_msg=f"{op.name} on {name}"
+    )
     if name == "numpy":
         return
     _, reference = run_case(op, shapes, permuted, get_backend("numpy"))
     assert len(grads) == len(reference)
     for i, (g, r) in enumerate(zip(grads, reference, strict=True)):
-        np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12, err_msg=f"{op.name}: gradient {i} on {name}")
+        np.testing.assert_allclose(
+            g, r, rtol=1e-12, atol=1e-12, err_msg=f"{op.name}: gradient {i} on {name}"
+        )
 
 
 FLOAT32_OPS = ("exp", "sigmoid", "add", "div", "pow", "maximum", "sum_dim0", "max_dim", "matmul")
@@ -141,7 +142,9 @@ def test_edge_values_follow_ieee_like_numpy(name: str) -> None:
             "max": (tx.max(), np.max(x)),
         }
     for what, (got, expected) in checks.items():
-        np.testing.assert_array_equal(got.to("numpy").numpy(), expected, err_msg=f"{what} on {name}")
+        np.testing.assert_array_equal(
+            got.to("numpy").numpy(), expected, err_msg=f"{what} on {name}"
+        )
 
 
 @pytest.mark.parametrize("name", BACKENDS[1:])

@@ -3,9 +3,10 @@
 Compiling for a real GPU (``numba.cuda.compile_ptx(fn, sig, cc=(7, 5))``) needs the CUDA
 toolkit's libNVVM but no GPU; it rejects code that only numba's simulator accepts. It runs in a
 separate process without ``NUMBA_ENABLE_CUDASIM`` (the simulator replaces ``numba.cuda``
-for the whole process). Where libNVVM is missing the test FAILS, naming what to install,
-unless ``TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT=1`` says that is expected; then it is skipped with the
-reason in pytest's summary. Either way the summary says why it did not run.
+for the whole process). Where libNVVM is missing, the test is skipped with the reason in
+pytest's summary (``-ra``) on a personal machine, and FAILS in CI (``$CI`` set) unless
+``TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT=1`` says that is expected there. So it never silently
+disappears.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ COMPILE_SCRIPT = textwrap.dedent(
         rejects = False
     except Exception:
         rejects = True
-    print(json.dumps({"toolkit": True, "rejects_simulator_only_code": rejects, "nvvm": ".".join(map(str, nvvm.NVVM().get_version())),
+    version = ".".join(map(str, nvvm.NVVM().get_version()))
+    print(json.dumps({"toolkit": True, "rejects_simulator_only_code": rejects, "nvvm": version,
                       "compiled": compiled, "kernels": len(kernel_sources()),
                       "seconds": time.perf_counter() - start}))
     """
@@ -74,7 +76,12 @@ def _clean_env() -> dict[str, str]:
 
 def test_every_kernel_compiles_for_a_real_gpu() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", COMPILE_SCRIPT], cwd=ROOT, env=_clean_env(), capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", COMPILE_SCRIPT],
+        cwd=ROOT,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, f"compile_ptx failed:\n{done.stderr[-4000:]}"
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -83,14 +90,16 @@ def test_every_kernel_compiles_for_a_real_gpu() -> None:
             "the CUDA toolkit's libNVVM was not found, so the CUDA kernels were NOT compiled for a "
             "real GPU (install the toolkit or conda's cuda-nvcc, or set CUDA_HOME)"
         )
-        if os.environ.get("TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT") == "1":
-            pytest.skip(reason)
-        pytest.fail(reason + "; set TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT=1 where that is expected")
+        if os.environ.get("CI") and os.environ.get("TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT") != "1":
+            pytest.fail(reason + "; set TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT=1 where that is expected")
+        pytest.skip(reason)
     # (not imported here: importing numba.cuda in this process would fix it to the real driver)
     assert len(report["compiled"]) == report["kernels"] + 5  # + float32 reduce x3, matmul x2
     assert report["rejects_simulator_only_code"], "compile_ptx accepted a kernel that allocates"
 
-    print(f"compiled {len(report['compiled'])} kernels with NVVM {report['nvvm']} in {report['seconds']:.1f} s")
+    print(
+        f"compiled {len(report['compiled'])} kernels with NVVM {report['nvvm']} in {report['seconds']:.1f} s"
+    )
 
 
 def test_asking_for_cuda_without_gpu_or_simulator_says_what_to_do() -> None:
@@ -107,7 +116,14 @@ def test_asking_for_cuda_without_gpu_or_simulator_says_what_to_do() -> None:
                 print(error)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_clean_env(), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     if done.stdout.strip() == "GPU":
         pytest.skip("a GPU is present, so the backend loads; nothing to explain")
@@ -149,7 +165,9 @@ def test_register_blocked_matmul_kernel(cu) -> None:
     A, B = cu.from_numpy(a), cu.from_numpy(b)
     out = cu.empty((2, 5, 7), np.float64)
     _, blocked = matmul_kernels("float64", cu.tile)
-    blocked[(1, 1, 2), (BM // TM) * (BN // TN)](out.buffer, A.buffer, 0, (55, 11, 1), B.buffer, 0, (0, 7, 1), 5, 7, 11)
+    blocked[(1, 1, 2), (BM // TM) * (BN // TN)](
+        out.buffer, A.buffer, 0, (55, 11, 1), B.buffer, 0, (0, 7, 1), 5, 7, 11
+    )
     np.testing.assert_allclose(cu.to_numpy(out), a @ b, rtol=1e-12)
 
 

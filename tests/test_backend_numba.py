@@ -50,7 +50,13 @@ def test_flat_spans_the_memory_of_a_view() -> None:
 
 @pytest.mark.parametrize(
     ("shape", "dims"),
-    [((700, 300), (0,)), ((700, 300), (1,)), ((3, 200, 150), (0, 2)), ((250_000,), (0,)), ((5, 4), ())],
+    [
+        ((700, 300), (0,)),
+        ((700, 300), (1,)),
+        ((3, 200, 150), (0, 2)),
+        ((250_000,), (0,)),
+        ((5, 4), ()),
+    ],
 )
 @pytest.mark.parametrize("op", ["sum", "max", "min"])
 def test_reductions_on_large_and_strided_inputs(nb, shape, dims, op) -> None:
@@ -120,7 +126,12 @@ def test_kernels_are_loaded_from_the_disk_cache_in_a_second_process(tmp_path) ->
     runs = []
     for _ in range(2):
         done = subprocess.run(
-            [sys.executable, "-c", CACHE_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+            [sys.executable, "-c", CACHE_SCRIPT],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert done.returncode == 0, done.stderr
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -129,3 +140,27 @@ def test_kernels_are_loaded_from_the_disk_cache_in_a_second_process(tmp_path) ->
     assert warm["hits"] == 4 and warm["misses"] == 0, f"the second process compiled again: {warm}"
     assert len(list(tmp_path.rglob("*.nbi"))) >= 4, "no cache index files were written"
     assert warm["seconds"] < cold["seconds"], (cold, warm)
+
+
+def test_without_numba_the_core_imports_and_the_error_says_what_to_install() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["numba"] = None  # as if numba were not installed
+        import torchlight as tl
+        print(tl.ones(2).sum().item())
+        for name in ("numba", "cuda"):
+            try:
+                tl.zeros(2, backend=name)
+            except ImportError as error:
+                print(error)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == "2.0"
+    assert "pip install 'torchlight-edu[numba]'" in lines[1]
+    assert "pip install 'torchlight-edu[cuda]'" in lines[2] and "NUMBA_ENABLE_CUDASIM=1" in lines[2]

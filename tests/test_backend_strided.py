@@ -94,9 +94,19 @@ def test_expand_strides_and_contiguity() -> None:
 
 def test_storage_round_trips_through_numpy_for_every_dtype() -> None:
     b = StridedBackend()
-    for value in (np.arange(6.0).reshape(2, 3), np.arange(6, dtype=np.float32), np.arange(4), np.array([True, False]), np.array(2.5)):
+    for value in (
+        np.arange(6.0).reshape(2, 3),
+        np.arange(6, dtype=np.float32),
+        np.arange(4),
+        np.array([True, False]),
+        np.array(2.5),
+    ):
         s = b.from_numpy(value)
-        assert isinstance(s, StridedStorage) and s.dtype == value.dtype and s.strides == strides_from_shape(value.shape)
+        assert (
+            isinstance(s, StridedStorage)
+            and s.dtype == value.dtype
+            and s.strides == strides_from_shape(value.shape)
+        )
         np.testing.assert_array_equal(b.to_numpy(s), value)
     with pytest.raises(TypeError, match="the strided backend stores"):
         b.from_numpy(np.zeros(2, np.complex128))
@@ -111,8 +121,12 @@ def test_map_zip_reduce_are_the_loops_the_docs_describe() -> None:
     row = StridedStorage(base.buffer, (2,), (1,), 10, np.float64)  # [10, 11]
     np.testing.assert_array_equal(b.to_numpy(b.zip("add", a, row)), [[11, 16], [12, 17], [13, 18]])
     np.testing.assert_array_equal(b.to_numpy(b.reduce("sum", a, (0,), True)), [[6, 18]])
-    np.testing.assert_array_equal(b.to_numpy(b.map("square", a)), np.square([[1, 5], [2, 6], [3, 7]]))
-    np.testing.assert_array_equal(b.to_numpy(b.matmul(a, b.permute(a, (1, 0)))), [[26, 32, 38], [32, 40, 48], [38, 48, 58]])
+    np.testing.assert_array_equal(
+        b.to_numpy(b.map("square", a)), np.square([[1, 5], [2, 6], [3, 7]])
+    )
+    np.testing.assert_array_equal(
+        b.to_numpy(b.matmul(a, b.permute(a, (1, 0)))), [[26, 32, 38], [32, 40, 48], [38, 48, 58]]
+    )
 
 
 @pytest.mark.parametrize("op", sorted(scalar_ops.MAP))
@@ -137,6 +151,22 @@ def test_scalar_zip_ops_agree_with_the_numpy_backend(op) -> None:
 
 def test_tensors_on_the_strided_backend_print_their_layout() -> None:
     x = tl.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], backend="strided")
-    assert repr(x.T.data) == "StridedStorage(shape=(3, 2), strides=(1, 3), offset=0, dtype=float64, buffer of 6)"
+    assert (
+        repr(x.T.data)
+        == "StridedStorage(shape=(3, 2), strides=(1, 3), offset=0, dtype=float64, buffer of 6)"
+    )
     assert x[1, ::2].data.offset == 3 and x[1, ::2].data.strides == (2,)
     assert x.device == "strided" and "device='strided'" in repr(x)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["torchlight.backends.scalar_ops", "torchlight.backends.strided", "torchlight.backends.numba_backend"],
+)
+def test_docstring_examples(name: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"{name} lost its examples"
+    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"

@@ -18,7 +18,9 @@ from torchlight.data import DataLoader, TensorDataset, digits
 from torchlight.train import train_epoch
 
 
-def train_one_epoch(name: str, samples: int, hidden: int, batch_size: int) -> tuple[float, list[np.ndarray]]:
+def train_one_epoch(
+    name: str, samples: int, hidden: int, batch_size: int
+) -> tuple[float, list[np.ndarray]]:
     """Mean loss of one epoch of Adam on the first ``samples`` digits, and the trained weights."""
     on = backend(name)  # (for cuda: loads the simulator first)
     tl.manual_seed(0)

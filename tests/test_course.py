@@ -83,6 +83,7 @@ def test_grades_item_by_item(graded: Graded, sub: Submission) -> None:
     expected = sub.expected(graded.points[sub.assignment])
     got = graded.items.get((sub.student, sub.assignment))
     assert got is not None, f"{sub.student} was not graded"
+    assert set(got) == set(expected), f"graded items {sorted(got)}"
     wrong = {
         item: (got.get(item), want) for item, want in expected.items() if got.get(item) != want
     }

@@ -107,7 +107,10 @@ class Mul(Function):
     assert "expected" in message and "but got" in message and "central difference" in message
 
 
-def test_cells_run_in_order_with_shared_state_and_a_hung_cell_is_skipped() -> None:
+@pytest.mark.parametrize("namespaces", [None, False], ids=["namespaces-if-available", "plain"])
+def test_cells_run_in_order_with_shared_state_and_a_hung_cell_is_skipped(
+    namespaces: bool | None,
+) -> None:
     cells = [
         ("mul", "import math as m2\nwhile True:\n    pass"),
         (
@@ -115,14 +118,17 @@ def test_cells_run_in_order_with_shared_state_and_a_hung_cell_is_skipped() -> No
             "HALF = 0.5\n" + unary("Exp", 'x.map("exp")', "grad_output * (2 * HALF) * x.exp()"),
         ),
         ("log", unary("Log", 'x.map("log")', "grad_output / x * m2.cos(0)")),
+        ("div", "import os\nos._exit(3)"),
     ]
     verdicts = grade(
         "a1_functions",
         [SETUP, *(Cell("answer", g, s) for g, s in cells)],
-        ["test_mul", "test_exp", "test_log"],
+        ["test_mul", "test_exp", "test_log", "test_div"],
         seed=0,
         limits=Limits(cell_timeout=2),
+        use_namespaces=namespaces,
     )
+    assert "ended the Python process" in verdicts["test_div"].message
     assert "still running after 2 s" in verdicts["test_mul"].message
     assert verdicts["test_exp"].passed, verdicts["test_exp"].message
     # the hung cell's import is lost with it: a later cell that needs it fails, and says why

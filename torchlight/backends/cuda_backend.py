@@ -44,7 +44,7 @@ import numpy as np
 
 if "numba.cuda" not in sys.modules:
     numba.core.config.reload_config()  # honour NUMBA_ENABLE_CUDASIM even if set after `import numba`
-from numba import cuda  # noqa: E402
+from numba import cuda as _cuda  # noqa: E402
 
 from torchlight.backends import scalar_ops  # noqa: E402
 from torchlight.backends.base import Index  # noqa: E402
@@ -61,6 +61,9 @@ from torchlight.backends.strided import (  # noqa: E402
 )
 from torchlight.shape import broadcast_shape, permute, strides_from_shape  # noqa: E402
 
+# Typed as Any: numba's stubs describe the CUDA intrinsics for numba's compiler, not for mypy.
+cuda: Any = _cuda
+
 #: Threads per block of the elementwise and reduction kernels (a power of two).
 THREADS = 128
 #: Side of the square tiles of the shared-memory matmul (TILE x TILE threads per block). The
@@ -76,7 +79,9 @@ class CudaStorage:
 
     __slots__ = ("buffer", "dtype", "offset", "shape", "strides")
 
-    def __init__(self, buffer: Any, shape: Sequence[int], strides: Sequence[int], offset: int, dtype: Any) -> None:
+    def __init__(
+        self, buffer: Any, shape: Sequence[int], strides: Sequence[int], offset: int, dtype: Any
+    ) -> None:
         self.buffer = buffer
         self.shape = tuple(shape)
         self.strides = tuple(strides)
@@ -134,7 +139,9 @@ def _zip_source(fn: Callable[[Any, Any], Any]) -> Callable[..., None]:
     return zip_kernel
 
 
-def _reduce_source(fn: Callable[[Any, Any], Any], is_sum: bool, acc_type: Any) -> Callable[..., None]:
+def _reduce_source(
+    fn: Callable[[Any, Any], Any], is_sum: bool, acc_type: Any
+) -> Callable[..., None]:
     f = jitable(fn)
 
     def reduce_kernel(out, a, kept, red):  # pragma: no cover - runs on the GPU
@@ -161,7 +168,9 @@ def _reduce_source(fn: Callable[[Any, Any], Any], is_sum: bool, acc_type: Any) -
 
 
 def _copy_source() -> Callable[..., None]:
-    def copy_kernel(dst, dst_offset, dst_strides, src, src_offset, src_strides, shape):  # pragma: no cover
+    def copy_kernel(
+        dst, dst_offset, dst_strides, src, src_offset, src_strides, shape
+    ):  # pragma: no cover
         # dst[index] = src[index] for every index of shape, both strided (setitem, cat, contiguous)
         i = cuda.grid(1)
         size = 1
@@ -182,7 +191,9 @@ def _copy_source() -> Callable[..., None]:
 
 
 def _where_source() -> Callable[..., None]:
-    def where_kernel(out, c, c_offset, c_strides, a, a_offset, a_strides, b, b_offset, b_strides, shape):  # pragma: no cover
+    def where_kernel(
+        out, c, c_offset, c_strides, a, a_offset, a_strides, b, b_offset, b_strides, shape
+    ):  # pragma: no cover
         i = cuda.grid(1)
         if i < out.size:
             pc = c_offset
@@ -238,9 +249,10 @@ def _scatter_source() -> Callable[..., None]:
     return scatter_kernel
 
 
-
 def _tiled_matmul_source(dtype: Any, TILE: int = TILE) -> Callable[..., None]:  # noqa: N803
-    def tiled_matmul_kernel(out, a, a_offset, a_strides, b, b_offset, b_strides, M, N, K):  # pragma: no cover
+    def tiled_matmul_kernel(
+        out, a, a_offset, a_strides, b, b_offset, b_strides, M, N, K
+    ):  # pragma: no cover
         # A (TILE x TILE)-thread block computes one TILE x TILE tile of out[s] = A[s] @ B[s].
         # Step by step along k, the block stages a tile of A and one of B in shared memory
         # (each thread loads one element of each), then every thread reads TILE of each.
@@ -270,7 +282,9 @@ def _tiled_matmul_source(dtype: Any, TILE: int = TILE) -> Callable[..., None]:  
 
 
 def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
-    def blocked_matmul_kernel(out, a, a_offset, a_strides, b, b_offset, b_strides, M, N, K):  # pragma: no cover
+    def blocked_matmul_kernel(
+        out, a, a_offset, a_strides, b, b_offset, b_strides, M, N, K
+    ):  # pragma: no cover
         # A block of 256 threads computes a BM x BN tile of out[s]; thread (ti, tj) owns the
         # TM x TN piece at rows ti*TM.., columns tj*TN.. and keeps it in registers (``acc``).
         # Per step of BK along k: stage A's BM x BK and B's BK x BN tiles in shared memory,
@@ -296,11 +310,15 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
             for e in range(t, BM * BK, threads):
                 i = row0 + e // BK
                 k = k0 + e % BK
-                tile_a[e % BK, e // BK] = a[pa + i * a_strides[1] + k * a_strides[2]] if i < M and k < K else 0
+                tile_a[e % BK, e // BK] = (
+                    a[pa + i * a_strides[1] + k * a_strides[2]] if i < M and k < K else 0
+                )
             for e in range(t, BK * BN, threads):
                 k = k0 + e // BN
                 j = col0 + e % BN
-                tile_b[e // BN, e % BN] = b[pb + k * b_strides[1] + j * b_strides[2]] if k < K and j < N else 0
+                tile_b[e // BN, e % BN] = (
+                    b[pb + k * b_strides[1] + j * b_strides[2]] if k < K and j < N else 0
+                )
             cuda.syncthreads()
             for k in range(BK):
                 for x in range(TM):
@@ -360,7 +378,9 @@ def helper_kernel(name: str) -> Any:
     return cuda.jit(_HELPERS[name]())
 
 
-def kernel_sources(dtype: Any = np.float64) -> list[tuple[str, Callable[..., None], tuple[Any, ...]]]:
+def kernel_sources(
+    dtype: Any = np.float64,
+) -> list[tuple[str, Callable[..., None], tuple[Any, ...]]]:
     """Every kernel as ``(name, Python function, argument types)`` for elements of ``dtype``.
 
     The tests compile each one for a real GPU with ``numba.cuda.compile_ptx``, which rejects
@@ -373,18 +393,20 @@ def kernel_sources(dtype: Any = np.float64) -> list[tuple[str, Callable[..., Non
     ints, boolean = types.Array(types.int64, 1, "C"), types.Array(types.boolean, 1, "C")
     i64, tup, tup3 = types.int64, types.UniTuple(types.int64, 2), types.UniTuple(types.int64, 3)
     out: list[tuple[str, Callable[..., None], tuple[Any, ...]]] = []
-    for op, fn in scalar_ops.MAP.items():
-        out.append((f"map {op}", _map_source(fn), (arr, arr, i64, tup, tup)))
-    for op, fn in scalar_ops.ZIP.items():
+    for op, fn1 in scalar_ops.MAP.items():
+        out.append((f"map {op}", _map_source(fn1), (arr, arr, i64, tup, tup)))
+    for op, fn2 in scalar_ops.ZIP.items():
         result = boolean if op in ("eq", "ne", "lt", "le", "gt", "ge") else arr
-        out.append((f"zip {op}", _zip_source(fn), (result, arr, i64, tup, arr, i64, tup, tup)))
-    for op, fn in scalar_ops.REDUCE.items():
-        out.append((f"reduce {op}", _reduce_source(fn, op == "sum", el), (arr, arr, ints, ints)))
+        out.append((f"zip {op}", _zip_source(fn2), (result, arr, i64, tup, arr, i64, tup, tup)))
+    for op, fn2 in scalar_ops.REDUCE.items():
+        out.append((f"reduce {op}", _reduce_source(fn2, op == "sum", el), (arr, arr, ints, ints)))
     matmul_args = (arr, arr, i64, tup3, arr, i64, tup3, i64, i64, i64)
     out.append(("matmul tiled", _tiled_matmul_source(el), matmul_args))
     out.append(("matmul blocked", _blocked_matmul_source(el), matmul_args))
     out.append(("copy", _copy_source(), (arr, i64, tup, arr, i64, tup, tup)))
-    out.append(("where", _where_source(), (arr, boolean, i64, tup, arr, i64, tup, arr, i64, tup, tup)))
+    out.append(
+        ("where", _where_source(), (arr, boolean, i64, tup, arr, i64, tup, arr, i64, tup, tup))
+    )
     out.append(("gather", _gather_source(), (arr, arr, ints)))
     out.append(("scatter", _scatter_source(), (arr, ints, arr, i64, tup, tup)))
     out.append(("scatter_add", _scatter_add_source(), (arr, ints, arr, i64, tup, tup)))
@@ -397,7 +419,9 @@ def _launch(kernel: Any, n: int, *args: Any) -> None:
     kernel[(n + threads - 1) // threads, threads](*args)
 
 
-def _walk(shape: tuple[int, ...], *operands: CudaStorage) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+def _walk(
+    shape: tuple[int, ...], *operands: CudaStorage
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
     """The shape a kernel walks and each operand's strides, broadcast to it (0-d as 1-d)."""
     strides = [expand_strides(o.shape, o.strides, shape) for o in operands]
     if not shape:
@@ -422,7 +446,8 @@ class CudaBackend:
                 "variable NUMBA_ENABLE_CUDASIM=1 before Python starts (e.g. "
                 "`NUMBA_ENABLE_CUDASIM=1 jupyter lab`); or use backend='numba' on the CPU."
             )
-        self.simulator = bool(numba.core.config.ENABLE_CUDASIM)
+        # (asked of numba.cuda itself: numba's config follows the environment, which may change)
+        self.simulator = cuda.device_array.__module__.startswith("numba.cuda.simulator")
         self.tile = 8 if self.simulator else TILE
 
     # ------------------------------------------------------------------ conversions (explicit transfers)
@@ -436,7 +461,9 @@ class CudaBackend:
         """Copy ``array`` from the host to the GPU."""
         array = np.asarray(array, order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
         host = array.reshape(-1) if array.size else np.zeros(1, array.dtype)
-        return CudaStorage(cuda.to_device(host), array.shape, strides_from_shape(array.shape), 0, array.dtype)
+        return CudaStorage(
+            cuda.to_device(host), array.shape, strides_from_shape(array.shape), 0, array.dtype
+        )
 
     def to_numpy(self, a: CudaStorage) -> np.ndarray:
         """Copy ``a`` from the GPU to the host (made contiguous on the GPU first)."""
@@ -466,12 +493,25 @@ class CudaBackend:
         out = self.empty(broadcast_shape(a.shape, b.shape), zip_dtype(op, a.dtype, b.dtype))
         if out.size:
             shape, (sa, sb) = _walk(out.shape, a, b)
-            _launch(zip_kernel(op), out.size, out.buffer, a.buffer, a.offset, sa, b.buffer, b.offset, sb, shape)
+            _launch(
+                zip_kernel(op),
+                out.size,
+                out.buffer,
+                a.buffer,
+                a.offset,
+                sa,
+                b.buffer,
+                b.offset,
+                sb,
+                shape,
+            )
         return out
 
     def reduce(self, op: str, a: CudaStorage, dims: tuple[int, ...], keepdim: bool) -> CudaStorage:
         kept_shape = tuple(1 if d in dims else n for d, n in enumerate(a.shape))
-        out_shape = kept_shape if keepdim else tuple(n for d, n in enumerate(a.shape) if d not in dims)
+        out_shape = (
+            kept_shape if keepdim else tuple(n for d, n in enumerate(a.shape) if d not in dims)
+        )
         out_dtype = reduce_dtype(op, a.dtype)
         count = math.prod(a.shape[d] for d in dims)
         if count == 0 and op != "sum":
@@ -480,12 +520,16 @@ class CudaBackend:
             return self.from_numpy(np.zeros(out_shape, out_dtype))
         acc_dtype = np.dtype(np.int64) if a.dtype.kind == "b" else out_dtype
         kept_dims = [d for d in range(len(a.shape)) if d not in dims]
-        kept = position_table([a.shape[d] for d in kept_dims], [a.strides[d] for d in kept_dims], a.offset)
+        kept = position_table(
+            [a.shape[d] for d in kept_dims], [a.strides[d] for d in kept_dims], a.offset
+        )
         red = position_table([a.shape[d] for d in dims], [a.strides[d] for d in dims], 0)
         out = self.empty(out_shape, acc_dtype)
         threads = min(THREADS, 1 << (red.size - 1).bit_length())  # a power of two for the tree
         kernel = reduce_kernel(op, acc_dtype.name)
-        kernel[kept.size, threads](out.buffer, a.buffer, cuda.to_device(kept.ravel()), cuda.to_device(red.ravel()))
+        kernel[kept.size, threads](
+            out.buffer, a.buffer, cuda.to_device(kept.ravel()), cuda.to_device(red.ravel())
+        )
         return out if acc_dtype == out_dtype else self.astype(out, out_dtype)
 
     def matmul(self, a: CudaStorage, b: CudaStorage) -> CudaStorage:
@@ -505,9 +549,22 @@ class CudaBackend:
             self.setitem(out, (...,), 0)
         elif out.size:
             tiled, blocked = matmul_kernels(compute.name, self.tile)
-            args = (out.buffer, a3.buffer, a3.offset, a3.strides, b3.buffer, b3.offset, b3.strides, M, N, K)
+            args = (
+                out.buffer,
+                a3.buffer,
+                a3.offset,
+                a3.strides,
+                b3.buffer,
+                b3.offset,
+                b3.strides,
+                M,
+                N,
+                K,
+            )
             if M >= BM and N >= BN:
-                blocked[(math.ceil(N / BN), math.ceil(M / BM), count), (BM // TM) * (BN // TN)](*args)
+                blocked[(math.ceil(N / BN), math.ceil(M / BM), count), (BM // TM) * (BN // TN)](
+                    *args
+                )
             else:
                 tile = self.tile
                 tiled[(math.ceil(N / tile), math.ceil(M / tile), count), (tile, tile)](*args)
@@ -536,7 +593,9 @@ class CudaBackend:
         return CudaStorage(a.buffer, shape, strides, a.offset, a.dtype)
 
     def expand(self, a: CudaStorage, shape: tuple[int, ...]) -> CudaStorage:
-        return CudaStorage(a.buffer, shape, expand_strides(a.shape, a.strides, shape), a.offset, a.dtype)
+        return CudaStorage(
+            a.buffer, shape, expand_strides(a.shape, a.strides, shape), a.offset, a.dtype
+        )
 
     def contiguous(self, a: CudaStorage) -> CudaStorage:
         return a if is_contiguous(a.shape, a.strides) else self.map("copy", a)
@@ -554,7 +613,13 @@ class CudaBackend:
         table = position_table(a.shape, a.strides, a.offset)[index]
         out = self.empty(table.shape, a.dtype)
         if out.size:
-            _launch(helper_kernel("gather"), out.size, out.buffer, a.buffer, cuda.to_device(table.ravel()))
+            _launch(
+                helper_kernel("gather"),
+                out.size,
+                out.buffer,
+                a.buffer,
+                cuda.to_device(table.ravel()),
+            )
         return out
 
     def index_add(self, shape: tuple[int, ...], index: Index, values: CudaStorage) -> CudaStorage:
@@ -565,7 +630,16 @@ class CudaBackend:
         if table.size:
             shape_, (strides,) = _walk(table.shape, values)
             targets = cuda.to_device(table.ravel())
-            _launch(helper_kernel("scatter_add"), table.size, out.buffer, targets, values.buffer, values.offset, strides, shape_)
+            _launch(
+                helper_kernel("scatter_add"),
+                table.size,
+                out.buffer,
+                targets,
+                values.buffer,
+                values.offset,
+                strides,
+                shape_,
+            )
         return out
 
     def setitem(self, a: CudaStorage, index: Index, values: Any) -> None:
@@ -582,16 +656,37 @@ class CudaBackend:
             shape, strides, offset = basic_index(a.shape, a.strides, a.offset, index)
             while len(values.shape) > len(shape) and values.shape[0] == 1:
                 values = self._reshape(values, values.shape[1:])  # numpy drops leading 1s too
-            walk, (dst, src) = _walk(shape, CudaStorage(a.buffer, shape, strides, offset, a.dtype), values)
+            walk, (dst, src) = _walk(
+                shape, CudaStorage(a.buffer, shape, strides, offset, a.dtype), values
+            )
             if math.prod(shape):
                 copy = helper_kernel("copy")
-                _launch(copy, math.prod(shape), a.buffer, offset, dst, values.buffer, values.offset, src, walk)
+                _launch(
+                    copy,
+                    math.prod(shape),
+                    a.buffer,
+                    offset,
+                    dst,
+                    values.buffer,
+                    values.offset,
+                    src,
+                    walk,
+                )
             return
         table = position_table(a.shape, a.strides, a.offset)[index]
         if table.size:
             walk, (src,) = _walk(table.shape, values)
             targets = cuda.to_device(table.ravel())
-            _launch(helper_kernel("scatter"), table.size, a.buffer, targets, values.buffer, values.offset, src, walk)
+            _launch(
+                helper_kernel("scatter"),
+                table.size,
+                a.buffer,
+                targets,
+                values.buffer,
+                values.offset,
+                src,
+                walk,
+            )
 
     def cat(self, parts: Sequence[CudaStorage], dim: int) -> CudaStorage:
         shape = list(parts[0].shape)
@@ -608,7 +703,18 @@ class CudaBackend:
         out = self.empty(shape, np.result_type(a.dtype, b.dtype))
         if out.size:
             walk, (sc, sa, sb) = _walk(shape, condition, a, b)
-            args = (condition.buffer, condition.offset, sc, a.buffer, a.offset, sa, b.buffer, b.offset, sb, walk)
+            args = (
+                condition.buffer,
+                condition.offset,
+                sc,
+                a.buffer,
+                a.offset,
+                sa,
+                b.buffer,
+                b.offset,
+                sb,
+                walk,
+            )
             _launch(helper_kernel("where"), out.size, out.buffer, *args)
         return out
 

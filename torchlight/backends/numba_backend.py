@@ -44,7 +44,7 @@ from numba.extending import register_jitable
 from torchlight.backends import scalar_ops
 from torchlight.backends.numpy_backend import NumpyBackend
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
-from torchlight.backends.strided import position_table
+from torchlight.backends.strided import expand_strides, position_table
 from torchlight.shape import broadcast_shape
 
 #: Options of every CPU kernel: parallel loops, cached on disk, IEEE 754 division (1/0 = inf
@@ -83,8 +83,15 @@ def _make_map_kernels(fn: Callable[[Any], Any]) -> tuple[Any, Any]:
                 i = (r // divisors[d]) % outer[d]
                 pa += i * a_strides[d]
             start = r * inner
-            for c in range(min(inner, out.size - start)):
-                out[start + c] = f(a[pa + c * step])
+            n = min(inner, out.size - start)
+            o = out[start : start + n]
+            if step == 1:  # the same loop over a slice (known unit stride): LLVM vectorizes it
+                row = a[pa : pa + n]
+                for c in range(n):
+                    o[c] = f(row[c])
+            else:
+                for c in range(n):
+                    o[c] = f(a[pa + c * step])
 
     return contiguous, strided
 
@@ -110,18 +117,40 @@ def _make_zip_kernels(fn: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
                 pa += i * a_strides[d]
                 pb += i * b_strides[d]
             start = r * inner
-            for c in range(min(inner, out.size - start)):
-                out[start + c] = f(a[pa + c * step_a], b[pb + c * step_b])
+            n = min(inner, out.size - start)
+            # The common layouts get loops over slices (known unit steps), which LLVM vectorizes.
+            o = out[start : start + n]
+            if step_a == 1 and step_b == 1:  # two rows side by side
+                row_a, row_b = a[pa : pa + n], b[pb : pb + n]
+                for c in range(n):
+                    o[c] = f(row_a[c], row_b[c])
+            elif step_a == 1 and step_b == 0:  # a row and a broadcast number
+                row_a, y = a[pa : pa + n], b[pb]
+                for c in range(n):
+                    o[c] = f(row_a[c], y)
+            elif step_a == 0 and step_b == 1:
+                x, row_b = a[pa], b[pb : pb + n]
+                for c in range(n):
+                    o[c] = f(x, row_b[c])
+            else:
+                for c in range(n):
+                    o[c] = f(a[pa + c * step_a], b[pb + c * step_b])
 
     return contiguous, strided
 
 
 def _make_reduce_kernels(fn: Callable[[Any, Any], Any], is_sum: bool) -> tuple[Any, Any]:
-    """Two loop orders over the same sum ``out[o] = fold_r a[kept[o] + red[r]]``."""
+    """Two loop orders over the same fold ``out[o] = fold_r a[kept[o] + red[r]]``.
+
+    ``kept`` and ``red`` list the buffer positions of the outputs' first elements and of the
+    reduced elements relative to them; ``unit`` says that the inner loop's positions are
+    consecutive, so that it can read ``a`` directly (a loop LLVM vectorizes). ``reassoc``
+    lets it reorder a sum into vector lanes; ``nan`` still propagates (no ``nnan`` flag).
+    """
     f = jitable(fn)
 
-    @njit(**OPTIONS)
-    def inner(acc, a, kept, red, zero, parts):  # pragma: no cover - compiled by numba
+    @njit(**OPTIONS, fastmath={"reassoc"})
+    def inner(acc, a, kept, red, zero, parts, unit):  # pragma: no cover - compiled by numba
         # One task per (output, part): walks its share of the reduced elements (best when
         # they are close together in memory). ``parts`` > 1 splits long reductions over cores.
         length = (red.size + parts - 1) // parts
@@ -132,24 +161,35 @@ def _make_reduce_kernels(fn: Callable[[Any, Any], Any], is_sum: bool) -> tuple[A
             total = zero
             if not is_sum:
                 total = a[base + red[lo]]
-            for r in range(lo, hi):
-                total = f(total, a[base + red[r]])
+            if unit:  # red[r] == r: a slice, so LLVM knows the step
+                run = a[base + lo : base + hi]
+                for r in range(hi - lo):
+                    total = f(total, run[r])
+            else:
+                for r in range(lo, hi):
+                    total = f(total, a[base + red[r]])
             acc[t] = total
 
-    @njit(**OPTIONS)
-    def outer(acc, a, kept, red, zero, parts):  # pragma: no cover - compiled by numba
+    @njit(**OPTIONS, fastmath={"reassoc"})
+    def outer(acc, a, kept, red, zero, parts, unit):  # pragma: no cover - compiled by numba
         # One task per block of outputs, reduced elements in the outer loop: the inner loop
         # then walks neighbouring outputs (best for e.g. column sums of a row-major matrix).
-        block = 256
+        block = 512
         for t in prange((kept.size + block - 1) // block):
             lo = t * block
             hi = min(lo + block, kept.size)
             for o in range(lo, hi):
                 acc[o] = zero if is_sum else a[kept[o] + red[0]]
             for r in range(red.size):
-                shift = red[r]
-                for o in range(lo, hi):
-                    acc[o] = f(acc[o], a[kept[o] + shift])
+                if unit:  # kept[o] == kept[lo] + (o - lo): slices, so LLVM knows the step
+                    start = red[r] + kept[lo]
+                    run, into = a[start : start + hi - lo], acc[lo:hi]
+                    for o in range(hi - lo):
+                        into[o] = f(into[o], run[o])
+                else:
+                    shift = red[r]
+                    for o in range(lo, hi):
+                        acc[o] = f(acc[o], a[kept[o] + shift])
 
     return inner, outer
 
@@ -210,9 +250,24 @@ def matmul_kernel(a, bt, out, a_batch, b_batch, zero):  # pragma: no cover - com
                         c32 += a3[k] * b2[k]
                         c33 += a3[k] * b3[k]
                     C[i, j], C[i, j + 1], C[i, j + 2], C[i, j + 3] = c00, c01, c02, c03
-                    C[i + 1, j], C[i + 1, j + 1], C[i + 1, j + 2], C[i + 1, j + 3] = c10, c11, c12, c13
-                    C[i + 2, j], C[i + 2, j + 1], C[i + 2, j + 2], C[i + 2, j + 3] = c20, c21, c22, c23
-                    C[i + 3, j], C[i + 3, j + 1], C[i + 3, j + 2], C[i + 3, j + 3] = c30, c31, c32, c33
+                    C[i + 1, j], C[i + 1, j + 1], C[i + 1, j + 2], C[i + 1, j + 3] = (
+                        c10,
+                        c11,
+                        c12,
+                        c13,
+                    )
+                    C[i + 2, j], C[i + 2, j + 1], C[i + 2, j + 2], C[i + 2, j + 3] = (
+                        c20,
+                        c21,
+                        c22,
+                        c23,
+                    )
+                    C[i + 3, j], C[i + 3, j + 1], C[i + 3, j + 2], C[i + 3, j + 3] = (
+                        c30,
+                        c31,
+                        c32,
+                        c33,
+                    )
 
 
 @functools.cache
@@ -248,11 +303,18 @@ class Plan(NamedTuple):
 def plan(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> Plan:
     """Merge the dimensions every operand walks contiguously, then cut a long run into rows.
 
+    Plans are cached: a training loop asks for the same few layouts again and again.
+
     Example:
         >>> p = plan((4, 5), [(5, 1), (0, 1)])  # a (4, 5) matrix + a broadcast row
         >>> p.outer.tolist(), p.inner, [s.tolist() for s in p.strides]
         ([4], 5, [[5, 1], [0, 1]])
     """
+    return _plan(tuple(shape), tuple(tuple(s) for s in strides))
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...]) -> Plan:
     dims: list[tuple[int, list[int]]] = []
     for d, n in enumerate(shape):
         if n == 1:
@@ -270,11 +332,30 @@ def plan(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> Plan:
     outer = [n for n, _ in dims[:-1]]
     divisors = [math.prod(outer[d + 1 :]) for d in range(len(outer))]
     return Plan(
-        strides=[np.array([s[k] for _, s in dims], dtype=np.int64) for k in range(len(strides))],
-        outer=np.array(outer, dtype=np.int64),
-        divisors=np.array(divisors, dtype=np.int64),
+        strides=[_frozen([s[k] for _, s in dims]) for k in range(len(strides))],
+        outer=_frozen(outer),
+        divisors=_frozen(divisors),
         inner=dims[-1][0],
     )
+
+
+def _frozen(values: Sequence[int] | np.ndarray) -> np.ndarray:
+    out = np.array(values, dtype=np.int64)
+    out.flags.writeable = False  # shared by every call with this plan
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _reduce_tables(
+    shape: tuple[int, ...], strides: tuple[int, ...], dims: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray, bool, bool]:
+    """Positions of each output's first element (``kept``) and of the reduced elements
+    relative to it (``red``), and whether each list is consecutive (cached per layout)."""
+    kept_dims = [d for d in range(len(shape)) if d not in dims]
+    kept = position_table([shape[d] for d in kept_dims], [strides[d] for d in kept_dims], 0)
+    red = position_table([shape[d] for d in dims], [strides[d] for d in dims], 0)
+    kept, red = _frozen(kept.ravel()), _frozen(red.ravel())
+    return kept, red, bool(np.all(np.diff(kept) == 1)), bool(np.all(red == np.arange(red.size)))
 
 
 def flat(x: np.ndarray) -> tuple[np.ndarray, list[int]]:
@@ -297,13 +378,22 @@ def _readonly_ravel(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def operand(x: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``x``'s memory as a read-only 1-D array, and ``x``'s strides broadcast to ``shape``."""
+    if x.flags.c_contiguous:
+        buffer, strides = _readonly_ravel(x), [s // x.itemsize for s in x.strides]
+    else:
+        buffer, strides = flat(x)
+    return buffer, expand_strides(x.shape, strides, shape)
+
+
 class NumbaBackend(NumpyBackend):
     """numpy arrays as storage; map, zip, reduce and matmul as parallel Numba kernels."""
 
     name = "numba"
 
     def __init__(self) -> None:
-        self.threads = config.NUMBA_NUM_THREADS
+        self.threads: int = config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
 
     def map(self, op: str, a: np.ndarray) -> np.ndarray:
         out = np.empty(a.shape, map_dtype(op, a.dtype))
@@ -313,7 +403,7 @@ class NumbaBackend(NumpyBackend):
         if a.flags.c_contiguous:
             contiguous(out.reshape(-1), _readonly_ravel(a))
         else:
-            buffer, strides = flat(a)
+            buffer, strides = operand(a, a.shape)
             p = plan(a.shape, [strides])
             strided(out.reshape(-1), buffer, p.strides[0], p.outer, p.divisors, p.inner)
         return out
@@ -327,15 +417,26 @@ class NumbaBackend(NumpyBackend):
         if a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous:
             contiguous(out.reshape(-1), _readonly_ravel(a), _readonly_ravel(b))
         else:
-            buffer_a, strides_a = flat(np.broadcast_to(a, shape))
-            buffer_b, strides_b = flat(np.broadcast_to(b, shape))
+            buffer_a, strides_a = operand(a, shape)
+            buffer_b, strides_b = operand(b, shape)
             p = plan(shape, [strides_a, strides_b])
-            strided(out.reshape(-1), buffer_a, p.strides[0], buffer_b, p.strides[1], p.outer, p.divisors, p.inner)
+            strided(
+                out.reshape(-1),
+                buffer_a,
+                p.strides[0],
+                buffer_b,
+                p.strides[1],
+                p.outer,
+                p.divisors,
+                p.inner,
+            )
         return out
 
     def reduce(self, op: str, a: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
         kept_shape = tuple(1 if d in dims else n for d, n in enumerate(a.shape))
-        out_shape = kept_shape if keepdim else tuple(n for d, n in enumerate(a.shape) if d not in dims)
+        out_shape = (
+            kept_shape if keepdim else tuple(n for d, n in enumerate(a.shape) if d not in dims)
+        )
         out_dtype = reduce_dtype(op, a.dtype)
         count = math.prod(a.shape[d] for d in dims)
         if count == 0 and op != "sum":
@@ -346,24 +447,26 @@ class NumbaBackend(NumpyBackend):
         acc_dtype = a.dtype if op != "sum" else (np.float64 if a.dtype.kind == "f" else np.int64)
         zero = np.dtype(acc_dtype).type(0)
         buffer, strides = flat(a)
-        kept_dims = [d for d in range(a.ndim) if d not in dims]
-        kept = position_table([a.shape[d] for d in kept_dims], [strides[d] for d in kept_dims], 0).ravel()
-        red = position_table([a.shape[d] for d in dims], [strides[d] for d in dims], 0).ravel()
+        kept, red, kept_unit, red_unit = _reduce_tables(a.shape, tuple(strides), dims)
         inner, outer = reduce_kernels(op)
+        kept_dims = [d for d in range(a.ndim) if d not in dims]
         closest_kept = min((abs(strides[d]) for d in kept_dims if a.shape[d] > 1), default=math.inf)
         closest_red = min((abs(strides[d]) for d in dims if a.shape[d] > 1), default=math.inf)
         if closest_kept < closest_red and kept.size >= 4 * self.threads:
             acc = np.empty(kept.size, acc_dtype)
-            outer(acc, buffer, kept, red, zero, 1)
+            outer(acc, buffer, kept, red, zero, 1, kept_unit)
         else:
-            parts = 1 if kept.size >= 4 * self.threads else max(1, min(4 * self.threads, red.size // CHUNK))
+            parts = 1
+            if kept.size < 4 * self.threads:  # few long reductions: split them over the cores
+                parts = max(1, min(4 * self.threads, red.size // CHUNK))
             acc = np.empty(kept.size * parts, acc_dtype)
-            inner(acc, buffer, kept, red, zero, parts)
+            inner(acc, buffer, kept, red, zero, parts, red_unit)
             if parts > 1:  # combine each output's partial results
                 partial = acc
                 partial.flags.writeable = False  # the same kernel signature as the first call
                 acc = np.empty(kept.size, acc_dtype)
-                inner(acc, partial, np.arange(kept.size) * parts, np.arange(parts), zero, 1)
+                starts = _frozen(list(range(0, kept.size * parts, parts)))
+                inner(acc, partial, starts, _frozen(list(range(parts))), zero, 1, True)
         return acc.astype(out_dtype, copy=False).reshape(out_shape)
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -375,7 +478,9 @@ class NumbaBackend(NumpyBackend):
         (M, K), N = a2.shape[-2:], b2.shape[-1]
         # Each operand keeps its own batch; a_batch[s] says which matrix batch element s uses.
         A = np.ascontiguousarray(a2, dtype=compute).reshape(math.prod(a2.shape[:-2]), M, K)
-        BT = np.ascontiguousarray(np.swapaxes(b2, -1, -2), dtype=compute).reshape(math.prod(b2.shape[:-2]), N, K)
+        BT = np.ascontiguousarray(np.swapaxes(b2, -1, -2), dtype=compute).reshape(
+            math.prod(b2.shape[:-2]), N, K
+        )
         a_batch = np.broadcast_to(np.arange(A.shape[0]).reshape(a2.shape[:-2]), batch).ravel()
         b_batch = np.broadcast_to(np.arange(BT.shape[0]).reshape(b2.shape[:-2]), batch).ravel()
         out = np.empty((math.prod(batch), M, N), compute)

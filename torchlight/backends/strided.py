@@ -239,7 +239,9 @@ class StridedBackend:
         return StridedStorage(a.buffer, shape, strides, a.offset, a.dtype)
 
     def expand(self, a: StridedStorage, shape: tuple[int, ...]) -> StridedStorage:
-        return StridedStorage(a.buffer, shape, expand_strides(a.shape, a.strides, shape), a.offset, a.dtype)
+        return StridedStorage(
+            a.buffer, shape, expand_strides(a.shape, a.strides, shape), a.offset, a.dtype
+        )
 
     def contiguous(self, a: StridedStorage) -> StridedStorage:
         return a if is_contiguous(a.shape, a.strides) else self.map("copy", a)
@@ -265,7 +267,9 @@ class StridedBackend:
             out.buffer[ordinal] = a.buffer[position]
         return out
 
-    def index_add(self, shape: tuple[int, ...], index: Index, values: StridedStorage) -> StridedStorage:
+    def index_add(
+        self, shape: tuple[int, ...], index: Index, values: StridedStorage
+    ) -> StridedStorage:
         """Zeros of ``shape`` with ``values`` added at ``index``; repeated positions add up.
 
         numpy computes the target positions (a table of positions indexed by ``index``); the
@@ -317,7 +321,9 @@ class StridedBackend:
             start += part.shape[dim]
         return out
 
-    def where(self, condition: StridedStorage, a: StridedStorage, b: StridedStorage) -> StridedStorage:
+    def where(
+        self, condition: StridedStorage, a: StridedStorage, b: StridedStorage
+    ) -> StridedStorage:
         r"""$\mathrm{out}_i = a_i$ if $\mathrm{condition}_i$ else $b_i$, all three broadcast."""
         shape = broadcast_shape(broadcast_shape(condition.shape, a.shape), b.shape)
         out = empty(shape, np.result_type(a.dtype, b.dtype))
@@ -328,7 +334,9 @@ class StridedBackend:
             out.buffer[ordinal] = store(chosen.buffer[_at(chosen, index, shape)])
         return out
 
-    def argreduce(self, op: str, a: StridedStorage, dim: int | None, keepdim: bool) -> StridedStorage:
+    def argreduce(
+        self, op: str, a: StridedStorage, dim: int | None, keepdim: bool
+    ) -> StridedStorage:
         """Index of the first largest (``"max"``) or smallest (``"min"``) element along ``dim``;
         a ``nan`` counts as the extreme, as in numpy."""
         if a.size == 0:
@@ -372,7 +380,9 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return all(s == e for s, e, n in zip(strides, expected, shape, strict=True) if n > 1)
 
 
-def expand_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequence[int]) -> tuple[int, ...]:
+def expand_strides(
+    shape: Sequence[int], strides: Sequence[int], new_shape: Sequence[int]
+) -> tuple[int, ...]:
     """Strides that repeat size-1 (and new leading) dimensions to ``new_shape``: stride 0.
 
     Example:
@@ -381,7 +391,9 @@ def expand_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequ
     """
     lead = len(new_shape) - len(shape)
     if lead < 0:
-        raise ValueError(f"cannot expand shape {tuple(shape)} to fewer dimensions {tuple(new_shape)}")
+        raise ValueError(
+            f"cannot expand shape {tuple(shape)} to fewer dimensions {tuple(new_shape)}"
+        )
     out = [0] * lead
     for n, s, target in zip(shape, strides, new_shape[lead:], strict=True):
         if n == target:
@@ -393,7 +405,9 @@ def expand_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequ
     return tuple(out)
 
 
-def view_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequence[int]) -> tuple[int, ...] | None:
+def view_strides(
+    shape: Sequence[int], strides: Sequence[int], new_shape: Sequence[int]
+) -> tuple[int, ...] | None:
     """Strides that show the same elements in ``new_shape`` without copying, or ``None``.
 
     Split the old and the new shape into groups with equal products (size-1 dimensions aside);
@@ -436,7 +450,8 @@ def view_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequen
 def is_basic_index(index: Index) -> bool:
     """Whether ``index`` holds only ints, slices, ``None`` and ``...`` (so it selects a view)."""
     return all(
-        isinstance(i, (int, np.integer, slice, type(None), type(Ellipsis))) and not isinstance(i, (bool, np.bool_))
+        isinstance(i, (int, np.integer, slice, type(None), type(Ellipsis)))
+        and not isinstance(i, (bool, np.bool_))
         for i in index
     )
 

@@ -78,7 +78,7 @@ class Check:
     cells: tuple[str, ...]
     sample: Callable[[np.random.Generator, int], Case]
     trials: int = 3
-    timeout: float = 20.0
+    timeout: float = 10.0
     atol: float = TIGHT
     rtol: float = TIGHT
     what: str = field(default="", kw_only=True)
@@ -113,6 +113,8 @@ class Check:
             f"{fmt(at(got, index))} ({count} of {exp.size} entries differ; tolerance "
             f"{self.atol:g} + {self.rtol:g} * |expected|)"
         )
+        if not np.isfinite(at(got, index)):
+            message += " (not a finite number: an overflow, or a division by zero?)"
         if central is not None:
             message += f"; a central difference gives {fmt(at(central, index))}"
             if mismatch(central, got, atol=LOOSE, rtol=LOOSE) is None:

@@ -99,8 +99,9 @@ def _mainline(shell: Any, checks: dict[str, Any], request: dict[str, Any]) -> No
                 _limit(budget, limits)
                 _redirect(f"output-cell-{index}.txt")
                 records.append(_run_cell(shell, index, cell))
-                os.write(write_end, b"done")
-                os.close(write_end)
+                with contextlib.suppress(OSError):  # the cell may have killed its parent
+                    os.write(write_end, b"done")
+                    os.close(write_end)
                 continue
             os.close(write_end)
             finished = _wait_for_word(read_end, pid, float(limits["cell_timeout"]))
