@@ -103,7 +103,7 @@ def test_op_matches_numpy(name: str, op, shapes, permuted: bool) -> None:
         )
 
 
-FLOAT32_OPS = ("exp", "sigmoid", "add", "div", "pow", "maximum", "sum_dim0", "max_dim", "matmul")
+FLOAT32_OPS = ("exp", "div", "sum_dim0", "matmul")  # few: each compiles new numba kernels
 
 
 @pytest.mark.parametrize("op_name", FLOAT32_OPS)

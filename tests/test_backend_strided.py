@@ -161,12 +161,18 @@ def test_tensors_on_the_strided_backend_print_their_layout() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["torchlight.backends.scalar_ops", "torchlight.backends.strided", "torchlight.backends.numba_backend"],
+    [
+        "torchlight.backends.scalar_ops",
+        "torchlight.backends.strided",
+        "torchlight.backends.numba_backend",
+    ],
 )
 def test_docstring_examples(name: str) -> None:
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE)
+    result = doctest.testmod(
+        importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE
+    )
     assert result.attempted > 0, f"{name} lost its examples"
     assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"

@@ -339,7 +339,9 @@ class Tensor(TensorOps):
         return Tensor(self.backend.expand(self.data, shape), self.backend, version=self._version)
 
     def _getitem(self, index: tuple[Any, ...]) -> Tensor:
-        basic = all(isinstance(i, (int, slice, type(None), type(Ellipsis))) for i in index)
+        basic = all(
+            isinstance(i, (int, np.integer, slice, type(None), type(Ellipsis))) for i in index
+        )
         data = self.backend.getitem(self.data, index)
         # basic indexing is a view of the same storage, as in PyTorch
         return Tensor(data, self.backend, version=self._version if basic else None)
