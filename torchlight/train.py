@@ -131,6 +131,8 @@ def train_epoch(
                 loss=f"{total_loss / seen:.4f}", acc=f"{correct / seen:.1%}", refresh=False
             )
             bar.update()
+    if bar is not None:
+        bar.refresh()  # tqdm redraws at most every 0.1 s: show the epoch's final loss and accuracy
     return total_loss / max(seen, 1), correct / max(seen, 1), step
 
 
