@@ -52,6 +52,7 @@ from torchlight.backends.numba_backend import jitable  # noqa: E402
 from torchlight.backends.numpy_backend import NumpyBackend  # noqa: E402
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype  # noqa: E402
 from torchlight.backends.strided import (  # noqa: E402
+    StridedLayout,
     basic_index,
     expand_strides,
     is_basic_index,
@@ -74,23 +75,10 @@ TILE = 16
 BM, BN, BK, TM, TN = 128, 128, 8, 8, 8
 
 
-class CudaStorage:
-    """A flat device buffer plus the ``shape``, ``strides`` and ``offset`` that give it n dimensions."""
+class CudaStorage(StridedLayout):
+    """A :class:`~torchlight.backends.strided.StridedLayout` whose buffer lives on the GPU."""
 
-    __slots__ = ("buffer", "dtype", "offset", "shape", "strides")
-
-    def __init__(
-        self, buffer: Any, shape: Sequence[int], strides: Sequence[int], offset: int, dtype: Any
-    ) -> None:
-        self.buffer = buffer
-        self.shape = tuple(shape)
-        self.strides = tuple(strides)
-        self.offset = offset
-        self.dtype = np.dtype(dtype)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return (

@@ -54,11 +54,14 @@ from torchlight.shape import (
 TYPECODES = {"float64": "d", "float32": "f", "int64": "q", "int32": "i", "bool": "B"}
 
 
-class StridedStorage:
+class StridedLayout:
     """A flat buffer plus the ``shape``, ``strides`` and ``offset`` that give it n dimensions.
 
+    The layout is the same whatever holds the elements: the strided backend's storage below
+    keeps them in host memory, the CUDA backend's in a device buffer.
+
     Args:
-        buffer: the elements, flat (``array.array``; shared by every view).
+        buffer: the elements, flat (shared by every view).
         shape: the size of each dimension.
         strides: how far, in elements, one step along each dimension moves in ``buffer``.
         offset: the position of element ``(0, ..., 0)`` in ``buffer``.
@@ -68,7 +71,7 @@ class StridedStorage:
     __slots__ = ("buffer", "dtype", "offset", "shape", "strides")
 
     def __init__(
-        self, buffer: array, shape: Sequence[int], strides: Sequence[int], offset: int, dtype: Any
+        self, buffer: Any, shape: Sequence[int], strides: Sequence[int], offset: int, dtype: Any
     ) -> None:
         self.buffer = buffer
         self.shape = tuple(shape)
@@ -79,6 +82,12 @@ class StridedStorage:
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+
+class StridedStorage(StridedLayout):
+    """A :class:`StridedLayout` whose buffer is a host ``array.array``."""
+
+    __slots__ = ()
 
     def positions(self) -> Iterator[int]:
         """Buffer positions of the elements, in row-major order of their indices."""
