@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,21 +38,11 @@ def best_time(fn: Callable[[], object], repeat: int, number: int) -> float:
 CHAIN = 1000  # ops per chain: alternating mul by a constant and add of a constant (and tanh)
 
 
-def chain_torchlight(x0: np.ndarray) -> Callable[[], object]:
+def chain(lib: Any, x0: np.ndarray) -> Callable[[], object]:
+    """The chain in ``lib`` (torchlight or torch: the same code runs on both)."""
+
     def run() -> object:
-        x = tl.tensor(x0, requires_grad=True)
-        y = x
-        for i in range(CHAIN // 2):
-            y = (y * 0.999).tanh() if i % 8 == 0 else y * 0.999 + 0.001
-        y.sum().backward()
-        return x.grad
-
-    return run
-
-
-def chain_torch(x0: np.ndarray) -> Callable[[], object]:
-    def run() -> object:
-        x = torch.tensor(x0, requires_grad=True)
+        x = lib.tensor(x0, requires_grad=True)
         y = x
         for i in range(CHAIN // 2):
             y = (y * 0.999).tanh() if i % 8 == 0 else y * 0.999 + 0.001
@@ -127,10 +118,10 @@ def main() -> None:
     rows = []
 
     x0 = rng.standard_normal(16)
-    times = {"torchlight": best_time(chain_torchlight(x0), args.repeat, 3) / CHAIN}
+    times = {"torchlight": best_time(chain(tl, x0), args.repeat, 3) / CHAIN}
     times["numpy"] = best_time(chain_numpy(x0), args.repeat, 3) / CHAIN
     if torch is not None:
-        times["pytorch"] = best_time(chain_torch(x0), args.repeat, 3) / CHAIN
+        times["pytorch"] = best_time(chain(torch, x0), args.repeat, 3) / CHAIN
     rows.append(("per-op overhead, fwd+bwd (us/op)", times, 1e6))
 
     for n in (512,):
