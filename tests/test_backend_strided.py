@@ -164,6 +164,8 @@ def test_tensors_on_the_strided_backend_print_their_layout() -> None:
     [
         "torchlight.backends.scalar_ops",
         "torchlight.backends.strided",
+        "torchlight.backends.strided_layout",
+        "torchlight.backends.strided_storage",
         "torchlight.backends.numba_backend",
     ],
 )

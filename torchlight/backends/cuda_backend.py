@@ -3,17 +3,11 @@ r"""The CUDA backend: tensors in GPU memory, map / zip / reduce / matmul as Numb
 Storage is :class:`CudaStorage`: the strided reference backend's layout (``shape``,
 ``strides``, ``offset``) over a flat buffer that lives in GPU memory. Layout operations
 (reshape, permute, expand, slicing) therefore never touch the GPU: they are the very functions
-of :mod:`~torchlight.backends.strided`. Kernels receive the flat buffer plus the layout and do
-the same index arithmetic as the reference loops, one GPU thread per output element:
-
-- ``map`` / ``zip`` / ``where``: thread ``i`` turns ``i`` into an index, the index into a
-  position in each operand (broadcast operands have stride 0), and writes ``out[i]``;
-- ``reduce``: one *block* per output element; its threads fold a share of the reduced
-  elements each, then combine their partial results pairwise in shared memory (a tree of
-  $\log_2$ 128 = 7 steps);
-- ``matmul``: tiles of A and B are staged in shared memory so each element read from GPU memory
-  is used many times; large products use a register-blocked kernel (each thread computes an
-  8x8 piece of the output).
+of :mod:`~torchlight.backends.strided_layout`. The kernels
+(:mod:`~torchlight.backends.cuda_kernels`, which describes each) receive the flat buffer plus
+the layout and do the same index arithmetic as the reference loops, one GPU thread per output
+element; a reduction gives each output element a block of threads, and matmul stages tiles of
+A and B in shared memory.
 
 Data moves between host and GPU only where you ask: ``tensor.to("cuda")`` and
 ``tensor.to("numpy")`` (or printing, ``.numpy()``, ``.item()``). ``argmax``/``argmin`` are
@@ -24,6 +18,10 @@ the GPU.
 Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before the backend is first used: numba then runs
 the same kernels in its simulator (slowly, one Python thread per GPU thread).
 
+This module holds :class:`CudaStorage` and :class:`CudaBackend`, which prepares each kernel's
+arguments and launches it. The kernels' public names (``map_kernel``, ``kernel_sources``, the
+launch constants ``THREADS``, ``TILE``, ``BM``...) can be imported from here too.
+
 Example:
     >>> import torchlight as tl                       # doctest: +SKIP
     >>> x = tl.tensor([1.0, 2.0, 3.0]).to("cuda")     # doctest: +SKIP
@@ -33,25 +31,33 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import math
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import numba
 import numpy as np
 
-if "numba.cuda" not in sys.modules:
-    numba.core.config.reload_config()  # honour NUMBA_ENABLE_CUDASIM even if set after `import numba`
-from numba import cuda as _cuda  # noqa: E402
-
-from torchlight.backends import scalar_ops  # noqa: E402
-from torchlight.backends.base import Index  # noqa: E402
-from torchlight.backends.numba_backend import jitable  # noqa: E402
-from torchlight.backends.numpy_backend import NumpyBackend  # noqa: E402
-from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype  # noqa: E402
-from torchlight.backends.strided import (  # noqa: E402
+from torchlight.backends.base import Index
+from torchlight.backends.cuda_kernels import (
+    BK,
+    BM,
+    BN,
+    THREADS,
+    TILE,
+    TM,
+    TN,
+    cuda,
+    helper_kernel,
+    kernel_sources,
+    launch,
+    map_kernel,
+    matmul_kernels,
+    reduce_kernel,
+    zip_kernel,
+)
+from torchlight.backends.numpy_backend import NumpyBackend
+from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
+from torchlight.backends.strided_layout import (
     StridedLayout,
     basic_index,
     expand_strides,
@@ -60,23 +66,31 @@ from torchlight.backends.strided import (  # noqa: E402
     position_table,
     view_strides,
 )
-from torchlight.shape import broadcast_shape, permute, strides_from_shape  # noqa: E402
+from torchlight.shape import broadcast_shape, permute, strides_from_shape
 
-# Typed as Any: numba's stubs describe the CUDA intrinsics for numba's compiler, not for mypy.
-cuda: Any = _cuda
-
-#: Threads per block of the elementwise and reduction kernels (a power of two).
-THREADS = 128
-#: Side of the square tiles of the shared-memory matmul (TILE x TILE threads per block). The
-#: simulator uses 8 (it runs one Python thread per GPU thread, so fewer threads run faster).
-TILE = 16
-#: The register-blocked matmul: a block computes BM x BN outputs, in steps of BK along k,
-#: each of its (BM / TM) * (BN / TN) = 256 threads a TM x TN piece.
-BM, BN, BK, TM, TN = 128, 128, 8, 8, 8
+# The kernels live in cuda_kernels.py; their names stay importable from here.
+__all__ = [
+    "BK",
+    "BM",
+    "BN",
+    "THREADS",
+    "TILE",
+    "TM",
+    "TN",
+    "CudaBackend",
+    "CudaStorage",
+    "cuda",
+    "helper_kernel",
+    "kernel_sources",
+    "map_kernel",
+    "matmul_kernels",
+    "reduce_kernel",
+    "zip_kernel",
+]
 
 
 class CudaStorage(StridedLayout):
-    """A :class:`~torchlight.backends.strided.StridedLayout` whose buffer lives on the GPU."""
+    """A :class:`~torchlight.backends.strided_layout.StridedLayout` whose buffer lives on the GPU."""
 
     __slots__ = ()
 
@@ -87,334 +101,16 @@ class CudaStorage(StridedLayout):
         )
 
 
-# --------------------------------------------------------------------------- kernel sources
-# Plain Python functions; ``cuda.jit`` compiles them at first launch (see ``_jit``), and the
-# tests compile each one for a real GPU with ``cuda.compile_ptx``.
-
-
-def _map_source(fn: Callable[[Any], Any]) -> Callable[..., None]:
-    f = jitable(fn)
-
-    def map_kernel(out, a, a_offset, a_strides, shape):  # pragma: no cover - runs on the GPU
-        i = cuda.grid(1)
-        if i < out.size:
-            position = a_offset
-            rest = i
-            for d in range(len(shape) - 1, -1, -1):
-                position += (rest % shape[d]) * a_strides[d]
-                rest //= shape[d]
-            out[i] = f(a[position])
-
-    return map_kernel
-
-
-def _zip_source(fn: Callable[[Any, Any], Any]) -> Callable[..., None]:
-    f = jitable(fn)
-
-    def zip_kernel(out, a, a_offset, a_strides, b, b_offset, b_strides, shape):  # pragma: no cover
-        i = cuda.grid(1)
-        if i < out.size:
-            pa = a_offset
-            pb = b_offset
-            rest = i
-            for d in range(len(shape) - 1, -1, -1):
-                index = rest % shape[d]
-                pa += index * a_strides[d]
-                pb += index * b_strides[d]
-                rest //= shape[d]
-            out[i] = f(a[pa], b[pb])
-
-    return zip_kernel
-
-
-def _reduce_source(
-    fn: Callable[[Any, Any], Any], is_sum: bool, acc_type: Any
-) -> Callable[..., None]:
-    f = jitable(fn)
-
-    def reduce_kernel(out, a, kept, red):  # pragma: no cover - runs on the GPU
-        # Block o computes out[o]; its threads share the elements a[kept[o] + red[r]].
-        partial = cuda.shared.array(THREADS, acc_type)
-        o = cuda.blockIdx.x
-        t = cuda.threadIdx.x
-        base = kept[o]
-        total = acc_type(0) if is_sum else acc_type(a[base + red[0]])
-        for r in range(t, red.size, cuda.blockDim.x):
-            total = f(total, a[base + red[r]])
-        partial[t] = total
-        cuda.syncthreads()
-        step = cuda.blockDim.x // 2
-        while step > 0:  # a tree: 64 pairs, then 32, ... then 1
-            if t < step:
-                partial[t] = f(partial[t], partial[t + step])
-            cuda.syncthreads()
-            step //= 2
-        if t == 0:
-            out[o] = partial[0]
-
-    return reduce_kernel
-
-
-def _copy_source() -> Callable[..., None]:
-    def copy_kernel(
-        dst, dst_offset, dst_strides, src, src_offset, src_strides, shape
-    ):  # pragma: no cover
-        # dst[index] = src[index] for every index of shape, both strided (setitem, cat, contiguous)
-        i = cuda.grid(1)
-        size = 1
-        for d in range(len(shape)):
-            size *= shape[d]
-        if i < size:
-            pd = dst_offset
-            ps = src_offset
-            rest = i
-            for d in range(len(shape) - 1, -1, -1):
-                index = rest % shape[d]
-                pd += index * dst_strides[d]
-                ps += index * src_strides[d]
-                rest //= shape[d]
-            dst[pd] = src[ps]
-
-    return copy_kernel
-
-
-def _where_source() -> Callable[..., None]:
-    def where_kernel(
-        out, c, c_offset, c_strides, a, a_offset, a_strides, b, b_offset, b_strides, shape
-    ):  # pragma: no cover
-        i = cuda.grid(1)
-        if i < out.size:
-            pc = c_offset
-            pa = a_offset
-            pb = b_offset
-            rest = i
-            for d in range(len(shape) - 1, -1, -1):
-                index = rest % shape[d]
-                pc += index * c_strides[d]
-                pa += index * a_strides[d]
-                pb += index * b_strides[d]
-                rest //= shape[d]
-            out[i] = a[pa] if c[pc] else b[pb]
-
-    return where_kernel
-
-
-def _gather_source() -> Callable[..., None]:
-    def gather_kernel(out, a, positions):  # pragma: no cover - runs on the GPU
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = a[positions[i]]
-
-    return gather_kernel
-
-
-def _scatter_add_source() -> Callable[..., None]:
-    def scatter_add_kernel(out, targets, src, src_offset, src_strides, shape):  # pragma: no cover
-        # out[targets[i]] += src[i]; atomics make repeated targets add up
-        i = cuda.grid(1)
-        if i < targets.size:
-            ps = src_offset
-            rest = i
-            for d in range(len(shape) - 1, -1, -1):
-                ps += (rest % shape[d]) * src_strides[d]
-                rest //= shape[d]
-            cuda.atomic.add(out, targets[i], src[ps])
-
-    return scatter_add_kernel
-
-
-def _scatter_source() -> Callable[..., None]:
-    def scatter_kernel(dst, targets, src, src_offset, src_strides, shape):  # pragma: no cover
-        i = cuda.grid(1)
-        if i < targets.size:
-            ps = src_offset
-            rest = i
-            for d in range(len(shape) - 1, -1, -1):
-                ps += (rest % shape[d]) * src_strides[d]
-                rest //= shape[d]
-            dst[targets[i]] = src[ps]
-
-    return scatter_kernel
-
-
-def _tiled_matmul_source(dtype: Any, TILE: int = TILE) -> Callable[..., None]:  # noqa: N803
-    def tiled_matmul_kernel(
-        out, a, a_offset, a_strides, b, b_offset, b_strides, M, N, K
-    ):  # pragma: no cover
-        # A (TILE x TILE)-thread block computes one TILE x TILE tile of out[s] = A[s] @ B[s].
-        # Step by step along k, the block stages a tile of A and one of B in shared memory
-        # (each thread loads one element of each), then every thread reads TILE of each.
-        tile_a = cuda.shared.array((TILE, TILE), dtype)
-        tile_b = cuda.shared.array((TILE, TILE), dtype)
-        tx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        s = cuda.blockIdx.z
-        i = cuda.blockIdx.y * TILE + ty
-        j = cuda.blockIdx.x * TILE + tx
-        pa = a_offset + s * a_strides[0]
-        pb = b_offset + s * b_strides[0]
-        total = dtype(0)
-        for k0 in range(0, K, TILE):
-            ka = k0 + tx
-            kb = k0 + ty
-            tile_a[ty, tx] = a[pa + i * a_strides[1] + ka * a_strides[2]] if i < M and ka < K else 0
-            tile_b[ty, tx] = b[pb + kb * b_strides[1] + j * b_strides[2]] if kb < K and j < N else 0
-            cuda.syncthreads()
-            for k in range(TILE):
-                total += tile_a[ty, k] * tile_b[k, tx]
-            cuda.syncthreads()
-        if i < M and j < N:
-            out[(s * M + i) * N + j] = total
-
-    return tiled_matmul_kernel
-
-
-def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
-    def blocked_matmul_kernel(
-        out, a, a_offset, a_strides, b, b_offset, b_strides, M, N, K
-    ):  # pragma: no cover
-        # A block of 256 threads computes a BM x BN tile of out[s]; thread (ti, tj) owns the
-        # TM x TN piece at rows ti*TM.., columns tj*TN.. and keeps it in registers (``acc``).
-        # Per step of BK along k: stage A's BM x BK and B's BK x BN tiles in shared memory,
-        # then each thread does TM*TN multiply-adds per TM + TN shared-memory reads.
-        tile_a = cuda.shared.array((BK, BM), dtype)  # transposed: tile_a[k, i]
-        tile_b = cuda.shared.array((BK, BN), dtype)
-        acc = cuda.local.array((TM, TN), dtype)
-        col_a = cuda.local.array(TM, dtype)
-        row_b = cuda.local.array(TN, dtype)
-        t = cuda.threadIdx.x
-        ti = t // (BN // TN)
-        tj = t % (BN // TN)
-        row0 = cuda.blockIdx.y * BM
-        col0 = cuda.blockIdx.x * BN
-        s = cuda.blockIdx.z
-        pa = a_offset + s * a_strides[0]
-        pb = b_offset + s * b_strides[0]
-        threads = (BM // TM) * (BN // TN)
-        for x in range(TM):
-            for y in range(TN):
-                acc[x, y] = 0
-        for k0 in range(0, K, BK):
-            for e in range(t, BM * BK, threads):
-                i = row0 + e // BK
-                k = k0 + e % BK
-                tile_a[e % BK, e // BK] = (
-                    a[pa + i * a_strides[1] + k * a_strides[2]] if i < M and k < K else 0
-                )
-            for e in range(t, BK * BN, threads):
-                k = k0 + e // BN
-                j = col0 + e % BN
-                tile_b[e // BN, e % BN] = (
-                    b[pb + k * b_strides[1] + j * b_strides[2]] if k < K and j < N else 0
-                )
-            cuda.syncthreads()
-            for k in range(BK):
-                for x in range(TM):
-                    col_a[x] = tile_a[k, ti * TM + x]
-                for y in range(TN):
-                    row_b[y] = tile_b[k, tj * TN + y]
-                for x in range(TM):
-                    for y in range(TN):
-                        acc[x, y] += col_a[x] * row_b[y]
-            cuda.syncthreads()
-        for x in range(TM):
-            for y in range(TN):
-                i = row0 + ti * TM + x
-                j = col0 + tj * TN + y
-                if i < M and j < N:
-                    out[(s * M + i) * N + j] = acc[x, y]
-
-    return blocked_matmul_kernel
-
-
-# --------------------------------------------------------------------------- compiled kernels
-
-_HELPERS = {
-    "copy": _copy_source,
-    "where": _where_source,
-    "gather": _gather_source,
-    "scatter": _scatter_source,
-    "scatter_add": _scatter_add_source,
-}
-
-
-@functools.cache
-def map_kernel(op: str) -> Any:
-    return cuda.jit(_map_source(scalar_ops.MAP[op]))
-
-
-@functools.cache
-def zip_kernel(op: str) -> Any:
-    return cuda.jit(_zip_source(scalar_ops.ZIP[op]))
-
-
-@functools.cache
-def reduce_kernel(op: str, acc_dtype: str) -> Any:
-    acc_type = numba.from_dtype(np.dtype(acc_dtype))
-    return cuda.jit(_reduce_source(scalar_ops.REDUCE[op], op == "sum", acc_type))
-
-
-@functools.cache
-def matmul_kernels(dtype: str, tile: int) -> tuple[Any, Any]:
-    """``(tiled, blocked)`` matmul kernels for elements of ``dtype``."""
-    t = numba.from_dtype(np.dtype(dtype))
-    return cuda.jit(_tiled_matmul_source(t, tile)), cuda.jit(_blocked_matmul_source(t))
-
-
-@functools.cache
-def helper_kernel(name: str) -> Any:
-    return cuda.jit(_HELPERS[name]())
-
-
-def kernel_sources(
-    dtype: Any = np.float64,
-) -> list[tuple[str, Callable[..., None], tuple[Any, ...]]]:
-    """Every kernel as ``(name, Python function, argument types)`` for elements of ``dtype``.
-
-    The tests compile each one for a real GPU with ``numba.cuda.compile_ptx``, which rejects
-    code that only the simulator would run.
-    """
-    from numba import types
-
-    el = numba.from_dtype(np.dtype(dtype))
-    arr = types.Array(el, 1, "C")
-    ints, boolean = types.Array(types.int64, 1, "C"), types.Array(types.boolean, 1, "C")
-    i64, tup, tup3 = types.int64, types.UniTuple(types.int64, 2), types.UniTuple(types.int64, 3)
-    out: list[tuple[str, Callable[..., None], tuple[Any, ...]]] = []
-    for op, fn1 in scalar_ops.MAP.items():
-        out.append((f"map {op}", _map_source(fn1), (arr, arr, i64, tup, tup)))
-    for op, fn2 in scalar_ops.ZIP.items():
-        result = boolean if op in ("eq", "ne", "lt", "le", "gt", "ge") else arr
-        out.append((f"zip {op}", _zip_source(fn2), (result, arr, i64, tup, arr, i64, tup, tup)))
-    for op, fn2 in scalar_ops.REDUCE.items():
-        out.append((f"reduce {op}", _reduce_source(fn2, op == "sum", el), (arr, arr, ints, ints)))
-    matmul_args = (arr, arr, i64, tup3, arr, i64, tup3, i64, i64, i64)
-    out.append(("matmul tiled", _tiled_matmul_source(el), matmul_args))
-    out.append(("matmul blocked", _blocked_matmul_source(el), matmul_args))
-    out.append(("copy", _copy_source(), (arr, i64, tup, arr, i64, tup, tup)))
-    out.append(
-        ("where", _where_source(), (arr, boolean, i64, tup, arr, i64, tup, arr, i64, tup, tup))
-    )
-    out.append(("gather", _gather_source(), (arr, arr, ints)))
-    out.append(("scatter", _scatter_source(), (arr, ints, arr, i64, tup, tup)))
-    out.append(("scatter_add", _scatter_add_source(), (arr, ints, arr, i64, tup, tup)))
-    return out
-
-
-def _launch(kernel: Any, n: int, *args: Any) -> None:
-    """Run ``kernel`` with one thread per element ``0 <= i < n``."""
-    threads = min(THREADS, n)
-    kernel[(n + threads - 1) // threads, threads](*args)
-
-
-def _walk(
-    shape: tuple[int, ...], *operands: CudaStorage
-) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
-    """The shape a kernel walks and each operand's strides, broadcast to it (0-d as 1-d)."""
+def _strided_args(shape: tuple[int, ...], *operands: CudaStorage) -> tuple[Any, ...]:
+    """The arguments a strided kernel takes to walk ``shape``: each operand's buffer, offset and
+    strides (broadcast to ``shape``: stride 0), then ``shape`` itself (0-d walked as 1-d)."""
     strides = [expand_strides(o.shape, o.strides, shape) for o in operands]
     if not shape:
-        return (1,), [(0,) for _ in operands]
-    return shape, strides
+        shape, strides = (1,), [(0,) for _ in operands]
+    args: list[Any] = []
+    for o, s in zip(operands, strides, strict=True):
+        args += [o.buffer, o.offset, s]
+    return (*args, shape)
 
 
 class CudaBackend:
@@ -473,26 +169,13 @@ class CudaBackend:
     def map(self, op: str, a: CudaStorage, dtype: Any = None) -> CudaStorage:
         out = self.empty(a.shape, dtype if dtype is not None else map_dtype(op, a.dtype))
         if out.size:
-            shape, (strides,) = _walk(a.shape, a)
-            _launch(map_kernel(op), out.size, out.buffer, a.buffer, a.offset, strides, shape)
+            launch(map_kernel(op), out.size, out.buffer, *_strided_args(a.shape, a))
         return out
 
     def zip(self, op: str, a: CudaStorage, b: CudaStorage) -> CudaStorage:
         out = self.empty(broadcast_shape(a.shape, b.shape), zip_dtype(op, a.dtype, b.dtype))
         if out.size:
-            shape, (sa, sb) = _walk(out.shape, a, b)
-            _launch(
-                zip_kernel(op),
-                out.size,
-                out.buffer,
-                a.buffer,
-                a.offset,
-                sa,
-                b.buffer,
-                b.offset,
-                sb,
-                shape,
-            )
+            launch(zip_kernel(op), out.size, out.buffer, *_strided_args(out.shape, a, b))
         return out
 
     def reduce(self, op: str, a: CudaStorage, dims: tuple[int, ...], keepdim: bool) -> CudaStorage:
@@ -601,7 +284,7 @@ class CudaBackend:
         table = position_table(a.shape, a.strides, a.offset)[index]
         out = self.empty(table.shape, a.dtype)
         if out.size:
-            _launch(
+            launch(
                 helper_kernel("gather"),
                 out.size,
                 out.buffer,
@@ -616,18 +299,9 @@ class CudaBackend:
         self.setitem(out, (...,), 0)
         table = position_table(out.shape, out.strides, 0)[index]
         if table.size:
-            shape_, (strides,) = _walk(table.shape, values)
+            args = _strided_args(table.shape, values)
             targets = cuda.to_device(table.ravel())
-            _launch(
-                helper_kernel("scatter_add"),
-                table.size,
-                out.buffer,
-                targets,
-                values.buffer,
-                values.offset,
-                strides,
-                shape_,
-            )
+            launch(helper_kernel("scatter_add"), table.size, out.buffer, targets, *args)
         return out
 
     def setitem(self, a: CudaStorage, index: Index, values: Any) -> None:
@@ -644,37 +318,16 @@ class CudaBackend:
             shape, strides, offset = basic_index(a.shape, a.strides, a.offset, index)
             while len(values.shape) > len(shape) and values.shape[0] == 1:
                 values = self._reshape(values, values.shape[1:])  # numpy drops leading 1s too
-            walk, (dst, src) = _walk(
-                shape, CudaStorage(a.buffer, shape, strides, offset, a.dtype), values
-            )
+            target = CudaStorage(a.buffer, shape, strides, offset, a.dtype)
+            args = _strided_args(shape, target, values)
             if math.prod(shape):
-                copy = helper_kernel("copy")
-                _launch(
-                    copy,
-                    math.prod(shape),
-                    a.buffer,
-                    offset,
-                    dst,
-                    values.buffer,
-                    values.offset,
-                    src,
-                    walk,
-                )
+                launch(helper_kernel("copy"), math.prod(shape), *args)
             return
         table = position_table(a.shape, a.strides, a.offset)[index]
         if table.size:
-            walk, (src,) = _walk(table.shape, values)
+            args = _strided_args(table.shape, values)
             targets = cuda.to_device(table.ravel())
-            _launch(
-                helper_kernel("scatter"),
-                table.size,
-                a.buffer,
-                targets,
-                values.buffer,
-                values.offset,
-                src,
-                walk,
-            )
+            launch(helper_kernel("scatter"), table.size, a.buffer, targets, *args)
 
     def cat(self, parts: Sequence[CudaStorage], dim: int) -> CudaStorage:
         shape = list(parts[0].shape)
@@ -690,20 +343,8 @@ class CudaBackend:
         shape = broadcast_shape(broadcast_shape(condition.shape, a.shape), b.shape)
         out = self.empty(shape, np.result_type(a.dtype, b.dtype))
         if out.size:
-            walk, (sc, sa, sb) = _walk(shape, condition, a, b)
-            args = (
-                condition.buffer,
-                condition.offset,
-                sc,
-                a.buffer,
-                a.offset,
-                sa,
-                b.buffer,
-                b.offset,
-                sb,
-                walk,
-            )
-            _launch(helper_kernel("where"), out.size, out.buffer, *args)
+            args = _strided_args(shape, condition, a, b)
+            launch(helper_kernel("where"), out.size, out.buffer, *args)
         return out
 
     def argreduce(self, op: str, a: CudaStorage, dim: int | None, keepdim: bool) -> CudaStorage:
