@@ -168,6 +168,40 @@ def test_views_share_storage_and_writes_show_through(name: str) -> None:
         x[0:1].expand(4, 4)[0, 0] = 1.0
 
 
+@pytest.mark.parametrize("name", BACKENDS)
+def test_in_place_ops_write_into_storage_even_when_operands_overlap(name: str) -> None:
+    # In-place ops hand the backend the tensor's own storage as zip's `out`. The operand may be
+    # that storage, another view of it (shifted, transposed) or a broadcast row.
+    on = backend(name)
+    x = tl.arange(12.0, backend=on).reshape(3, 4)
+    storage = x.data
+    expected = np.arange(12.0).reshape(3, 4)
+    with tl.no_grad():
+        x.add_(x, alpha=0.5)
+        expected += expected * 0.5
+        x.mul_(tl.tensor([1.0, -1.0, 2.0, 0.5], backend=on))
+        expected *= [1.0, -1.0, 2.0, 0.5]
+        x[1:].sub_(x[:-1])  # reads rows 0-1 while writing rows 1-2
+        expected[1:] -= expected[:-1].copy()
+        sq = x[:, :3]
+        sq.div_(sq.T + 10.0)  # a transposed view of the same memory plus 10, computed first
+        expected[:, :3] /= expected[:, :3].T + 10.0
+        y = tl.arange(9.0, backend=on).reshape(3, 3)
+        y.add_(y.T)  # the operand is the transpose of the output itself
+    y_expected = np.arange(9.0).reshape(3, 3)
+    np.testing.assert_allclose(x.to("numpy").numpy(), expected, rtol=1e-15)
+    np.testing.assert_array_equal(y.to("numpy").numpy(), y_expected + y_expected.T)
+    assert x.data is storage  # in place: the same storage, not a new one
+    i = tl.tensor([1, 2], backend=on)
+    with pytest.raises(RuntimeError, match="has dtype torchlight.float64, which cannot be stored in place"):
+        i.div_(2)  # true division of integers gives floats, as in PyTorch
+    assert i.tolist() == [1, 2]
+    i.mul_(3)
+    assert i.tolist() == [3, 6]
+    with pytest.raises(RuntimeError, match="expanded view"), tl.no_grad():
+        x[0:1].expand(4, 4).add_(1.0)
+
+
 @pytest.mark.parametrize("name", BACKENDS[1:])
 def test_index_add_accumulates_repeated_indices(name: str) -> None:
     on = backend(name)

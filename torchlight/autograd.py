@@ -193,10 +193,10 @@ class History:
                 "gradient per tensor input, in order (None for an input that needs none)"
             )
         pairs = []
-        for i, (inp, grad) in enumerate(zip(self.inputs, grads, strict=True)):
-            if grad is None or not inp.requires_grad:
-                continue
-            pairs.append((inp, inp._gradient_for(grad, fn.__name__, i)))
+        for i, inp in enumerate(self.inputs):
+            grad = grads[i]
+            if grad is not None and inp.requires_grad:
+                pairs.append((inp, inp._gradient_for(grad, fn.__name__, i)))
         return pairs
 
     def __repr__(self) -> str:
@@ -240,16 +240,17 @@ class Function:
         """Run ``forward`` and, if any tensor input requires grad, record a History node."""
         if not _GradMode.enabled:  # fast path: inside no_grad, or inside another backward
             return _checked(cls, cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs))
-        ctx = Context(cls.__name__)
-        _GradMode.enabled = False
+        inputs = tuple(a for a in args if hasattr(a, "_attach_history"))
+        record = False
+        for t in inputs:
+            record = record or t.requires_grad
+        ctx = Context(cls.__name__) if record else _UnrecordedContext(cls.__name__)
+        _GradMode.enabled = False  # forward's own ops are not recorded
         try:
             result = _checked(cls, cls.forward(ctx, *args, **kwargs))
         finally:
             _GradMode.enabled = True
-        inputs = tuple(a for a in args if hasattr(a, "_attach_history"))
-        if any(t.requires_grad for t in inputs):
-            return result._attach_history(History(cls, ctx, inputs))
-        return result
+        return result._attach_history(History(cls, ctx, inputs)) if record else result
 
 
 def _checked(cls: type[Function], result: Any) -> Any:

@@ -116,7 +116,7 @@ class ReLU(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         (a,) = ctx.saved_tensors
-        return grad_output * (a > 0)
+        return grad_output.zip("mul", a.zip("gt", a._lift(0)))  # G * [a > 0]
 
 
 class Tanh(Function):

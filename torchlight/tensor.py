@@ -59,7 +59,7 @@ class Tensor(TensorOps):
         "_grad",
         "_retains_grad",
         "_shape",
-        "_version",
+        "_version_counter",
         "backend",
         "history",
         "name",
@@ -83,9 +83,17 @@ class Tensor(TensorOps):
         self.name: str | None = None
         self._grad: Tensor | None = None
         self._retains_grad = False
-        self._version = version if version is not None else _Version()
+        self._version_counter = version  # made on first use (most tensors never need one)
 
     # ------------------------------------------------------------------ properties
+    @property
+    def _version(self) -> _Version:
+        """The in-place change counter of this storage, shared with every view of it."""
+        counter = self._version_counter
+        if counter is None:
+            counter = self._version_counter = _Version()
+        return counter
+
     @property
     def data(self) -> Any:
         """The backend storage holding the elements (a numpy array on the numpy backend)."""
@@ -239,7 +247,7 @@ class Tensor(TensorOps):
                     f"{index}, which has shape {self.shape}: the gradient must have the input's "
                     "shape (or a shape the input broadcasts to)"
                 )
-        if self.backend.dtype(grad.data) != self.backend.dtype(self.data):
+        if self.backend.dtype(grad._data) != self.backend.dtype(self._data):
             grad = grad.to(self.dtype)
         return grad
 
@@ -267,14 +275,14 @@ class Tensor(TensorOps):
 
     def _attach_history(self, history: History) -> Tensor:
         """The result of a recorded Function: shares storage with ``self``, carries ``history``."""
-        return Tensor(self.data, self.backend, True, history, self._version)
+        return Tensor(self._data, self.backend, True, history, self._version)
 
     def _lift(self, value: Any) -> Tensor:
         """A Python number/list/array as a tensor on this backend (numbers keep self's dtype)."""
         if isinstance(value, Tensor):
             return value
         if isinstance(value, (int, float)):  # bool is an int too
-            own = self.backend.dtype(self.data)
+            own = self.backend.dtype(self._data)
             # A Python number takes a float tensor's dtype: float32 * 2.5 stays float32.
             array = np.asarray(value, dtype=own if own.kind == "f" else None)
         else:
@@ -294,35 +302,36 @@ class Tensor(TensorOps):
 
     def map(self, op: str) -> Tensor:
         """Backend primitive: apply the named one-argument op to every element (no autograd)."""
-        return self._new(self.backend.map(op, self.data))
+        return Tensor(self.backend.map(op, self._data), self.backend)
 
     def zip(self, op: str, other: Tensor) -> Tensor:
         """Backend primitive: the named two-argument op, elementwise with broadcasting."""
-        if other.backend is not self.backend:
+        backend = self.backend
+        if other.backend is not backend:
             self._check_backend(other, op)
-        a, b = self.data, other.data
-        da, db = self.backend.dtype(a), self.backend.dtype(b)
+        a, b = self._data, other._data
+        da, db = backend.dtype(a), backend.dtype(b)
         if da != db:
             common = _promote(da, db)
-            a = a if da == common else self.backend.astype(a, common)
-            b = b if db == common else self.backend.astype(b, common)
+            a = a if da == common else backend.astype(a, common)
+            b = b if db == common else backend.astype(b, common)
         try:
-            return Tensor(self.backend.zip(op, a, b), self.backend)
+            return Tensor(backend.zip(op, a, b), backend)
         except ValueError:
             broadcast_shape(self.shape, other.shape)  # raises the clearer error, naming both shapes
             raise
 
     def reduce(self, op: str, dims: tuple[int, ...], keepdim: bool = False) -> Tensor:
         """Backend primitive: fold elements along ``dims`` with ``sum``, ``max`` or ``min``."""
-        return self._new(self.backend.reduce(op, self.data, dims, keepdim))
+        return Tensor(self.backend.reduce(op, self._data, dims, keepdim), self.backend)
 
     def _matmul(self, other: Tensor) -> Tensor:
         self._check_backend(other, "matmul")
         _check_matmul(self.shape, other.shape)
-        return self._new(self.backend.matmul(self.data, other.data))
+        return Tensor(self.backend.matmul(self._data, other._data), self.backend)
 
     def _view(self, shape: tuple[int, ...], copy_ok: bool) -> Tensor:
-        out = self.backend.view(self.data, shape)
+        out = self.backend.view(self._data, shape)
         if out is not None:
             return Tensor(out, self.backend, version=self._version)
         if not copy_ok:
@@ -333,7 +342,7 @@ class Tensor(TensorOps):
         return self._new(self.backend.view(self.backend.contiguous(self.data), shape))
 
     def _permute(self, dims: tuple[int, ...]) -> Tensor:
-        return Tensor(self.backend.permute(self.data, dims), self.backend, version=self._version)
+        return Tensor(self.backend.permute(self._data, dims), self.backend, version=self._version)
 
     def _expand(self, shape: tuple[int, ...]) -> Tensor:
         return Tensor(self.backend.expand(self.data, shape), self.backend, version=self._version)

@@ -15,12 +15,17 @@ import numpy as np
 
 from torchlight import functions as fn
 from torchlight.autograd import _GradMode
-from torchlight.shape import normalize_dim
+from torchlight.shape import broadcast_shape, normalize_dim
 
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
 
 Dim = int | Sequence[int] | None
+
+_EXPANDED = (
+    "{what}: this tensor is an expanded view (several elements share one memory location); "
+    "call .clone() before writing to it"
+)
 
 
 def _dims(self: Tensor, dim: Dim) -> tuple[int, ...]:
@@ -300,10 +305,35 @@ class TensorOps:
             self.backend.setitem(self.data, index, values)
         except ValueError as error:
             if "read-only" in str(error):
+                raise RuntimeError(_EXPANDED.format(what=what)) from None
+            raise
+        self._version.value += 1
+        return self
+
+    def _zip_(self: Tensor, op: str, other: Any, what: str) -> Tensor:
+        """``self = self <op> other`` in place: the backend writes the result into this storage."""
+        other = self._lift(other)
+        backend = self.backend
+        a, b = self._data, other._data
+        dtype = backend.dtype(a)
+        if dtype.kind != "f" or dtype != backend.dtype(b) or (
+            other.shape != self.shape and broadcast_shape(self.shape, other.shape) != self.shape
+        ):
+            result = self.zip(op, other)
+            if result.dtype.is_floating_point and not self.dtype.is_floating_point:
                 raise RuntimeError(
-                    f"{what}: this tensor is an expanded view (several elements share one memory "
-                    "location); call .clone() before writing to it"
-                ) from None
+                    f"{what}: the result has dtype {result.dtype}, which cannot be stored in "
+                    f"place in this {self.dtype} tensor; use an out-of-place op (x = x / 2) "
+                    "or convert first (x = x.double())"
+                )
+            return self._write((...,), result, what)  # casts and checks the shape
+        self._before_inplace(what)
+        self._check_backend(other, what)
+        try:
+            backend.zip(op, a, b, a)
+        except ValueError as error:
+            if "read-only" in str(error):
+                raise RuntimeError(_EXPANDED.format(what=what)) from None
             raise
         self._version.value += 1
         return self
@@ -326,16 +356,16 @@ class TensorOps:
         other = self._lift(other)
         if alpha != 1:
             other = other.zip("mul", self._lift(alpha))
-        return self._write((...,), self.zip("add", other), "add_")
+        return self._zip_("add", other, "add_")
 
     def sub_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
         return self.add_(other, alpha=-alpha)
 
     def mul_(self: Tensor, other: Any) -> Tensor:
-        return self._write((...,), self.zip("mul", self._lift(other)), "mul_")
+        return self._zip_("mul", other, "mul_")
 
     def div_(self: Tensor, other: Any) -> Tensor:
-        return self._write((...,), self.zip("div", self._lift(other)), "div_")
+        return self._zip_("div", other, "div_")
 
 
 def _infer_shape(self: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -4,7 +4,8 @@ A backend owns tensor *storage* (for numpy, an ``ndarray``; for the strided refe
 storage + shape + strides) and knows how to run a handful of higher-order primitives on it:
 
 - ``map(op, a)``: apply a one-argument scalar op to every element;
-- ``zip(op, a, b)``: apply a two-argument scalar op elementwise, broadcasting ``a`` and ``b``;
+- ``zip(op, a, b, out=None)``: apply a two-argument scalar op elementwise, broadcasting ``a``
+  and ``b`` (into ``out`` when given: how in-place ops such as ``p.sub_(g)`` avoid a temporary);
 - ``reduce(op, a, dims, keepdim)``: fold the elements along ``dims`` with ``sum``/``max``/``min``;
 - ``matmul(a, b)``: batched matrix product (the one op too important to leave to ``zip``+``reduce``);
 
@@ -94,7 +95,10 @@ class Backend(Protocol):
     # the higher-order primitives --------------------------------------------------
     def map(self, op: str, a: Any) -> Any: ...
 
-    def zip(self, op: str, a: Any, b: Any) -> Any: ...
+    def zip(self, op: str, a: Any, b: Any, out: Any = None) -> Any:
+        """The broadcast result in new storage, or written into ``out`` (which has the broadcast
+        shape and the result's dtype, and may be ``a`` itself) and returned."""
+        ...
 
     def reduce(self, op: str, a: Any, dims: tuple[int, ...], keepdim: bool) -> Any: ...
 

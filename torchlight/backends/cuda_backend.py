@@ -172,7 +172,12 @@ class CudaBackend:
             launch(map_kernel(op), out.size, out.buffer, *_strided_args(a.shape, a))
         return out
 
-    def zip(self, op: str, a: CudaStorage, b: CudaStorage) -> CudaStorage:
+    def zip(
+        self, op: str, a: CudaStorage, b: CudaStorage, out: CudaStorage | None = None
+    ) -> CudaStorage:
+        if out is not None:  # the result, then a copy into ``out`` (safe when out aliases a or b)
+            self.setitem(out, (...,), self.zip(op, a, b))
+            return out
         out = self.empty(broadcast_shape(a.shape, b.shape), zip_dtype(op, a.dtype, b.dtype))
         if out.size:
             launch(zip_kernel(op), out.size, out.buffer, *_strided_args(out.shape, a, b))

@@ -387,6 +387,12 @@ def operand(x: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, tuple[in
     return buffer, expand_strides(x.shape, strides, shape)
 
 
+def _apart(out: np.ndarray, *operands: np.ndarray) -> bool:
+    """Whether a parallel kernel may write ``out`` while reading ``operands``: each operand is
+    either ``out`` itself (element i is read, then written, by the same thread) or elsewhere."""
+    return all(x is out or not np.may_share_memory(out, x) for x in operands)
+
+
 class NumbaBackend(NumpyBackend):
     """numpy arrays as storage; map, zip, reduce and matmul as parallel Numba kernels."""
 
@@ -408,13 +414,20 @@ class NumbaBackend(NumpyBackend):
             strided(out.reshape(-1), buffer, p.strides[0], p.outer, p.divisors, p.inner)
         return out
 
-    def zip(self, op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def zip(
+        self, op: str, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         shape = broadcast_shape(a.shape, b.shape)
-        out = np.empty(shape, zip_dtype(op, a.dtype, b.dtype))
+        same = a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous
+        if out is not None and not (same and out.flags.c_contiguous and _apart(out, a, b)):
+            out[...] = self.zip(op, a, b)  # the result, then a copy (safe when out overlaps a)
+            return out
+        if out is None:
+            out = np.empty(shape, zip_dtype(op, a.dtype, b.dtype))
         if out.size == 0:
             return out
         contiguous, strided = zip_kernels(op)
-        if a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous:
+        if same:  # element i of out depends on element i of a and b only: out may be a
             contiguous(out.reshape(-1), _readonly_ravel(a), _readonly_ravel(b))
         else:
             buffer_a, strides_a = operand(a, shape)

@@ -92,11 +92,14 @@ class NumpyBackend:
                 return np.asarray(_MAP[op](a))
         return np.asarray(_MAP[op](a))
 
-    def zip(self, op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def zip(
+        self, op: str, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        ufunc = _ZIP[op]
         if op in _MAY_WARN:
             with np.errstate(all="ignore"):
-                return np.asarray(_ZIP[op](a, b))
-        return np.asarray(_ZIP[op](a, b))
+                return np.asarray(ufunc(a, b) if out is None else ufunc(a, b, out=out))
+        return np.asarray(ufunc(a, b) if out is None else ufunc(a, b, out=out))
 
     def reduce(self, op: str, a: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
         return np.asarray(_REDUCE[op](a, axis=dims, keepdims=keepdim))

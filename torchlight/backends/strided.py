@@ -127,8 +127,17 @@ class StridedBackend:
             out.buffer[ordinal] = store(fn(value))
         return out
 
-    def zip(self, op: str, a: StridedStorage, b: StridedStorage) -> StridedStorage:
-        r"""$\mathrm{out}_i = f(a_{i'}, b_{i''})$ where $i', i''$ are $i$ broadcast back."""
+    def zip(
+        self, op: str, a: StridedStorage, b: StridedStorage, out: StridedStorage | None = None
+    ) -> StridedStorage:
+        r"""$\mathrm{out}_i = f(a_{i'}, b_{i''})$ where $i', i''$ are $i$ broadcast back.
+
+        With ``out``, the result is computed in full, then copied into ``out`` (which may be
+        ``a`` or ``b``: reading everything before writing keeps that safe).
+        """
+        if out is not None:
+            self.setitem(out, (...,), self.zip(op, a, b))
+            return out
         fn = scalar_ops.ZIP[op]
         shape = broadcast_shape(a.shape, b.shape)
         out = empty(shape, zip_dtype(op, a.dtype, b.dtype))

@@ -264,13 +264,14 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 
 # --------------------------------------------------------------------------- losses
-def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> None:
+def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray:
+    """The labels as a host numpy array, after checking each is a class index in [0, C)."""
     # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
     # Out-of-range labels must not reach the indexing, where -1 would silently mean the last class.
     labels = np.asarray(target.backend.to_numpy(target.data))
     if labels.size == 0:
-        return
-    low, high = int(labels.min()), int(labels.max())
+        return labels
+    low, high = int(np.minimum.reduce(labels, None)), int(np.maximum.reduce(labels, None))
     if low < 0 or high >= num_classes:
         bad = low if low < 0 else high
         where = tuple(int(i) for i in np.argwhere(labels == bad)[0])
@@ -279,9 +280,12 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> None:
             f"{fn_name}: target {bad} (at position {position}) is out of bounds: with "
             f"{num_classes} classes, class indices must be in 0..{num_classes - 1}"
         )
+    return labels
 
 
-def _check_class_target(fn_name: str, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+def _check_class_target(fn_name: str, input: Tensor, target: Any) -> np.ndarray:  # noqa: A002
+    """Check ``target`` holds one class index per row of the (N, C) ``input``; return the
+    indices as a host array (the losses pick ``input[n, target[n]]`` with it)."""
     if not isinstance(target, Tensor) or target.dtype.is_floating_point:
         got = target.dtype if isinstance(target, Tensor) else type(target).__name__
         raise TypeError(
@@ -293,8 +297,7 @@ def _check_class_target(fn_name: str, input: Tensor, target: Any) -> Tensor:  # 
             f"{fn_name}: expected an input of shape (N, C) and a target of shape (N,), got "
             f"input {input.shape} and target {target.shape}"
         )
-    _check_classes(fn_name, target, input.shape[1])
-    return target
+    return _check_classes(fn_name, target, input.shape[1])
 
 
 def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
@@ -305,8 +308,8 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
     """
     if reduction not in _REDUCTIONS:
         raise ValueError(f"nll_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-    target = _check_class_target("nll_loss", input, target)
-    return NLLLoss.apply(input, target, reduction)
+    labels = _check_class_target("nll_loss", input, target)
+    return NLLLoss.apply(input, target, reduction, labels)
 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
@@ -323,8 +326,8 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
         raise ValueError(
             f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}"
         )
-    target = _check_class_target("cross_entropy", input, target)
-    return CrossEntropy.apply(input, target, reduction)
+    labels = _check_class_target("cross_entropy", input, target)
+    return CrossEntropy.apply(input, target, reduction, labels)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002

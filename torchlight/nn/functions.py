@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from torchlight.autograd import Context, Function
-from torchlight.creation import arange, zeros
+from torchlight.creation import zeros
 
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
@@ -105,24 +107,24 @@ class NLLLoss(Function):
 
     Reduced by ``"mean"`` (over $N$), ``"sum"`` or ``"none"``. Backward puts
     $-G$ (divided by $N$ for the mean) at each picked entry and 0 elsewhere.
+    Called as ``NLLLoss.apply(logp, target, reduction, labels)``, where ``labels`` are the
+    target's class indices as a host numpy array (``F.nll_loss`` checks and passes them).
     """
 
     @staticmethod
-    def forward(ctx: Context, logp: Tensor, target: Tensor, reduction: str) -> Tensor:
-        rows = arange(logp.shape[0], backend=logp.backend)
-        ctx.index = (rows, target)
+    def forward(
+        ctx: Context, logp: Tensor, target: Tensor, reduction: str, labels: np.ndarray
+    ) -> Tensor:
+        n = logp.shape[0]
+        ctx.picks = (np.arange(n), labels)  # row n, column y_n
         ctx.shape, ctx.reduction = logp.shape, reduction
-        picked = logp[rows, target].map("neg")
-        if reduction == "none":
-            return picked
-        total = picked.reduce("sum", (0,))
-        return total.zip("div", total._lift(float(logp.shape[0]))) if reduction == "mean" else total
+        return _reduce_picked(logp._getitem(ctx.picks), reduction)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
         grad = zeros(ctx.shape, dtype=grad_output.dtype, backend=grad_output.backend)
         scale = -1.0 / ctx.shape[0] if ctx.reduction == "mean" else -1.0
-        grad[ctx.index] = grad_output * scale  # a scalar, or one value per row for "none"
+        grad[ctx.picks] = grad_output * scale  # a scalar, or one value per row for "none"
         return grad, None  # class indices get no gradient
 
 
@@ -132,27 +134,24 @@ class CrossEntropy(Function):
 
     Backward: $\partial \ell_n / \partial x_n = \mathrm{softmax}(x_n) - \mathrm{onehot}(y_n)$,
     "prediction minus truth", times $G$ (and $1/N$ for the mean).
+    Called as ``CrossEntropy.apply(x, target, reduction, labels)``, where ``labels`` are the
+    target's class indices as a host numpy array (``F.cross_entropy`` checks and passes them).
     """
 
     @staticmethod
-    def forward(ctx: Context, x: Tensor, target: Tensor, reduction: str) -> Tensor:
-        n, c = x.shape
+    def forward(
+        ctx: Context, x: Tensor, target: Tensor, reduction: str, labels: np.ndarray
+    ) -> Tensor:
         shifted = x.zip("sub", x.reduce("max", (1,), keepdim=True))  # no overflow in exp
         logp = shifted.zip("sub", shifted.map("exp").reduce("sum", (1,), keepdim=True).map("log"))
-        classes = arange(c, backend=x.backend)._view((1, c), True)
-        one_hot = classes.zip("eq", target._view((n, 1), True))  # [j == y_n], bool (N, C)
-        ctx.save_for_backward(logp, one_hot)
+        ctx.save_for_backward(logp)
+        ctx.picks = (np.arange(x.shape[0]), labels)  # row n, column y_n
         ctx.reduction = reduction
-        # logp[n, y_n] in its row, 0 elsewhere (`where`, not a product: -inf * 0 is nan)
-        picked = logp._where(one_hot, logp._lift(0.0))
-        if reduction == "none":
-            return picked.reduce("sum", (1,)).map("neg")
-        total = picked.reduce("sum", (0, 1)).map("neg")
-        return total.zip("div", total._lift(float(n))) if reduction == "mean" else total
+        return _reduce_picked(logp._getitem(ctx.picks), reduction)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
-        logp, one_hot = ctx.saved_tensors
+        (logp,) = ctx.saved_tensors
         n = logp.shape[0]
         if ctx.reduction == "none":
             scale = grad_output._view((n, 1), True)  # one G per row
@@ -160,8 +159,21 @@ class CrossEntropy(Function):
             scale = grad_output.zip("div", grad_output._lift(float(n)))
         else:
             scale = grad_output
-        grad = logp.map("exp").zip("sub", one_hot)  # softmax(x) - onehot(y)
+        # The one-hot rows of y, built on the host (a small copy to a GPU backend).
+        one_hot = np.zeros(logp.shape, dtype=logp.backend.dtype(logp.data))
+        one_hot[ctx.picks] = 1
+        grad = logp.map("exp").zip("sub", logp._lift(one_hot))  # softmax(x) - onehot(y)
         return grad.zip("mul", scale), None  # class indices get no gradient
+
+
+def _reduce_picked(picked: Tensor, reduction: str) -> Tensor:
+    r"""The loss from the picked log-probabilities $\mathrm{logp}_{n, y_n}$, shape (N,)."""
+    if reduction == "none":
+        return picked.map("neg")
+    total = picked.reduce("sum", (0,))
+    if reduction == "sum":
+        return total.map("neg")
+    return total.zip("div", total._lift(-float(picked.shape[0])))  # -sum / N, the mean
 
 
 class BinaryCrossEntropy(Function):

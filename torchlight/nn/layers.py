@@ -69,9 +69,10 @@ class Linear(Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim == 0 or x.shape[-1] != self.in_features:
             raise shape_error(self, f"(*, {self.in_features})", x)
-        if self.bias is None:
-            return LinearFunction.apply(x, self.weight)
-        return LinearFunction.apply(x, self.weight, self.bias)  # F.linear without its re-check
+        weight, bias = self.weight, self.bias
+        if bias is None:
+            return LinearFunction.apply(x, weight)
+        return LinearFunction.apply(x, weight, bias)  # F.linear without its re-check
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
