@@ -193,7 +193,9 @@ def test_in_place_ops_write_into_storage_even_when_operands_overlap(name: str) -
     np.testing.assert_array_equal(y.to("numpy").numpy(), y_expected + y_expected.T)
     assert x.data is storage  # in place: the same storage, not a new one
     i = tl.tensor([1, 2], backend=on)
-    with pytest.raises(RuntimeError, match="has dtype torchlight.float64, which cannot be stored in place"):
+    with pytest.raises(
+        RuntimeError, match="has dtype torchlight.float64, which cannot be stored in place"
+    ):
         i.div_(2)  # true division of integers gives floats, as in PyTorch
     assert i.tolist() == [1, 2]
     i.mul_(3)

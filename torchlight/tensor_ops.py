@@ -316,8 +316,12 @@ class TensorOps:
         backend = self.backend
         a, b = self._data, other._data
         dtype = backend.dtype(a)
-        if dtype.kind != "f" or dtype != backend.dtype(b) or (
-            other.shape != self.shape and broadcast_shape(self.shape, other.shape) != self.shape
+        if (
+            dtype.kind != "f"
+            or dtype != backend.dtype(b)
+            or (
+                other.shape != self.shape and broadcast_shape(self.shape, other.shape) != self.shape
+            )
         ):
             result = self.zip(op, other)
             if result.dtype.is_floating_point and not self.dtype.is_floating_point:
