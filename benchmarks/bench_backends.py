@@ -3,6 +3,7 @@
     python benchmarks/bench_backends.py              # numpy, numba, strided on the CPU
     python benchmarks/bench_backends.py --device     # + the CUDA backend on a real GPU
     python benchmarks/bench_backends.py --quick      # fewer repeats (a smoke run)
+    python benchmarks/bench_backends.py --only exp   # just the benchmarks whose name has "exp"
 
 Times are the best of several runs (this machine may be shared), in milliseconds, through the
 public tensor API under ``tl.no_grad()`` (so they include torchlight's small per-op overhead).
@@ -96,8 +97,10 @@ def cases(backend: str, dtype: Any, small: bool) -> dict[str, tuple[float, Calla
     return out
 
 
-def measure(backend: str, dtype: Any, budget: float) -> dict[str, tuple[float, bool]]:
-    """{benchmark: (milliseconds, extrapolated?)} for one backend and dtype."""
+def measure(
+    backend: str, dtype: Any, budget: float, only: str = ""
+) -> dict[str, tuple[float, bool]]:
+    """{benchmark: (milliseconds, extrapolated?)} for one backend and dtype (names with ``only``)."""
     small = backend == "strided"
     sync: Callable[[], None] = lambda: None  # noqa: E731
     if backend == "cuda":
@@ -106,6 +109,8 @@ def measure(backend: str, dtype: Any, budget: float) -> dict[str, tuple[float, b
         sync = cuda.synchronize
     results = {}
     for name, (scale, fn) in cases(backend, dtype, small).items():
+        if only not in name:
+            continue
         with tl.no_grad() if "train" not in name else contextlib.nullcontext():
             seconds = best_time(
                 fn, sync, budget if not small else budget / 4, repeats=1 if small else 3
@@ -171,13 +176,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no compile-time probe")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
+    parser.add_argument(
+        "--only", metavar="TEXT", default="", help="run only the benchmarks whose name has TEXT"
+    )
     args = parser.parse_args(argv)
     budget = 0.05 if args.quick else 0.5
     backends = ["numpy", "numba", "strided"] + (["cuda"] if args.device else [])
     table: dict[str, dict[str, dict[str, tuple[float, bool]]]] = {}
     for dtype in (tl.float64, tl.float32):
         for backend in backends:
-            table.setdefault(dtype.name, {})[backend] = measure(backend, dtype, budget)
+            table.setdefault(dtype.name, {})[backend] = measure(backend, dtype, budget, args.only)
     names = list(next(iter(next(iter(table.values())).values())))
     width = max(map(len, names)) + 2
     for dtype_name, by_backend in table.items():
@@ -196,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = by_backend["numpy"][name][0] / numba_ms
             vs_strided = by_backend["strided"][name][0] / numba_ms
             print(name.ljust(width) + "".join(cells) + f"{ratio:12.2f}x{vs_strided:13.0f}x")
-    if not args.quick:
+    if not args.quick and not args.only:
         cold, warm = compile_times()
         print(
             "\nnumba, a fresh process running every op above (float64 + float32): "

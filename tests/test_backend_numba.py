@@ -1,9 +1,13 @@
-"""The Numba backend beyond the op table: its planning, large and ragged shapes, and the disk cache."""
+"""The Numba backend beyond the op table: planning, large and ragged shapes, float32 exp, the disk cache."""
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import json
 import os
+import platform
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,6 +19,7 @@ import pytest
 import torchlight as tl
 from torchlight.backends import get_backend
 from torchlight.backends.numba_backend import CHUNK, flat, plan
+from torchlight.backends.numba_expf import exp_float32_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,16 +106,70 @@ def test_elementwise_on_long_strided_and_broadcast_inputs(nb) -> None:
     assert bool((x > -10).all()) and not bool((x > 10).any())
 
 
+def _ulps_apart(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """How many float32 numbers lie between ``got`` and ``expected`` (both >= 0, or nan)."""
+    apart = np.abs(got.view(np.int32).astype(np.int64) - expected.view(np.int32))
+    return np.where(np.isnan(got) & np.isnan(expected), 0, apart)
+
+
+def test_float32_exp_is_within_one_ulp_over_the_float32_range(nb) -> None:
+    """The vectorized float32 exp (numba_expf) against float64 exp rounded to float32."""
+    every_bit_pattern = np.arange(0, 2**32, 1021, dtype=np.uint32).view(np.float32)
+    near_overflow = np.linspace(88.5, 89.5, 100_001, dtype=np.float32)
+    subnormal_results = np.linspace(-104.5, -87.0, 2_000_001, dtype=np.float32)
+    edges = np.array(
+        [0.0, -0.0, 1.0, -1.0, 1e-30, -1e-45, 88.72283, 88.722839, 88.72284, -103.972084]
+        + [-103.97209, -104.0, 1000.0, -1000.0, np.inf, -np.inf, np.nan, 3e38, -3e38],
+        dtype=np.float32,
+    )
+    x = np.concatenate([every_bit_pattern, near_overflow, subnormal_results, edges])
+    with np.errstate(all="ignore"):
+        expected = np.exp(x.astype(np.float64)).astype(np.float32)
+    got = nb.map("exp", x)
+    assert got.dtype == np.float32
+    apart = _ulps_apart(got, expected)
+    assert apart.max() <= 1, f"exp({x[apart.argmax()]!r}) = {got[apart.argmax()]!r}"
+    n = edges.size  # the IEEE edges exactly: inf, 0, nan, the last float before overflow
+    np.testing.assert_array_equal(got[-n:], expected[-n:])
+    strided = nb.map("exp", x[::-7])  # the strided path: the scalar expf of the C library
+    assert _ulps_apart(strided, expected[::-7]).max() <= 1
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 assembly")
+def test_float32_exp_loop_is_vectorized() -> None:
+    """LLVM turns the loop into packed instructions (``mulps``), not one number at a time."""
+    from numba import njit
+
+    kernel = njit(exp_float32_kernel.py_func)  # not from the disk cache: that has no assembly
+    x = np.linspace(-5, 5, 64, dtype=np.float32)
+    out = np.empty_like(x)
+    kernel(out, x)
+    assembly = "\n".join(kernel.inspect_asm().values())
+    assert re.search(r"\bv?mulps\b", assembly), "no packed float32 multiply: not vectorized"
+    assert not re.search(r"[\s$*]expf\b", assembly), "calls the C library's scalar expf"
+
+
+@pytest.mark.parametrize("name", ["numba_kernels", "numba_expf"])
+def test_docstring_examples(name: str) -> None:
+    module = importlib.import_module(f"torchlight.backends.{name}")
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"{name} lost its examples"
+    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"
+
+
 CACHE_SCRIPT = textwrap.dedent(
     """
     import json, time
     start = time.perf_counter()
     import torchlight as tl
     from torchlight.backends import numba_backend as nbk
+    from torchlight.backends.numba_expf import exp_float32_kernel
     x = tl.randn(64, 64, backend="numba")
     y = ((x + 1.0).exp().sum(0) @ x).sum().item()
+    z = x.to(tl.float32).exp()
     seconds = time.perf_counter() - start
-    kernels = [nbk.map_kernels("exp")[0], nbk.zip_kernels("add")[1], nbk.reduce_kernels("sum")[0], nbk.matmul_kernel]
+    kernels = [nbk.map_kernels("exp")[0], nbk.zip_kernels("add")[1], nbk.reduce_kernels("sum")[0]]
+    kernels += [nbk.matmul_kernel, exp_float32_kernel]
     print(json.dumps({
         "seconds": seconds,
         "hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
@@ -136,9 +195,9 @@ def test_kernels_are_loaded_from_the_disk_cache_in_a_second_process(tmp_path) ->
         assert done.returncode == 0, done.stderr
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     cold, warm = runs
-    assert cold["misses"] == 4 and cold["hits"] == 0, cold
-    assert warm["hits"] == 4 and warm["misses"] == 0, f"the second process compiled again: {warm}"
-    assert len(list(tmp_path.rglob("*.nbi"))) >= 4, "no cache index files were written"
+    assert cold["misses"] == 5 and cold["hits"] == 0, cold
+    assert warm["hits"] == 5 and warm["misses"] == 0, f"the second process compiled again: {warm}"
+    assert len(list(tmp_path.rglob("*.nbi"))) >= 5, "no cache index files were written"
     assert warm["seconds"] < cold["seconds"], (cold, warm)
 
 

@@ -12,8 +12,7 @@ $$\frac{\partial L}{\partial x_i} = \sum_{\text{uses of } x_i}
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 __all__ = [
@@ -134,7 +133,9 @@ class Context:
         """The tensors given to :meth:`save_for_backward`, checked against in-place changes."""
         if self._freed:
             raise RuntimeError(_FREED.format(fn=self._fn_name))
-        for i, (t, v) in enumerate(zip(self._saved, self._versions, strict=True)):
+        versions = self._versions
+        for i, t in enumerate(self._saved):
+            v = versions[i]
             if v is not None and t._version.value != v:
                 raise RuntimeError(
                     f"one of the tensors saved for {self._fn_name}.backward (saved tensor {i}, "
@@ -240,17 +241,21 @@ class Function:
         """Run ``forward`` and, if any tensor input requires grad, record a History node."""
         if not _GradMode.enabled:  # fast path: inside no_grad, or inside another backward
             return _checked(cls, cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs))
-        inputs = tuple(a for a in args if hasattr(a, "_attach_history"))
+        inputs = tuple([a for a in args if hasattr(a, "_attach_history")])
         record = False
         for t in inputs:
-            record = record or t.requires_grad
+            if t.requires_grad:
+                record = True
+                break
         ctx = Context(cls.__name__) if record else _UnrecordedContext(cls.__name__)
         _GradMode.enabled = False  # forward's own ops are not recorded
         try:
-            result = _checked(cls, cls.forward(ctx, *args, **kwargs))
+            result = cls.forward(ctx, *args, **kwargs)
         finally:
             _GradMode.enabled = True
-        return result._attach_history(History(cls, ctx, inputs)) if record else result
+        if not record:
+            return _checked(cls, result)
+        return _checked(cls, result)._attach_history(History(cls, ctx, inputs))
 
 
 def _checked(cls: type[Function], result: Any) -> Any:
@@ -291,8 +296,11 @@ def backpropagate(root: Variable, deriv: Any, retain_graph: bool = False) -> Non
     its share back, so one reversed pass suffices. Leaves accumulate into ``.grad``; saved
     values are released unless ``retain_graph``.
     """
-    with _grad_mode(False):  # the backward computations themselves are not recorded
+    previous, _GradMode.enabled = _GradMode.enabled, False  # backward's own ops are not recorded
+    try:
         _backpropagate(root, deriv, retain_graph)
+    finally:
+        _GradMode.enabled = previous
 
 
 def _backpropagate(root: Variable, deriv: Any, retain_graph: bool) -> None:
@@ -365,13 +373,3 @@ def gradcheck(
     if report and raise_exception:
         raise GradcheckError(report)
     return not report
-
-
-@contextmanager
-def _grad_mode(enabled: bool) -> Iterator[None]:
-    previous = _GradMode.enabled
-    _GradMode.enabled = enabled
-    try:
-        yield
-    finally:
-        _GradMode.enabled = previous

@@ -79,10 +79,21 @@ class Optimizer:
     @no_grad()
     def step(self) -> None:
         """Update every parameter that has a gradient, in place."""
+        self._constants: dict[tuple[Any, ...], Tensor] = {}
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None:
-                    self._update(p, p.grad, self.state.setdefault(p, {}), group)
+                grad = p.grad
+                if grad is not None:
+                    self._update(p, grad, self.state.setdefault(p, {}), group)
+
+    def _constant(self, value: float, like: Tensor) -> Tensor:
+        """``value`` as a 0-d tensor on ``like``'s backend, in its dtype. A setting such as the
+        learning rate is the same for many parameters, so each step makes it once per dtype."""
+        key = (value, id(like.backend), like.backend.dtype(like.data))
+        made = self._constants.get(key)
+        if made is None:
+            made = self._constants[key] = like._lift(value)
+        return made
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]
@@ -231,7 +242,8 @@ class SGD(Optimizer):
                 buf = buf * momentum + grad * (1 - group["dampening"])
             state["momentum_buffer"] = buf
             grad = grad + momentum * buf if group["nesterov"] else buf
-        p.sub_(grad, alpha=group["lr"])  # in place: p stays the model's Parameter
+        # p -= lr * grad, in place (p stays the model's Parameter): the backend writes p's storage
+        p._zip_("sub", grad.zip("mul", self._constant(group["lr"], grad)), "SGD.step")
 
 
 class Adam(Optimizer):

@@ -209,7 +209,8 @@ class Tensor(TensorOps):
                 "create the inputs with requires_grad=True (outside tl.no_grad())"
             )
         if gradient is None:
-            deriv = self._new(self.backend.from_numpy(np.ones(self.shape, dtype=self.dtype.numpy)))
+            ones = np.ones(self.shape, dtype=self.backend.dtype(self._data))
+            deriv = Tensor(self.backend.from_numpy(ones), self.backend)
         else:
             deriv = self._lift(gradient)
             if deriv.shape != self.shape:

@@ -2,8 +2,9 @@ r"""The Numba backend: the strided loops of the reference backend, compiled and 
 
 Storage is a numpy array (so layout, indexing and conversions are numpy's, inherited from
 :class:`~torchlight.backends.numpy_backend.NumpyBackend`); ``map``, ``zip``, ``reduce`` and
-``matmul`` are our own kernels, compiled by Numba with ``parallel=True`` so that ``prange``
-loops are split across the CPU cores.
+``matmul`` are our own kernels (:mod:`~torchlight.backends.numba_kernels`), compiled by Numba
+with ``parallel=True`` so that ``prange`` loops are split across the CPU cores. This file plans
+how the kernels walk their operands and picks the kernel for each call.
 
 How a strided elementwise kernel stays fast:
 
@@ -13,15 +14,12 @@ How a strided elementwise kernel stays fast:
    (:func:`plan`): a contiguous ``(64, 128)`` tensor is one run of 8192 elements;
 3. the parallel loop runs over *rows*; each row computes its start position once, then walks
    the last dimension with a constant stride, a loop LLVM turns into vector instructions;
-4. when all operands are contiguous, an even simpler kernel (``out[i] = f(a[i])``) is used.
+4. when all operands are contiguous, an even simpler kernel (``out[i] = f(a[i])``) is used;
+   for float32 ``exp`` that is :mod:`~torchlight.backends.numba_expf`, an ``exp`` that LLVM
+   can vectorize (the C library's ``expf``, called one number at a time, is slower than numpy).
 
-The scalar functions come from :mod:`~torchlight.backends.scalar_ops`, made inlinable with
-``register_jitable(inline="always")``. That matters for numba's on-disk cache (``cache=True``):
-a kernel built inside a factory function is cached under a key that includes its closure
-variables. A plain Python function pickles by name, so the key is the same in the next process
-and the compiled kernel is loaded from ``__pycache__`` instead of compiled again; a closure over
-a ``numba.njit`` dispatcher would never match. (The cache tracks this file only: after editing
-``scalar_ops.py``, delete ``torchlight/backends/__pycache__/numba_backend*.nb*``.)
+The kernels are cached on disk (``cache=True``): a second process loads them instead of
+compiling them again; :mod:`~torchlight.backends.numba_kernels` explains what that takes.
 
 Example:
     >>> import torchlight as tl
@@ -34,258 +32,43 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
-from numba import config, njit, prange
-from numba.extending import register_jitable
+from numba import config
 
-from torchlight.backends import scalar_ops
+from torchlight.backends.numba_expf import exp_float32_kernel
+from torchlight.backends.numba_kernels import (
+    OPTIONS,
+    jitable,
+    map_kernels,
+    matmul_kernel,
+    reduce_kernels,
+    zip_kernels,
+)
 from torchlight.backends.numpy_backend import NumpyBackend
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided import expand_strides, position_table
 from torchlight.shape import broadcast_shape
 
-#: Options of every CPU kernel: parallel loops, cached on disk, IEEE 754 division (1/0 = inf
-#: rather than Python's ZeroDivisionError).
-OPTIONS: dict[str, Any] = {"parallel": True, "cache": True, "error_model": "numpy", "nogil": True}
+__all__ = [
+    "CHUNK",
+    "OPTIONS",
+    "NumbaBackend",
+    "Plan",
+    "flat",
+    "jitable",
+    "map_kernels",
+    "matmul_kernel",
+    "operand",
+    "plan",
+    "reduce_kernels",
+    "zip_kernels",
+]
 
 #: A long run of elements is cut into rows of this many, so that the cores can share it.
 CHUNK = 1 << 14
-
-
-@functools.cache
-def jitable(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` registered with numba so compiled code can inline it (done once per function)."""
-    return register_jitable(inline="always")(fn)
-
-
-# --------------------------------------------------------------------------- kernel factories
-
-
-def _make_map_kernels(fn: Callable[[Any], Any]) -> tuple[Any, Any]:
-    f = jitable(fn)
-
-    @njit(**OPTIONS)
-    def contiguous(out, a):  # pragma: no cover - compiled by numba
-        for i in prange(out.size):
-            out[i] = f(a[i])
-
-    @njit(**OPTIONS)
-    def strided(out, a, a_strides, outer, divisors, inner):  # pragma: no cover
-        nd = outer.size
-        rows = (out.size + inner - 1) // inner
-        step = a_strides[nd]
-        for r in prange(rows):
-            pa = 0
-            for d in range(nd):
-                i = (r // divisors[d]) % outer[d]
-                pa += i * a_strides[d]
-            start = r * inner
-            n = min(inner, out.size - start)
-            o = out[start : start + n]
-            if step == 1:  # the same loop over a slice (known unit stride): LLVM vectorizes it
-                row = a[pa : pa + n]
-                for c in range(n):
-                    o[c] = f(row[c])
-            else:
-                for c in range(n):
-                    o[c] = f(a[pa + c * step])
-
-    return contiguous, strided
-
-
-def _make_zip_kernels(fn: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
-    f = jitable(fn)
-
-    @njit(**OPTIONS)
-    def contiguous(out, a, b):  # pragma: no cover - compiled by numba
-        for i in prange(out.size):
-            out[i] = f(a[i], b[i])
-
-    @njit(**OPTIONS)
-    def strided(out, a, a_strides, b, b_strides, outer, divisors, inner):  # pragma: no cover
-        nd = outer.size
-        rows = (out.size + inner - 1) // inner
-        step_a, step_b = a_strides[nd], b_strides[nd]
-        for r in prange(rows):
-            pa = 0
-            pb = 0
-            for d in range(nd):
-                i = (r // divisors[d]) % outer[d]
-                pa += i * a_strides[d]
-                pb += i * b_strides[d]
-            start = r * inner
-            n = min(inner, out.size - start)
-            # The common layouts get loops over slices (known unit steps), which LLVM vectorizes.
-            o = out[start : start + n]
-            if step_a == 1 and step_b == 1:  # two rows side by side
-                row_a, row_b = a[pa : pa + n], b[pb : pb + n]
-                for c in range(n):
-                    o[c] = f(row_a[c], row_b[c])
-            elif step_a == 1 and step_b == 0:  # a row and a broadcast number
-                row_a, y = a[pa : pa + n], b[pb]
-                for c in range(n):
-                    o[c] = f(row_a[c], y)
-            elif step_a == 0 and step_b == 1:
-                x, row_b = a[pa], b[pb : pb + n]
-                for c in range(n):
-                    o[c] = f(x, row_b[c])
-            else:
-                for c in range(n):
-                    o[c] = f(a[pa + c * step_a], b[pb + c * step_b])
-
-    return contiguous, strided
-
-
-def _make_reduce_kernels(fn: Callable[[Any, Any], Any], is_sum: bool) -> tuple[Any, Any]:
-    """Two loop orders over the same fold ``out[o] = fold_r a[kept[o] + red[r]]``.
-
-    ``kept`` and ``red`` list the buffer positions of the outputs' first elements and of the
-    reduced elements relative to them; ``unit`` says that the inner loop's positions are
-    consecutive, so that it can read ``a`` directly (a loop LLVM vectorizes). ``reassoc``
-    lets it reorder a sum into vector lanes; ``nan`` still propagates (no ``nnan`` flag).
-    """
-    f = jitable(fn)
-
-    @njit(**OPTIONS, fastmath={"reassoc"})
-    def inner(acc, a, kept, red, zero, parts, unit):  # pragma: no cover - compiled by numba
-        # One task per (output, part): walks its share of the reduced elements (best when
-        # they are close together in memory). ``parts`` > 1 splits long reductions over cores.
-        length = (red.size + parts - 1) // parts
-        for t in prange(kept.size * parts):
-            base = kept[t // parts]
-            lo = (t % parts) * length
-            hi = min(lo + length, red.size)
-            total = zero
-            if not is_sum:
-                total = a[base + red[lo]]
-            if unit:  # red[r] == r: a slice, so LLVM knows the step
-                run = a[base + lo : base + hi]
-                for r in range(hi - lo):
-                    total = f(total, run[r])
-            else:
-                for r in range(lo, hi):
-                    total = f(total, a[base + red[r]])
-            acc[t] = total
-
-    @njit(**OPTIONS, fastmath={"reassoc"})
-    def outer(acc, a, kept, red, zero, parts, unit):  # pragma: no cover - compiled by numba
-        # One task per block of outputs, reduced elements in the outer loop: the inner loop
-        # then walks neighbouring outputs (best for e.g. column sums of a row-major matrix).
-        block = 512
-        for t in prange((kept.size + block - 1) // block):
-            lo = t * block
-            hi = min(lo + block, kept.size)
-            for o in range(lo, hi):
-                acc[o] = zero if is_sum else a[kept[o] + red[0]]
-            for r in range(red.size):
-                if unit:  # kept[o] == kept[lo] + (o - lo): slices, so LLVM knows the step
-                    start = red[r] + kept[lo]
-                    run, into = a[start : start + hi - lo], acc[lo:hi]
-                    for o in range(hi - lo):
-                        into[o] = f(into[o], run[o])
-                else:
-                    shift = red[r]
-                    for o in range(lo, hi):
-                        acc[o] = f(acc[o], a[kept[o] + shift])
-
-    return inner, outer
-
-
-@njit(**OPTIONS, fastmath={"reassoc", "contract"})
-def matmul_kernel(a, bt, out, a_batch, b_batch, zero):  # pragma: no cover - compiled by numba
-    r"""$\mathrm{out}_{s,i,j} = \sum_k a_{a\_batch[s],i,k}\ bt_{b\_batch[s],j,k}$ (``bt`` is $B^T$).
-
-    Each task computes a band of 32 rows of one matrix product. The band is done in 4x4
-    *register tiles*: 16 accumulators stay in CPU registers while ``k`` runs, so each loaded
-    element of ``a`` and ``bt`` is used four times. Both operands are read along ``k``, their
-    contiguous axis; ``fastmath`` lets LLVM reorder the sums over ``k`` into vector lanes.
-    Columns are taken in blocks of 32 so that the rows of ``bt`` in use stay in cache.
-    """
-    M, K = a.shape[1], a.shape[2]
-    N = bt.shape[1]
-    band = 32
-    bands = (M + band - 1) // band
-    for t in prange(out.shape[0] * bands):
-        s = t // bands
-        A = a[a_batch[s]]
-        BT = bt[b_batch[s]]
-        C = out[s]
-        i_end = min((t % bands) * band + band, M)
-        for j_block in range(0, N, band):
-            j_end = min(j_block + band, N)
-            for i in range((t % bands) * band, i_end, 4):
-                for j in range(j_block, j_end, 4):
-                    if i + 4 > i_end or j + 4 > j_end:  # a ragged edge: plain dot products
-                        for ii in range(i, min(i + 4, i_end)):
-                            for jj in range(j, min(j + 4, j_end)):
-                                total = zero
-                                for k in range(K):
-                                    total += A[ii, k] * BT[jj, k]
-                                C[ii, jj] = total
-                        continue
-                    c00 = c01 = c02 = c03 = zero
-                    c10 = c11 = c12 = c13 = zero
-                    c20 = c21 = c22 = c23 = zero
-                    c30 = c31 = c32 = c33 = zero
-                    a0, a1, a2, a3 = A[i], A[i + 1], A[i + 2], A[i + 3]
-                    b0, b1, b2, b3 = BT[j], BT[j + 1], BT[j + 2], BT[j + 3]
-                    for k in range(K):
-                        c00 += a0[k] * b0[k]
-                        c01 += a0[k] * b1[k]
-                        c02 += a0[k] * b2[k]
-                        c03 += a0[k] * b3[k]
-                        c10 += a1[k] * b0[k]
-                        c11 += a1[k] * b1[k]
-                        c12 += a1[k] * b2[k]
-                        c13 += a1[k] * b3[k]
-                        c20 += a2[k] * b0[k]
-                        c21 += a2[k] * b1[k]
-                        c22 += a2[k] * b2[k]
-                        c23 += a2[k] * b3[k]
-                        c30 += a3[k] * b0[k]
-                        c31 += a3[k] * b1[k]
-                        c32 += a3[k] * b2[k]
-                        c33 += a3[k] * b3[k]
-                    C[i, j], C[i, j + 1], C[i, j + 2], C[i, j + 3] = c00, c01, c02, c03
-                    C[i + 1, j], C[i + 1, j + 1], C[i + 1, j + 2], C[i + 1, j + 3] = (
-                        c10,
-                        c11,
-                        c12,
-                        c13,
-                    )
-                    C[i + 2, j], C[i + 2, j + 1], C[i + 2, j + 2], C[i + 2, j + 3] = (
-                        c20,
-                        c21,
-                        c22,
-                        c23,
-                    )
-                    C[i + 3, j], C[i + 3, j + 1], C[i + 3, j + 2], C[i + 3, j + 3] = (
-                        c30,
-                        c31,
-                        c32,
-                        c33,
-                    )
-
-
-@functools.cache
-def map_kernels(op: str) -> tuple[Any, Any]:
-    """``(contiguous, strided)`` kernels of the ``map`` op ``op`` (compiled at first call)."""
-    return _make_map_kernels(scalar_ops.MAP[op])
-
-
-@functools.cache
-def zip_kernels(op: str) -> tuple[Any, Any]:
-    """``(contiguous, strided)`` kernels of the ``zip`` op ``op``."""
-    return _make_zip_kernels(scalar_ops.ZIP[op])
-
-
-@functools.cache
-def reduce_kernels(op: str) -> tuple[Any, Any]:
-    """``(inner, outer)`` kernels of the reduction ``op``."""
-    return _make_reduce_kernels(scalar_ops.REDUCE[op], op == "sum")
 
 
 # --------------------------------------------------------------------------- host-side planning
@@ -407,6 +190,8 @@ class NumbaBackend(NumpyBackend):
             return out
         contiguous, strided = map_kernels(op)
         if a.flags.c_contiguous:
+            if op == "exp" and a.dtype == np.float32:
+                contiguous = exp_float32_kernel  # vectorized; numba's expf is one at a time
             contiguous(out.reshape(-1), _readonly_ravel(a))
         else:
             buffer, strides = operand(a, a.shape)

@@ -37,27 +37,37 @@ class LinearFunction(Function):
     Called as ``LinearFunction.apply(x, weight)`` or ``LinearFunction.apply(x, weight, bias)``.
     """
 
+    # Written as a fused kernel: the backend's primitives on the tensors' storage (``.data``),
+    # with no Tensor in between. (The callers, ``nn.Linear`` and ``F.linear``, check shapes.)
     @staticmethod
     def forward(ctx: Context, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         ctx.save_for_backward(x, weight)
         ctx.needs = (x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad)
         ctx.has_bias = bias is not None
-        out = x._matmul(weight._permute((1, 0)))  # backend primitives: x @ W.T
-        return out if bias is None else out.zip("add", bias)
+        be = x.backend
+        x._check_backend(weight, "linear")
+        out = be.matmul(x.data, be.permute(weight.data, (1, 0)))  # x @ W.T
+        if bias is not None:
+            x._check_backend(bias, "linear")
+            out = be.zip("add", out, bias.data)
+        return x._new(out)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
         x, weight = ctx.saved_tensors
         needs_x, needs_w, needs_b = ctx.needs
-        # Backward is not recorded either: the primitives compute G @ W, G^T @ x, sum of G.
-        grad_x = grad_output._matmul(weight) if needs_x else None  # the first layer skips it
-        out_features, in_features = weight.shape
-        rows = grad_output.numel() // out_features  # (batch..., features) -> (rows, features)
-        g = grad_output._view((rows, out_features), True)
-        grad_w = g._permute((1, 0))._matmul(x._view((rows, in_features), True)) if needs_w else None
+        be = grad_output.backend
+        # G @ W; the first layer skips it (its input needs no gradient)
+        grad_x = grad_output._new(be.matmul(grad_output.data, weight.data)) if needs_x else None
+        g = grad_output
+        if g.ndim != 2:  # (batch..., features) -> (rows, features)
+            out_features, in_features = weight.shape
+            rows = g.numel() // out_features
+            g, x = g._view((rows, out_features), True), x._view((rows, in_features), True)
+        grad_w = g._new(be.matmul(be.permute(g.data, (1, 0)), x.data)) if needs_w else None  # G^T x
         if not ctx.has_bias:
             return grad_x, grad_w
-        return grad_x, grad_w, g.reduce("sum", (0,)) if needs_b else None
+        return grad_x, grad_w, g._new(be.reduce("sum", g.data, (0,), False)) if needs_b else None
 
 
 class LogSoftmax(Function):
@@ -142,28 +152,31 @@ class CrossEntropy(Function):
     def forward(
         ctx: Context, x: Tensor, target: Tensor, reduction: str, labels: np.ndarray
     ) -> Tensor:
-        shifted = x.zip("sub", x.reduce("max", (1,), keepdim=True))  # no overflow in exp
-        logp = shifted.zip("sub", shifted.map("exp").reduce("sum", (1,), keepdim=True).map("log"))
-        ctx.save_for_backward(logp)
-        ctx.picks = (np.arange(x.shape[0]), labels)  # row n, column y_n
+        be, data = x.backend, x.data  # a fused kernel, as in LinearFunction
+        shifted = be.zip("sub", data, be.reduce("max", data, (1,), True))  # no overflow in exp
+        exps = be.map("exp", shifted)
+        total = be.reduce("sum", exps, (1,), True)
+        logp = be.zip("sub", shifted, be.map("log", total))
+        ctx.save_for_backward(x._new(be.zip("div", exps, total)))  # softmax(x), for backward
+        ctx.picks = (np.arange(len(labels)), labels)  # row n, column y_n
         ctx.reduction = reduction
-        return _reduce_picked(logp._getitem(ctx.picks), reduction)
+        return _reduce_picked(x._new(be.getitem(logp, ctx.picks)), reduction)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
-        (logp,) = ctx.saved_tensors
-        n = logp.shape[0]
+        (softmax,) = ctx.saved_tensors
+        be, dtype = softmax.backend, softmax.backend.dtype(softmax.data)
+        n = softmax.shape[0]
+        scale = grad_output.data
         if ctx.reduction == "none":
-            scale = grad_output._view((n, 1), True)  # one G per row
+            scale = be.view(scale, (n, 1))  # one G per row
         elif ctx.reduction == "mean":
-            scale = grad_output.zip("div", grad_output._lift(float(n)))
-        else:
-            scale = grad_output
+            scale = be.zip("div", scale, be.from_numpy(np.asarray(n, dtype)))
         # The one-hot rows of y, built on the host (a small copy to a GPU backend).
-        one_hot = np.zeros(logp.shape, dtype=logp.backend.dtype(logp.data))
+        one_hot = np.zeros(softmax.shape, dtype)
         one_hot[ctx.picks] = 1
-        grad = logp.map("exp").zip("sub", logp._lift(one_hot))  # softmax(x) - onehot(y)
-        return grad.zip("mul", scale), None  # class indices get no gradient
+        grad = be.zip("sub", softmax.data, be.from_numpy(one_hot))  # prediction minus truth
+        return softmax._new(be.zip("mul", grad, scale)), None  # class indices get no gradient
 
 
 def _reduce_picked(picked: Tensor, reduction: str) -> Tensor:

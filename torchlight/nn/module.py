@@ -133,9 +133,10 @@ class Module:
 
     def __getattr__(self, name: str) -> Any:
         # only called when normal lookup fails: look in the registries
+        registries = self.__dict__
         for registry in ("_parameters", "_buffers", "_modules"):
-            found = self.__dict__.get(registry, {})
-            if name in found:
+            found = registries.get(registry)
+            if found is not None and name in found:
                 return found[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
