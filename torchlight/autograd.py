@@ -125,7 +125,7 @@ class Context:
         """Keep ``tensors`` for ``backward()``; they are released once backward has run."""
         self._saved = tensors
         self._versions = tuple(
-            t._version.value if hasattr(t, "_version") else None for t in tensors
+            [t._version.value if hasattr(t, "_version") else None for t in tensors]
         )
 
     @property
@@ -271,6 +271,8 @@ def topological_sort(root: Variable) -> list[Variable]:
     Iterative depth-first search (a deep graph must not hit Python's recursion limit).
     """
     order: list[Variable] = []
+    if not root.requires_grad:
+        return order
     seen: set[int] = set()
     stack: list[tuple[Variable, bool]] = [(root, False)]
     while stack:
@@ -278,13 +280,13 @@ def topological_sort(root: Variable) -> list[Variable]:
         if children_done:
             order.append(node)
             continue
-        if id(node) in seen or not node.requires_grad:
+        if id(node) in seen:
             continue
         seen.add(id(node))
         stack.append((node, True))
         if node.history is not None:
             for parent in node.history.inputs:
-                if id(parent) not in seen:
+                if parent.requires_grad and id(parent) not in seen:
                     stack.append((parent, False))
     return order
 

@@ -242,8 +242,12 @@ class SGD(Optimizer):
                 buf = buf * momentum + grad * (1 - group["dampening"])
             state["momentum_buffer"] = buf
             grad = grad + momentum * buf if group["nesterov"] else buf
-        # p -= lr * grad, in place (p stays the model's Parameter): the backend writes p's storage
-        p._zip_("sub", grad.zip("mul", self._constant(group["lr"], grad)), "SGD.step")
+        # p -= lr * grad, in place (p stays the model's Parameter): a fused kernel on the storages,
+        # the backend writing into p's own (grad has p's shape, dtype and backend: the engine
+        # checked). Bumping the version makes any tensor saved for backward from p stale.
+        be, lr = p.backend, self._constant(group["lr"], grad)
+        be.zip("sub", p.data, be.zip("mul", grad.data, lr.data), p.data)
+        p._version.value += 1
 
 
 class Adam(Optimizer):
