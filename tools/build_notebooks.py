@@ -104,6 +104,38 @@ def execute(nb: nbformat.NotebookNode) -> None:
     client.execute()
     nb.metadata["kernelspec"] = dict(KERNELSPEC)  # nbclient writes the kernel it used
     keep_static_views(nb)
+    merge_streams(nb)
+
+
+def merge_streams(nb: nbformat.NotebookNode) -> None:
+    """Join neighbouring outputs of the same stream into one, as JupyterLab shows them.
+
+    The kernel flushes ``print`` output in chunks whose boundaries depend on timing, so the
+    same cell can come back as one stdout output or three; merged, the stored file is the same
+    on every build. Each merged output's text is kept as one line per list item.
+    """
+    for cell in nb.cells:
+        merged: list[nbformat.NotebookNode] = []
+        for output in cell.get("outputs", []):
+            previous = merged[-1] if merged else None
+            if (
+                previous is not None
+                and output.get("output_type") == "stream"
+                and previous.get("output_type") == "stream"
+                and previous.get("name") == output.get("name")
+            ):
+                previous["text"] = _text(previous["text"]) + _text(output["text"])
+            else:
+                merged.append(output)
+        for output in merged:
+            if output.get("output_type") == "stream":
+                output["text"] = _text(output["text"]).splitlines(keepends=True)
+        if "outputs" in cell:
+            cell["outputs"] = merged
+
+
+def _text(text: str | list[str]) -> str:
+    return text if isinstance(text, str) else "".join(text)
 
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
