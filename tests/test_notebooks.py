@@ -103,6 +103,29 @@ def test_built_notebook_is_current(source):
     assert not why, f"{why}; run `make notebooks`"
 
 
+def test_build_merges_stream_chunks_so_outputs_do_not_depend_on_flush_timing():
+    nbformat = pytest.importorskip("nbformat")
+    out = nbformat.v4.new_output
+    cell = nbformat.v4.new_code_cell("for i in range(3): print(i)")
+    cell.outputs = [
+        out("stream", name="stdout", text="0\n"),
+        out("stream", name="stdout", text=["1\n", "2"]),
+        out("stream", name="stdout", text="\n"),
+        out("stream", name="stderr", text="warned\n"),
+        out("execute_result", data={"text/plain": "3"}, execution_count=1),
+        out("stream", name="stdout", text="after\n"),
+    ]
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    _load_builder().merge_streams(nb)
+    got = [(o.output_type, o.get("name"), o.get("text")) for o in nb.cells[0].outputs]
+    assert got == [
+        ("stream", "stdout", ["0\n", "1\n", "2\n"]),
+        ("stream", "stderr", ["warned\n"]),
+        ("execute_result", None, None),
+        ("stream", "stdout", ["after\n"]),
+    ]
+
+
 @pytest.mark.parametrize("name", TUTORIALS)
 def test_tutorial_ends_with_summary_and_exercises(name):
     headings = [
