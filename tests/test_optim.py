@@ -110,6 +110,21 @@ def test_param_groups_have_their_own_settings():
     assert "Parameter Group 1" in repr(opt) and "lr: 0.5" in repr(opt)
 
 
+def test_sgd_sees_a_changed_learning_rate_and_updates_in_place_per_dtype():
+    a = nn.Parameter(tl.ones(2))  # float64
+    b = nn.Parameter(tl.ones(2, dtype=tl.float32))
+    storage_a, storage_b = a.data, b.data
+    opt = optim.SGD([a, b], lr=0.25)
+    a.grad, b.grad = tl.ones(2), tl.ones(2, dtype=tl.float32)
+    opt.step()
+    opt.param_groups[0]["lr"] = 0.5  # as a learning-rate schedule does
+    opt.step()
+    np.testing.assert_array_equal(a.detach().numpy(), [0.25, 0.25])
+    np.testing.assert_array_equal(b.detach().numpy(), [0.25, 0.25])
+    assert a.data is storage_a and b.data is storage_b  # the model's own storage, updated
+    assert b.dtype is tl.float32
+
+
 def test_step_skips_parameters_without_gradient_and_zero_grad_sets_none():
     a, b = nn.Parameter(tl.ones(2)), nn.Parameter(tl.ones(2))
     opt = optim.Adam([a, b], lr=0.1)

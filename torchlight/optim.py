@@ -38,6 +38,7 @@ class Optimizer:
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
         self.state: dict[Tensor, dict[str, Any]] = {}
+        self._constants: dict[tuple[Any, ...], Tensor] = {}  # see _constant
         self.param_groups: list[dict[str, Any]] = []
         groups = list(params)
         if not groups:
@@ -79,7 +80,7 @@ class Optimizer:
     @no_grad()
     def step(self) -> None:
         """Update every parameter that has a gradient, in place."""
-        self._constants: dict[tuple[Any, ...], Tensor] = {}
+        self._constants = {}  # a changed group["lr"] is seen at the next step
         for group in self.param_groups:
             for p in group["params"]:
                 grad = p.grad
