@@ -239,3 +239,15 @@ def test_bad_settings_are_rejected():
         optim.SGD([{"params": p}, {"params": p}], lr=0.1)
     with pytest.raises(TypeError, match="leaf Tensors"):
         optim.SGD([p[0] * 2], lr=0.1)
+
+
+def test_a_step_between_forward_and_backward_is_caught():
+    # The update writes into the parameter's storage; a graph that saved the old values must
+    # refuse to backpropagate with the new ones (PyTorch raises the same error).
+    w = nn.Parameter(tl.tensor([1.0, 2.0]))
+    opt = optim.SGD([w], lr=0.1)
+    loss = (w * w).sum()  # Mul saves w for backward
+    w.grad = tl.ones(2)
+    opt.step()
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        loss.backward()
