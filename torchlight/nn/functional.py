@@ -271,8 +271,10 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
     labels = np.asarray(target.backend.to_numpy(target.data))
     if labels.size == 0:
         return labels
-    low, high = int(np.minimum.reduce(labels, None)), int(np.maximum.reduce(labels, None))
-    if low < 0 or high >= num_classes:
+    # One pass finds both kinds of bad label: read as unsigned, a negative label is huge.
+    unsigned = labels.view(f"u{labels.itemsize}") if labels.dtype.kind == "i" else labels
+    if int(np.maximum.reduce(unsigned, None)) >= num_classes:
+        low, high = int(labels.min()), int(labels.max())
         bad = low if low < 0 else high
         where = tuple(int(i) for i in np.argwhere(labels == bad)[0])
         position = where[0] if len(where) == 1 else where

@@ -183,10 +183,12 @@ def _reduce_picked(picked: Tensor, reduction: str) -> Tensor:
     r"""The loss from the picked log-probabilities $\mathrm{logp}_{n, y_n}$, shape (N,)."""
     if reduction == "none":
         return picked.map("neg")
-    total = picked.reduce("sum", (0,))
+    be = picked.backend
+    total = be.reduce("sum", picked.data, (0,), False)
     if reduction == "sum":
-        return total.map("neg")
-    return total.zip("div", total._lift(-float(picked.shape[0])))  # -sum / N, the mean
+        return picked._new(be.map("neg", total))
+    n = be.from_numpy(np.asarray(-picked.shape[0], be.dtype(total)))
+    return picked._new(be.zip("div", total, n))  # -sum / N, the mean
 
 
 class BinaryCrossEntropy(Function):
