@@ -58,15 +58,14 @@ from torchlight.backends.cuda_kernels import (
 from torchlight.backends.numpy_backend import NumpyBackend
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided_layout import (
+    LayoutOps,
     StridedLayout,
     basic_index,
     expand_strides,
     is_basic_index,
-    is_contiguous,
     position_table,
-    view_strides,
 )
-from torchlight.shape import broadcast_shape, permute, strides_from_shape
+from torchlight.shape import broadcast_shape, strides_from_shape
 
 # The kernels live in cuda_kernels.py; their names stay importable from here.
 __all__ = [
@@ -113,7 +112,7 @@ def _strided_args(shape: tuple[int, ...], *operands: CudaStorage) -> tuple[Any, 
     return (*args, shape)
 
 
-class CudaBackend:
+class CudaBackend(LayoutOps):
     """Tensors in GPU memory (strided layout over a flat device buffer), Numba CUDA kernels.
 
     Raises:
@@ -253,28 +252,12 @@ class CudaBackend:
         return out if compute == dtype else self.astype(out, dtype)
 
     # ------------------------------------------------------------------ layout: no kernels at all
-    def view(self, a: CudaStorage, shape: tuple[int, ...]) -> CudaStorage | None:
-        strides = view_strides(a.shape, a.strides, shape)
-        return None if strides is None else CudaStorage(a.buffer, shape, strides, a.offset, a.dtype)
-
     def _reshape(self, a: CudaStorage, shape: tuple[int, ...]) -> CudaStorage:
         out = self.view(a, shape)
         if out is None:
             out = self.view(self.contiguous(a), shape)
         assert out is not None, "a contiguous tensor can always be viewed in a shape of its size"
         return out
-
-    def permute(self, a: CudaStorage, dims: tuple[int, ...]) -> CudaStorage:
-        shape, strides = permute(a.shape, a.strides, dims)
-        return CudaStorage(a.buffer, shape, strides, a.offset, a.dtype)
-
-    def expand(self, a: CudaStorage, shape: tuple[int, ...]) -> CudaStorage:
-        return CudaStorage(
-            a.buffer, shape, expand_strides(a.shape, a.strides, shape), a.offset, a.dtype
-        )
-
-    def contiguous(self, a: CudaStorage) -> CudaStorage:
-        return a if is_contiguous(a.shape, a.strides) else self.map("copy", a)
 
     def astype(self, a: CudaStorage, dtype: np.dtype) -> CudaStorage:
         return self.map("copy", a, dtype=dtype)
@@ -284,8 +267,7 @@ class CudaBackend:
         """Basic indices give a view; integer/boolean arrays gather on the GPU the positions
         that numpy computed on the host (by indexing a table of positions)."""
         if is_basic_index(index):
-            shape, strides, offset = basic_index(a.shape, a.strides, a.offset, index)
-            return CudaStorage(a.buffer, shape, strides, offset, a.dtype)
+            return self.basic_view(a, index)
         table = position_table(a.shape, a.strides, a.offset)[index]
         out = self.empty(table.shape, a.dtype)
         if out.size:

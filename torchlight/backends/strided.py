@@ -53,6 +53,7 @@ from torchlight.backends import scalar_ops
 from torchlight.backends.base import Index
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided_layout import (
+    LayoutOps,
     StridedLayout,
     basic_index,
     expand_strides,
@@ -66,7 +67,6 @@ from torchlight.shape import (
     broadcast_index,
     broadcast_shape,
     index_to_position,
-    permute,
     strides_from_shape,
     to_index,
 )
@@ -88,8 +88,12 @@ __all__ = [
 ]
 
 
-class StridedBackend:
-    """Pure-Python strided storage and loops; the reference the fast backends are checked against."""
+class StridedBackend(LayoutOps):
+    """Pure-Python strided storage and loops; the reference the fast backends are checked against.
+
+    The layout primitives (``view``, ``permute``, ``expand``, ``contiguous``) come from
+    :class:`~torchlight.backends.strided_layout.LayoutOps`: they only compute new strides.
+    """
 
     name = "strided"
 
@@ -213,24 +217,6 @@ class StridedBackend:
         return StridedStorage(out.buffer, shape, strides_from_shape(shape), 0, out.dtype)
 
     # ------------------------------------------------------------------ layout: no copies
-    def view(self, a: StridedStorage, shape: tuple[int, ...]) -> StridedStorage | None:
-        strides = view_strides(a.shape, a.strides, shape)
-        if strides is None:
-            return None
-        return StridedStorage(a.buffer, shape, strides, a.offset, a.dtype)
-
-    def permute(self, a: StridedStorage, dims: tuple[int, ...]) -> StridedStorage:
-        shape, strides = permute(a.shape, a.strides, dims)
-        return StridedStorage(a.buffer, shape, strides, a.offset, a.dtype)
-
-    def expand(self, a: StridedStorage, shape: tuple[int, ...]) -> StridedStorage:
-        return StridedStorage(
-            a.buffer, shape, expand_strides(a.shape, a.strides, shape), a.offset, a.dtype
-        )
-
-    def contiguous(self, a: StridedStorage) -> StridedStorage:
-        return a if is_contiguous(a.shape, a.strides) else self.map("copy", a)
-
     def astype(self, a: StridedStorage, dtype: np.dtype) -> StridedStorage:
         out = empty(a.shape, dtype)
         store = converter(out.dtype)
@@ -244,8 +230,7 @@ class StridedBackend:
         offset change). Integer or boolean arrays gather a copy: numpy computes *which*
         positions (indexing a table of positions), the loop here moves the elements."""
         if is_basic_index(index):
-            shape, strides, offset = basic_index(a.shape, a.strides, a.offset, index)
-            return StridedStorage(a.buffer, shape, strides, offset, a.dtype)
+            return self.basic_view(a, index)
         table = position_table(a.shape, a.strides, a.offset)[index]
         out = empty(table.shape, a.dtype)
         for ordinal, position in enumerate(table.ravel().tolist()):
@@ -330,7 +315,7 @@ class StridedBackend:
             flat = self.view(self.contiguous(a), (a.size,))
             assert flat is not None, "a contiguous tensor can always be flattened"
             out = self.argreduce(op, flat, 0, False)
-            return self.view(out, (1,) * len(a.shape)) if keepdim else out  # type: ignore[return-value]
+            return self.view(out, (1,) * len(a.shape)) if keepdim else out
         better = scalar_ops.gt if op == "max" else scalar_ops.lt
         kept = tuple(1 if d == dim else n for d, n in enumerate(a.shape))
         out = empty(kept, np.int64)

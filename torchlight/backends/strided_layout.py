@@ -4,7 +4,8 @@ An n-dimensional index finds its element in the flat buffer with
 
 $$\mathrm{position}(i_0, \dots, i_{n-1}) = \mathrm{offset} + \sum_d i_d \cdot \mathrm{strides}_d .$$
 
-This module holds :class:`StridedLayout` and the pure functions of ``(shape, strides, offset)``
+This module holds :class:`StridedLayout`, the :class:`LayoutOps` that make views of it (``view``,
+``permute``, ``expand``, basic indexing), and the pure functions of ``(shape, strides, offset)``
 that views and indexing are made of: whether a layout is contiguous, the strides of an
 ``expand`` or a ``reshape`` that needs no copy, the layout of ``a[index]`` for a basic index, and
 a table of every element's position (for advanced indexing). None of them reads or writes an
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from torchlight.backends.base import Index
-from torchlight.shape import strides_from_shape
+from torchlight.shape import permute, strides_from_shape
 
 
 class StridedLayout:
@@ -60,6 +61,38 @@ class StridedLayout:
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+    def restrided(self, shape: Sequence[int], strides: Sequence[int], offset: int) -> Any:
+        """A view: the same buffer (and storage class) with another layout."""
+        return type(self)(self.buffer, shape, strides, offset, self.dtype)
+
+
+class LayoutOps:
+    r"""The layout primitives of a backend whose storages are :class:`StridedLayout`\ s.
+
+    Each returns a view, the same buffer under a new ``(shape, strides, offset)``, so no element
+    moves; only ``contiguous`` copies, through the backend's own ``map("copy")``. The strided and
+    CUDA backends both inherit these: a view is the same thing on the host and on the GPU.
+    """
+
+    def view(self, a: Any, shape: tuple[int, ...]) -> Any:
+        """``a`` read in ``shape`` (same elements, row-major), or ``None`` if no strides can."""
+        strides = view_strides(a.shape, a.strides, shape)
+        return None if strides is None else a.restrided(shape, strides, a.offset)
+
+    def permute(self, a: Any, dims: tuple[int, ...]) -> Any:
+        shape, strides = permute(a.shape, a.strides, dims)
+        return a.restrided(shape, strides, a.offset)
+
+    def expand(self, a: Any, shape: tuple[int, ...]) -> Any:
+        return a.restrided(shape, expand_strides(a.shape, a.strides, shape), a.offset)
+
+    def contiguous(self, a: Any) -> Any:
+        return a if is_contiguous(a.shape, a.strides) else self.map("copy", a)  # type: ignore[attr-defined]
+
+    def basic_view(self, a: Any, index: Index) -> Any:
+        """``a[index]`` for a basic index (ints, slices, ``None``, ``...``): a view."""
+        return a.restrided(*basic_index(a.shape, a.strides, a.offset, index))
 
 
 def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
