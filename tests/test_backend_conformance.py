@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -218,3 +219,16 @@ def test_mixing_backends_names_both() -> None:
     b = tl.ones(2, backend=backend("numba"))
     with pytest.raises(RuntimeError, match="'strided' and 'numba'"):
         a + b
+
+
+def test_numpy_backend_returns_ieee_edge_values_without_warnings() -> None:
+    # numpy warns on log(0), 1/0 and friends; PyTorch (and torchlight) return inf/nan silently.
+    x = tl.tensor([0.0, -1.0, 1000.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = [x.log(), x.sqrt(), x.exp(), 1 / x, x / 0.0, x**0.5]
+    with np.errstate(all="ignore"):
+        v = np.array([0.0, -1.0, 1000.0])
+        expected = [np.log(v), np.sqrt(v), np.exp(v), 1 / v, v / 0.0, v**0.5]
+    for t, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(t.numpy(), e)  # nan matches nan

@@ -24,38 +24,6 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0).astype(x.dtype, copy=False)
 
 
-_MAP: dict[str, Callable[..., Any]] = {
-    "neg": np.negative,
-    "abs": np.abs,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "sigmoid": _stable_sigmoid,
-    "relu": _relu,
-    "tanh": np.tanh,
-    "sign": np.sign,
-    "reciprocal": np.reciprocal,
-    "square": np.square,
-    "copy": lambda a: np.array(a, order="C"),
-}
-
-_ZIP: dict[str, Callable[..., Any]] = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.true_divide,
-    "pow": np.power,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-}
-
-
 def _quietly(ufunc: Callable[..., Any]) -> Callable[..., Any]:
     """``ufunc`` with numpy's floating-point warnings off: log(0) = -inf, 1/0 = inf and friends
     come back silently, as in PyTorch. (The decorator form of ``np.errstate`` costs about a third
@@ -68,10 +36,39 @@ def _quietly(ufunc: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-# Ops whose domain errors numpy reports as warnings; PyTorch returns inf/nan silently.
-for _table, _ops in ((_MAP, ("log", "sqrt", "reciprocal", "exp")), (_ZIP, ("div", "pow"))):
-    for _op in _ops:
-        _table[_op] = _quietly(_table[_op])
+# Ops whose domain errors numpy reports as warnings (log, sqrt, reciprocal, exp, div, pow) run
+# _quietly: PyTorch returns inf/nan silently.
+_MAP: dict[str, Callable[..., Any]] = {
+    "neg": np.negative,
+    "abs": np.abs,
+    "exp": _quietly(np.exp),
+    "log": _quietly(np.log),
+    "sqrt": _quietly(np.sqrt),
+    "sigmoid": _stable_sigmoid,
+    "relu": _relu,
+    "tanh": np.tanh,
+    "sign": np.sign,
+    "reciprocal": _quietly(np.reciprocal),
+    "square": np.square,
+    "copy": lambda a: np.array(a, order="C"),
+}
+
+_ZIP: dict[str, Callable[..., Any]] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": _quietly(np.true_divide),
+    "pow": _quietly(np.power),
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
+
 
 # The ufuncs' own reduce skips np.sum's Python wrapper (a few microseconds per call).
 _REDUCE: dict[str, Callable[..., Any]] = {
