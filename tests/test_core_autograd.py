@@ -128,6 +128,123 @@ def test_topological_sort_and_backpropagate_by_hand():
     assert x.grad.item() == 5.0  # 2x + 1
 
 
+def _random_graph(seed):
+    """A random DAG of adds and products over three leaves that need grad and one that does not."""
+    rng = np.random.default_rng(seed)
+    nodes = [tl.tensor([float(v)], requires_grad=True) for v in rng.random(3)] + [tl.ones(1)]
+    for _ in range(int(rng.integers(1, 30))):
+        a, b = (nodes[int(i)] for i in rng.integers(0, len(nodes), 2))
+        nodes.append(a * b if rng.random() < 0.5 else a + b)
+    return nodes[-1]
+
+
+def _reachable(root):
+    found, stack = {}, [root]
+    while stack:
+        node = stack.pop()
+        if node.requires_grad and id(node) not in found:
+            found[id(node)] = node
+            stack.extend(node.history.inputs if node.history else ())
+    return found
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_topological_sort_orders_every_input_before_its_users(seed):
+    root = _random_graph(seed)
+    order = topological_sort(root)
+    position = {id(node): i for i, node in enumerate(order)}
+    assert len(position) == len(order), "a node appears twice"
+    assert position.keys() == _reachable(root).keys()
+    for node in order:
+        for parent in node.history.inputs if node.history else ():
+            if parent.requires_grad:
+                assert position[id(parent)] < position[id(node)]
+
+
+def test_topological_sort_of_a_deep_graph_needs_no_recursion():
+    x = tl.tensor(1.0, requires_grad=True)
+    y = x
+    for _ in range(5 * 1000):  # deeper than Python's default recursion limit (1000)
+        y = y * 1.0
+    order = topological_sort(y)
+    assert order[0] is x and order[-1] is y and len(order) == 5001
+    y.backward()
+    assert x.grad.item() == 1.0
+
+
+# ---------------------------------------------------------------- whose memory .grad is
+class Handover(Function):
+    """Identity whose backward returns a fresh gradient, remembered (weakly or not) by the test."""
+
+    kept: list = []
+    weak: list = []
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.map("copy")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = grad_output * 1.0
+        Handover.weak.append(weakref.ref(grad))
+        if Handover.keep:  # the tensor, or only its storage
+            Handover.kept.append(grad if Handover.keep == "tensor" else grad.data)
+        return grad
+
+
+def test_a_gradient_nothing_else_holds_becomes_grad_uncopied():
+    # PyTorch's AccumulateGrad hands such a gradient over; so does this engine.
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    Handover.keep, Handover.weak = False, []
+    Handover.apply(x).sum().backward()
+    assert Handover.weak[0]() is x.grad
+
+
+@pytest.mark.parametrize("keep", ["tensor", "storage"])
+def test_a_gradient_someone_else_holds_is_copied(keep):
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    Handover.keep, Handover.kept = keep, []
+    Handover.apply(x).sum().backward()
+    kept = Handover.kept[0]
+    storage = kept.data if keep == "tensor" else kept
+    assert x.grad is not kept and not np.shares_memory(x.grad.data, storage)
+    storage[:] = 7.0  # changing what the Function kept leaves .grad alone
+    assert values(x.grad) == [1.0, 1.0]
+
+
+def test_leaves_given_the_same_gradient_get_their_own_copies():
+    a = tl.tensor([1.0, 2.0], requires_grad=True)
+    b = tl.tensor([3.0, 4.0], requires_grad=True)
+    (a + b).backward(tl.tensor([1.0, 1.0]))  # Add passes grad_output to both inputs
+    assert not np.shares_memory(a.grad.data, b.grad.data)
+    a.grad.mul_(5.0)  # gradient clipping on one leaf, say
+    assert values(b.grad) == [1.0, 1.0]
+
+
+def test_a_gradient_given_to_backward_is_not_taken_over():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    seed = tl.tensor([1.0, 1.0])
+    (x * 1.0).backward(seed)
+    assert not np.shares_memory(x.grad.data, seed.data)
+    x.grad.zero_()
+    assert values(seed) == [1.0, 1.0]
+
+
+def test_a_retained_gradient_and_a_leaf_gradient_do_not_share_memory():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    y = (x + tl.zeros(2)).retain_grad()  # Add's backward passes y's gradient on to x as it is
+    y.sum().backward()
+    assert not np.shares_memory(x.grad.data, y.grad.data)
+
+
+def test_a_broadcast_view_gradient_is_copied_into_writable_memory():
+    x = tl.tensor(2.0, requires_grad=True)
+    x.expand(3).sum().backward()
+    assert x.grad.item() == 3.0
+    x.grad.add_(1.0)  # writable: not the read-only broadcast view backward passed around
+    assert x.grad.item() == 4.0
+
+
 def test_no_grad_records_nothing():
     x = tl.ones(2, requires_grad=True)
     with tl.no_grad():

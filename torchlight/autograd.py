@@ -12,7 +12,8 @@ $$\frac{\partial L}{\partial x_i} = \sum_{\text{uses of } x_i}
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 __all__ = [
@@ -89,7 +90,7 @@ class Variable(Protocol):
     @property
     def shape(self) -> tuple[int, ...]: ...
 
-    def _accumulate_grad(self, grad: Any) -> None: ...
+    def _accumulate_grad(self, grad: Any, sole: bool = False) -> None: ...
 
 
 _FREED = (
@@ -124,9 +125,8 @@ class Context:
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors`` for ``backward()``; they are released once backward has run."""
         self._saved = tensors
-        self._versions = tuple(
-            [t._version.value if hasattr(t, "_version") else None for t in tensors]
-        )
+        versions = [getattr(t, "_version", None) for t in tensors]
+        self._versions = tuple([None if v is None else v.value for v in versions])
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
@@ -265,29 +265,46 @@ def _checked(cls: type[Function], result: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- the engine
+def _references(value: Any) -> int:
+    """CPython's reference count of ``value``, including the ones this call adds."""
+    return sys.getrefcount(value)
+
+
+def _references_of_a_local() -> int:
+    held = object()
+    return _references(held)
+
+
+#: What ``_references(x)`` returns when one variable (or one attribute) holds ``x`` and nothing else
+#: does. Measured, not assumed: how many references a call adds differs between CPython versions.
+ONE_REFERENCE = _references_of_a_local()
+
+
 def topological_sort(root: Variable) -> list[Variable]:
     """All tensors that lead to ``root`` and require grad, ordered from the leaves to the root.
 
-    Iterative depth-first search (a deep graph must not hit Python's recursion limit).
+    Depth-first search, iterative (a deep graph must not hit Python's recursion limit): the
+    stack holds each node being visited with an iterator over its inputs, and a node joins the
+    order once every input that requires grad already has. A leaf joins as soon as it is met.
     """
+    if not root.requires_grad or root.history is None:
+        return [root] if root.requires_grad else []
     order: list[Variable] = []
-    if not root.requires_grad:
-        return order
-    seen: set[int] = set()
-    stack: list[tuple[Variable, bool]] = [(root, False)]
+    seen = {id(root)}
+    stack: list[tuple[Variable, Iterator[Variable]]] = [(root, iter(root.history.inputs))]
     while stack:
-        node, children_done = stack.pop()
-        if children_done:
+        node, inputs = stack[-1]
+        for parent in inputs:
+            if parent.requires_grad and id(parent) not in seen:
+                seen.add(id(parent))
+                if parent.history is None:
+                    order.append(parent)  # a leaf: nothing comes before it
+                else:
+                    stack.append((parent, iter(parent.history.inputs)))
+                    break  # visit parent's inputs first; node's iterator resumes afterwards
+        else:  # all of node's inputs are in the order
+            stack.pop()
             order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        if node.history is not None:
-            for parent in node.history.inputs:
-                if parent.requires_grad and id(parent) not in seen:
-                    stack.append((parent, False))
     return order
 
 
@@ -313,7 +330,9 @@ def _backpropagate(root: Variable, deriv: Any, retain_graph: bool) -> None:
             continue
         history = node.history
         if history is None or node._retains_grad:
-            node._accumulate_grad(grad)
+            # A leaf may keep a gradient that only this loop refers to as its .grad, uncopied
+            sole = history is None and _references(grad) == ONE_REFERENCE
+            node._accumulate_grad(grad, sole)
         if history is None:
             continue
         if history.ctx._freed:
@@ -321,6 +340,7 @@ def _backpropagate(root: Variable, deriv: Any, retain_graph: bool) -> None:
         for parent, parent_grad in history.chain_rule(grad):
             key = id(parent)
             grads[key] = grads[key] + parent_grad if key in grads else parent_grad
+        parent_grad = None  # let go of the last one: `sole` above counts references
         if not retain_graph:
             history.ctx.release()
 

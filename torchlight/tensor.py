@@ -17,7 +17,7 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight import functions as fn
-from torchlight.autograd import History, backpropagate
+from torchlight.autograd import ONE_REFERENCE, History, _references, backpropagate
 from torchlight.backends import Backend
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape, sum_to_shape_dims
 from torchlight.tensor_ops import TensorOps
@@ -209,7 +209,9 @@ class Tensor(TensorOps):
                 "create the inputs with requires_grad=True (outside tl.no_grad())"
             )
         if gradient is None:
-            ones = np.ones(self.shape, dtype=self.backend.dtype(self._data))
+            dtype = self.backend.dtype(self._data)
+            # (a scalar loss, the common case, without np.ones's Python wrapper)
+            ones = np.ones(self.shape, dtype) if self.shape else np.array(1, dtype)
             deriv = Tensor(self.backend.from_numpy(ones), self.backend)
         else:
             deriv = self._lift(gradient)
@@ -220,13 +222,18 @@ class Tensor(TensorOps):
                 )
         backpropagate(self, deriv, retain_graph=retain_graph)
 
-    def _accumulate_grad(self, grad: Tensor) -> None:
-        if self._grad is None:
+    def _accumulate_grad(self, grad: Tensor, sole: bool = False) -> None:
+        """Add ``grad`` into ``.grad``; ``sole``: the engine holds the only reference to ``grad``."""
+        if self._grad is not None:
+            self._grad = self._grad + grad
+        elif sole and _owns_memory(grad._data) and _references(grad._data) == ONE_REFERENCE:
+            # Nothing else can see this gradient or its memory, so it becomes .grad as it is,
+            # uncopied (PyTorch's AccumulateGrad does the same).
+            self._grad = grad
+        else:
             # A fresh copy: the incoming gradient may be a read-only broadcast view, or the
             # very tensor another leaf receives (Add passes grad_output to both inputs).
             self._grad = grad.map("copy")
-        else:
-            self._grad = self._grad + grad
 
     def _gradient_for(self, grad: Any, fn_name: str, index: int) -> Tensor:
         """Check (and fix up) the gradient a Function's backward returned for this input."""
@@ -455,6 +462,12 @@ class Tensor(TensorOps):
         from torchlight.printing import tensor_html
 
         return tensor_html(self)
+
+
+def _owns_memory(data: Any) -> bool:
+    """Whether ``data`` is a numpy array (numpy and numba backends) with its own contiguous
+    memory, not a view of another array's."""
+    return type(data) is np.ndarray and data.base is None and data.flags.c_contiguous
 
 
 def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:

@@ -264,6 +264,9 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 
 # --------------------------------------------------------------------------- losses
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}  # by item size
+
+
 def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray:
     """The labels as a host numpy array, after checking each is a class index in [0, C)."""
     # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
@@ -272,7 +275,7 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
     if labels.size == 0:
         return labels
     # One pass finds both kinds of bad label: read as unsigned, a negative label is huge.
-    unsigned = labels.view(f"u{labels.itemsize}") if labels.dtype.kind == "i" else labels
+    unsigned = labels.view(_UNSIGNED[labels.itemsize]) if labels.dtype.kind == "i" else labels
     if int(np.maximum.reduce(unsigned, None)) >= num_classes:
         low, high = int(labels.min()), int(labels.max())
         bad = low if low < 0 else high
@@ -288,7 +291,8 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
 def _check_class_target(fn_name: str, input: Tensor, target: Any) -> np.ndarray:  # noqa: A002
     """Check ``target`` holds one class index per row of the (N, C) ``input``; return the
     indices as a host array (the losses pick ``input[n, target[n]]`` with it)."""
-    if not isinstance(target, Tensor) or target.dtype.is_floating_point:
+    # (the storage's numpy dtype is quicker to ask than target.dtype.is_floating_point)
+    if not isinstance(target, Tensor) or target.backend.dtype(target.data).kind == "f":
         got = target.dtype if isinstance(target, Tensor) else type(target).__name__
         raise TypeError(
             f"{fn_name}: target must be a tensor of integer class indices (int64), got {got}; "
