@@ -232,3 +232,33 @@ def test_numpy_backend_returns_ieee_edge_values_without_warnings() -> None:
         expected = [np.log(v), np.sqrt(v), np.exp(v), 1 / v, v / 0.0, v**0.5]
     for t, e in zip(got, expected, strict=True):
         np.testing.assert_array_equal(t.numpy(), e)  # nan matches nan
+
+
+def test_numpy_backend_stays_quiet_when_threads_share_its_ops() -> None:
+    # The quiet ops run in one prepared context, which one thread can enter at a time; the others
+    # must fall back to np.errstate, neither raising nor warning. numpy lets go of the GIL inside
+    # a large ufunc, so with several threads the context is often busy.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torchlight.backends.numpy_backend import NumpyBackend
+
+    be = NumpyBackend()
+    zeros = np.zeros(1 << 18)
+
+    def work(_: int) -> bool:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for _ in range(20):
+                if not (
+                    np.isneginf(be.map("log", zeros)).all()
+                    and np.isinf(be.zip("div", 1 / (zeros + 1), zeros)).all()
+                ):
+                    return False
+        return True
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, range(8)))
+    with warnings.catch_warnings():  # and the caller's own numpy settings are untouched
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning):
+            np.log(np.zeros(1))

@@ -511,3 +511,52 @@ def test_context_and_history_are_public():
     assert ctx.saved_tensors == (t,)
     h = History(Add, ctx, (t, t))
     assert h.last_fn is Add and h.ctx is ctx and h.inputs == (t, t)
+
+
+# ---------------------------------------------------------------- which tensor apply returns
+class Identity(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x  # its own input: the result must not turn the input into a graph node
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+
+
+class KeepsOutput(Function):
+    made: list = []
+
+    @staticmethod
+    def forward(ctx, x):
+        out = x.map("copy")
+        ctx.out = out  # kept on the context, not through save_for_backward
+        KeepsOutput.made.append(weakref.ref(out))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+
+
+def test_apply_records_a_fresh_result_in_place_and_copies_the_handle_otherwise():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    KeepsOutput.made = []
+    y = Identity.apply(x)
+    assert y is not x and x.history is None and x.is_leaf and y.grad_fn is Identity
+    z = KeepsOutput.apply(x)
+    kept = KeepsOutput.made[0]()
+    assert z is not kept and kept.history is None and z.grad_fn is KeepsOutput
+    w = Handover.apply(x)  # forward returns x.map("copy") and keeps nothing: w is that tensor
+    assert w.grad_fn is Handover and w.requires_grad
+    (y + z + w).sum().backward()
+    assert values(x.grad) == [3.0, 3.0]
+
+
+def test_a_result_saved_for_backward_is_still_checked_for_in_place_changes():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()  # Exp saves its output
+    with tl.no_grad():
+        y.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.sum().backward()

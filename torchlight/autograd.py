@@ -110,7 +110,7 @@ class Context:
 
     # Class-level defaults: most contexts save nothing, and a Context is made for every op.
     _saved: tuple[Any, ...] = ()
-    _versions: tuple[int | None, ...] = ()
+    _versions: list[tuple[Any, int] | None] = []
     _freed = False
 
     def __init__(self, fn_name: str = "Function") -> None:
@@ -125,22 +125,24 @@ class Context:
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors`` for ``backward()``; they are released once backward has run."""
         self._saved = tensors
-        versions = [getattr(t, "_version", None) for t in tensors]
-        self._versions = tuple([None if v is None else v.value for v in versions])
+        self._versions = []  # each tensor's version counter, with its value now
+        for t in tensors:
+            counter = getattr(t, "_version", None)  # None: not a tensor
+            self._versions.append(None if counter is None else (counter, counter.value))
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
         """The tensors given to :meth:`save_for_backward`, checked against in-place changes."""
         if self._freed:
             raise RuntimeError(_FREED.format(fn=self._fn_name))
-        versions = self._versions
-        for i, t in enumerate(self._saved):
-            v = versions[i]
-            if v is not None and t._version.value != v:
+        for i, saved in enumerate(self._versions):
+            if saved is not None and saved[0].value != saved[1]:
+                counter, v = saved
+                t = self._saved[i]
                 raise RuntimeError(
                     f"one of the tensors saved for {self._fn_name}.backward (saved tensor {i}, "
                     f"shape {tuple(t.shape)}) was modified by an in-place operation: it was at "
-                    f"version {v} when saved and is now at version {t._version.value}. The "
+                    f"version {v} when saved and is now at version {counter.value}. The "
                     "gradient would be wrong; use an out-of-place op (x = x + 1, not x.add_(1)) "
                     "or .clone() the tensor before changing it."
                 )
@@ -253,9 +255,11 @@ class Function:
             result = cls.forward(ctx, *args, **kwargs)
         finally:
             _GradMode.enabled = True
+        _checked(cls, result)
         if not record:
-            return _checked(cls, result)
-        return _checked(cls, result)._attach_history(History(cls, ctx, inputs))
+            return result
+        references = sys.getrefcount(result)  # ONE_REFERENCE: forward made it and kept no other
+        return result._attach_history(History(cls, ctx, inputs), references)
 
 
 def _checked(cls: type[Function], result: Any) -> Any:
@@ -265,18 +269,14 @@ def _checked(cls: type[Function], result: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- the engine
-def _references(value: Any) -> int:
-    """CPython's reference count of ``value``, including the ones this call adds."""
-    return sys.getrefcount(value)
-
-
 def _references_of_a_local() -> int:
     held = object()
-    return _references(held)
+    return sys.getrefcount(held)
 
 
-#: What ``_references(x)`` returns when one variable (or one attribute) holds ``x`` and nothing else
-#: does. Measured, not assumed: how many references a call adds differs between CPython versions.
+#: What ``sys.getrefcount(x)`` returns when one variable (or one attribute) holds ``x`` and
+#: nothing else does. Measured, not assumed: the count includes the call's own reference, which
+#: differs between CPython versions.
 ONE_REFERENCE = _references_of_a_local()
 
 
@@ -329,20 +329,21 @@ def _backpropagate(root: Variable, deriv: Any, retain_graph: bool) -> None:
         if grad is None:
             continue
         history = node.history
-        if history is None or node._retains_grad:
-            # A leaf may keep a gradient that only this loop refers to as its .grad, uncopied
-            sole = history is None and _references(grad) == ONE_REFERENCE
+        if history is None:  # a leaf: it may keep a gradient only this loop refers to, uncopied
+            sole = sys.getrefcount(grad) == ONE_REFERENCE  # (counted before grad is passed on)
             node._accumulate_grad(grad, sole)
-        if history is None:
             continue
-        if history.ctx._freed:
+        if node._retains_grad:
+            node._accumulate_grad(grad)
+        ctx = history.ctx
+        if ctx._freed:
             raise RuntimeError(_FREED.format(fn=history.last_fn.__name__))
         for parent, parent_grad in history.chain_rule(grad):
             key = id(parent)
             grads[key] = grads[key] + parent_grad if key in grads else parent_grad
-        parent_grad = None  # let go of the last one: `sole` above counts references
+        parent_grad = None  # let go of the last one: a leaf counts the references to it
         if not retain_graph:
-            history.ctx.release()
+            ctx.release()
 
 
 # --------------------------------------------------------------------------- checking

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight import functions as fn
-from torchlight.autograd import ONE_REFERENCE, History, _references, backpropagate
+from torchlight.autograd import ONE_REFERENCE, History, backpropagate
 from torchlight.backends import Backend
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape, sum_to_shape_dims
 from torchlight.tensor_ops import TensorOps
@@ -226,7 +227,7 @@ class Tensor(TensorOps):
         """Add ``grad`` into ``.grad``; ``sole``: the engine holds the only reference to ``grad``."""
         if self._grad is not None:
             self._grad = self._grad + grad
-        elif sole and _owns_memory(grad._data) and _references(grad._data) == ONE_REFERENCE:
+        elif sole and _owns_memory(grad._data) and sys.getrefcount(grad._data) == ONE_REFERENCE:
             # Nothing else can see this gradient or its memory, so it becomes .grad as it is,
             # uncopied (PyTorch's AccumulateGrad does the same).
             self._grad = grad
@@ -281,8 +282,13 @@ class Tensor(TensorOps):
     def _new(self, data: Any) -> Tensor:
         return Tensor(data, self.backend)
 
-    def _attach_history(self, history: History) -> Tensor:
-        """The result of a recorded Function: shares storage with ``self``, carries ``history``."""
+    def _attach_history(self, history: History, references: int = 0) -> Tensor:
+        """The result of a recorded Function: ``self`` with ``history`` when ``references`` (the
+        caller's ``sys.getrefcount(self)``) says only the caller holds it, else a new tensor
+        sharing ``self``'s storage (``self`` may be an input, or saved for backward)."""
+        if references == ONE_REFERENCE and self.history is None and not self.requires_grad:
+            self.history, self.requires_grad = history, True
+            return self
         return Tensor(self._data, self.backend, True, history, self._version)
 
     def _lift(self, value: Any) -> Tensor:

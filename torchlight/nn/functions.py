@@ -8,7 +8,7 @@ The convolution and pooling Functions live in ``conv_functions.py``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from torchlight.autograd import Context, Function
 from torchlight.creation import zeros
 
 if TYPE_CHECKING:
+    from torchlight.backends import Backend
     from torchlight.tensor import Tensor
 
 __all__ = [
@@ -128,7 +129,8 @@ class NLLLoss(Function):
         n = logp.shape[0]
         ctx.picks = (np.arange(n), labels)  # row n, column y_n
         ctx.shape, ctx.reduction = logp.shape, reduction
-        return _reduce_picked(logp._getitem(ctx.picks), reduction)
+        be = logp.backend
+        return logp._new(_reduce_picked(be, be.getitem(logp.data, ctx.picks), reduction))
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
@@ -160,7 +162,7 @@ class CrossEntropy(Function):
         ctx.save_for_backward(x._new(be.zip("div", exps, total)))  # softmax(x), for backward
         ctx.picks = (np.arange(len(labels)), labels)  # row n, column y_n
         ctx.reduction = reduction
-        return _reduce_picked(x._new(be.getitem(logp, ctx.picks)), reduction)
+        return x._new(_reduce_picked(be, be.getitem(logp, ctx.picks), reduction))
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
@@ -179,16 +181,16 @@ class CrossEntropy(Function):
         return softmax._new(be.zip("mul", grad, scale)), None  # class indices get no gradient
 
 
-def _reduce_picked(picked: Tensor, reduction: str) -> Tensor:
-    r"""The loss from the picked log-probabilities $\mathrm{logp}_{n, y_n}$, shape (N,)."""
+def _reduce_picked(be: Backend, picked: Any, reduction: str) -> Any:
+    r"""The loss from the picked log-probabilities $\mathrm{logp}_{n, y_n}$ (storage of shape
+    (N,) on backend ``be``), as storage."""
     if reduction == "none":
-        return picked.map("neg")
-    be = picked.backend
-    total = be.reduce("sum", picked.data, (0,), False)
+        return be.map("neg", picked)
+    total = be.reduce("sum", picked, (0,), False)
     if reduction == "sum":
-        return picked._new(be.map("neg", total))
-    n = be.from_numpy(np.asarray(-picked.shape[0], be.dtype(total)))
-    return picked._new(be.zip("div", total, n))  # -sum / N, the mean
+        return be.map("neg", total)
+    n = be.from_numpy(np.asarray(-be.shape(picked)[0], be.dtype(total)))
+    return be.zip("div", total, n)  # -sum / N, the mean
 
 
 class BinaryCrossEntropy(Function):
