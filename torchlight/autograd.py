@@ -243,12 +243,11 @@ class Function:
         """Run ``forward`` and, if any tensor input requires grad, record a History node."""
         if not _GradMode.enabled:  # fast path: inside no_grad, or inside another backward
             return _checked(cls, cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs))
-        inputs = tuple([a for a in args if hasattr(a, "_attach_history")])
-        record = False
-        for t in inputs:
-            if t.requires_grad:
-                record = True
-                break
+        tensors, record = [], False
+        for a in args:
+            if hasattr(a, "_attach_history"):  # a tensor: an input of the graph
+                tensors.append(a)
+                record = record or a.requires_grad
         ctx = Context(cls.__name__) if record else _UnrecordedContext(cls.__name__)
         _GradMode.enabled = False  # forward's own ops are not recorded
         try:
@@ -259,7 +258,7 @@ class Function:
         if not record:
             return result
         references = sys.getrefcount(result)  # ONE_REFERENCE: forward made it and kept no other
-        return result._attach_history(History(cls, ctx, inputs), references)
+        return result._attach_history(History(cls, ctx, tuple(tensors)), references)
 
 
 def _checked(cls: type[Function], result: Any) -> Any:

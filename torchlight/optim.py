@@ -90,7 +90,8 @@ class Optimizer:
     def _constant(self, value: float, like: Tensor) -> Tensor:
         """``value`` as a 0-d tensor on ``like``'s backend, in its dtype. A setting such as the
         learning rate is the same for many parameters, so each step makes it once per dtype."""
-        key = (value, id(like.backend), like.backend.dtype(like.data))
+        backend = like.backend
+        key = (value, backend, backend.dtype(like.data))
         made = self._constants.get(key)
         if made is None:
             made = self._constants[key] = like._lift(value)
@@ -246,8 +247,8 @@ class SGD(Optimizer):
         # p -= lr * grad, in place (p stays the model's Parameter): a fused kernel on the storages,
         # the backend writing into p's own (grad has p's shape, dtype and backend: the engine
         # checked). Bumping the version makes any tensor saved for backward from p stale.
-        be, lr = p.backend, self._constant(group["lr"], grad)
-        be.zip("sub", p.data, be.zip("mul", grad.data, lr.data), p.data)
+        be, lr, data = p.backend, self._constant(group["lr"], grad), p.data
+        be.zip("sub", data, be.zip("mul", grad.data, lr.data), data)
         p._version.value += 1
 
 

@@ -67,7 +67,8 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.ndim == 0 or x.shape[-1] != self.in_features:
+        shape = x.shape
+        if not shape or shape[-1] != self.in_features:
             raise shape_error(self, f"(*, {self.in_features})", x)
         # self.weight and self.bias, read from the registry: each attribute lookup would first miss
         # and then go through Module.__getattr__ (about 1 µs, on every call)
