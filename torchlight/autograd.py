@@ -242,7 +242,10 @@ class Function:
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run ``forward`` and, if any tensor input requires grad, record a History node."""
         if not _GradMode.enabled:  # fast path: inside no_grad, or inside another backward
-            return _checked(cls, cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs))
+            result = cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs)
+            if not hasattr(result, "_attach_history"):
+                raise _not_a_tensor(cls, result)
+            return result
         tensors, record = [], False
         for a in args:
             if hasattr(a, "_attach_history"):  # a tensor: an input of the graph
@@ -254,17 +257,16 @@ class Function:
             result = cls.forward(ctx, *args, **kwargs)
         finally:
             _GradMode.enabled = True
-        _checked(cls, result)
+        if not hasattr(result, "_attach_history"):
+            raise _not_a_tensor(cls, result)
         if not record:
             return result
         references = sys.getrefcount(result)  # ONE_REFERENCE: forward made it and kept no other
         return result._attach_history(History(cls, ctx, tuple(tensors)), references)
 
 
-def _checked(cls: type[Function], result: Any) -> Any:
-    if not hasattr(result, "_attach_history"):
-        raise TypeError(f"{cls.__name__}.forward must return a Tensor, got {type(result).__name__}")
-    return result
+def _not_a_tensor(cls: type[Function], result: Any) -> TypeError:
+    return TypeError(f"{cls.__name__}.forward must return a Tensor, got {type(result).__name__}")
 
 
 # --------------------------------------------------------------------------- the engine
