@@ -46,10 +46,12 @@ class LinearFunction(Function):
         ctx.needs = (x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad)
         ctx.has_bias = bias is not None
         be = x.backend
-        x._check_backend(weight, "linear")
+        if weight.backend is not be:
+            x._check_backend(weight, "linear")  # raises, naming both backends
         out = be.matmul(x.data, be.permute(weight.data, (1, 0)))  # x @ W.T
         if bias is not None:
-            x._check_backend(bias, "linear")
+            if bias.backend is not be:
+                x._check_backend(bias, "linear")
             out = be.zip("add", out, bias.data)
         return x._new(out)
 
