@@ -271,7 +271,7 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
     """The labels as a host numpy array, after checking each is a class index in [0, C)."""
     # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
     # Out-of-range labels must not reach the indexing, where -1 would silently mean the last class.
-    labels = np.asarray(target.backend.to_numpy(target.data))
+    labels = np.asarray(target.backend.to_numpy(target._data))
     if labels.size == 0:
         return labels
     # One pass finds both kinds of bad label: read as unsigned, a negative label is huge.
@@ -292,7 +292,7 @@ def _check_class_target(fn_name: str, input: Tensor, target: Any) -> np.ndarray:
     """Check ``target`` holds one class index per row of the (N, C) ``input``; return the
     indices as a host array (the losses pick ``input[n, target[n]]`` with it)."""
     # (the storage's numpy dtype is quicker to ask than target.dtype.is_floating_point)
-    if not isinstance(target, Tensor) or target.backend.dtype(target.data).kind == "f":
+    if not isinstance(target, Tensor) or target.backend.dtype(target._data).kind == "f":
         got = target.dtype if isinstance(target, Tensor) else type(target).__name__
         raise TypeError(
             f"{fn_name}: target must be a tensor of integer class indices (int64), got {got}; "

@@ -38,8 +38,10 @@ class LinearFunction(Function):
     Called as ``LinearFunction.apply(x, weight)`` or ``LinearFunction.apply(x, weight, bias)``.
     """
 
-    # Written as a fused kernel: the backend's primitives on the tensors' storage (``.data``),
-    # with no Tensor in between. (The callers, ``nn.Linear`` and ``F.linear``, check shapes.)
+    # Written as a fused kernel: the backend's primitives on the tensors' storage, with no Tensor
+    # in between. ``x._data`` is what the ``x.data`` property returns, read without the property
+    # call (a training step reads storage dozens of times). The callers, ``nn.Linear`` and
+    # ``F.linear``, check shapes.
     @staticmethod
     def forward(ctx: Context, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         ctx.save_for_backward(x, weight)
@@ -48,11 +50,11 @@ class LinearFunction(Function):
         be = x.backend
         if weight.backend is not be:
             x._check_backend(weight, "linear")  # raises, naming both backends
-        out = be.matmul(x.data, be.permute(weight.data, (1, 0)))  # x @ W.T
+        out = be.matmul(x._data, be.permute(weight._data, (1, 0)))  # x @ W.T
         if bias is not None:
             if bias.backend is not be:
                 x._check_backend(bias, "linear")
-            out = be.zip("add", out, bias.data)
+            out = be.zip("add", out, bias._data)
         return x._new(out)
 
     @staticmethod
@@ -61,16 +63,18 @@ class LinearFunction(Function):
         needs_x, needs_w, needs_b = ctx.needs
         be = grad_output.backend
         # G @ W; the first layer skips it (its input needs no gradient)
-        grad_x = grad_output._new(be.matmul(grad_output.data, weight.data)) if needs_x else None
+        grad_x = grad_output._new(be.matmul(grad_output._data, weight._data)) if needs_x else None
         g = grad_output
-        if g.ndim != 2:  # (batch..., features) -> (rows, features)
+        if len(g.shape) != 2:  # (batch..., features) -> (rows, features)
             out_features, in_features = weight.shape
             rows = g.numel() // out_features
             g, x = g._view((rows, out_features), True), x._view((rows, in_features), True)
-        grad_w = g._new(be.matmul(be.permute(g.data, (1, 0)), x.data)) if needs_w else None  # G^T x
+        grad_w = (
+            g._new(be.matmul(be.permute(g._data, (1, 0)), x._data)) if needs_w else None
+        )  # G^T x
         if not ctx.has_bias:
             return grad_x, grad_w
-        return grad_x, grad_w, g._new(be.reduce("sum", g.data, (0,), False)) if needs_b else None
+        return grad_x, grad_w, g._new(be.reduce("sum", g._data, (0,), False)) if needs_b else None
 
 
 class LogSoftmax(Function):
@@ -132,7 +136,7 @@ class NLLLoss(Function):
         ctx.picks = (np.arange(n), labels)  # row n, column y_n
         ctx.shape, ctx.reduction = logp.shape, reduction
         be = logp.backend
-        return logp._new(_reduce_picked(be, be.getitem(logp.data, ctx.picks), reduction))
+        return logp._new(_reduce_picked(be, be.getitem(logp._data, ctx.picks), reduction))
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
@@ -156,7 +160,7 @@ class CrossEntropy(Function):
     def forward(
         ctx: Context, x: Tensor, target: Tensor, reduction: str, labels: np.ndarray
     ) -> Tensor:
-        be, data = x.backend, x.data  # a fused kernel, as in LinearFunction
+        be, data = x.backend, x._data  # a fused kernel, as in LinearFunction
         shifted = be.zip("sub", data, be.reduce("max", data, (1,), True))  # no overflow in exp
         exps = be.map("exp", shifted)
         total = be.reduce("sum", exps, (1,), True)
@@ -169,9 +173,9 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
         (softmax,) = ctx.saved_tensors
-        be, dtype = softmax.backend, softmax.backend.dtype(softmax.data)
+        be, dtype = softmax.backend, softmax.backend.dtype(softmax._data)
         n = softmax.shape[0]
-        scale = grad_output.data
+        scale = grad_output._data
         if ctx.reduction == "none":
             scale = be.view(scale, (n, 1))  # one G per row
         elif ctx.reduction == "mean":
@@ -179,7 +183,7 @@ class CrossEntropy(Function):
         # The one-hot rows of y, built on the host (a small copy to a GPU backend).
         one_hot = np.zeros(softmax.shape, dtype)
         one_hot[ctx.picks] = 1
-        grad = be.zip("sub", softmax.data, be.from_numpy(one_hot))  # prediction minus truth
+        grad = be.zip("sub", softmax._data, be.from_numpy(one_hot))  # prediction minus truth
         return softmax._new(be.zip("mul", grad, scale)), None  # class indices get no gradient
 
 
