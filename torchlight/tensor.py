@@ -240,12 +240,16 @@ class Tensor(TensorOps):
         """Check (and fix up) the gradient a Function's backward returned for this input."""
         if not isinstance(grad, Tensor):
             grad = self._lift(grad)
-        if grad.backend is not self.backend:
+        backend = self.backend
+        if grad.backend is not backend:
             raise RuntimeError(
                 f"{fn_name}.backward returned input {index}'s gradient on backend "
                 f"{grad.backend.name!r}, but the input is on {self.backend.name!r}"
             )
-        if grad.shape != self.shape:
+        # (the shapes asked of the backend and the cache, without the property calls: every
+        # gradient of every step comes through here)
+        shape = self._shape if self._shape is not None else self.shape
+        if backend.shape(grad._data) != shape:
             if grad.ndim >= self.ndim and _broadcasts_to(self.shape, grad.shape):
                 # Broadcasting copied the input along these dims: sum the copies' gradients.
                 dims, _ = sum_to_shape_dims(grad.shape, self.shape)
@@ -256,7 +260,7 @@ class Tensor(TensorOps):
                     f"{index}, which has shape {self.shape}: the gradient must have the input's "
                     "shape (or a shape the input broadcasts to)"
                 )
-        if self.backend.dtype(grad._data) != self.backend.dtype(self._data):
+        if backend.dtype(grad._data) != backend.dtype(self._data):
             grad = grad.to(self.dtype)
         return grad
 
