@@ -176,6 +176,7 @@ def test_topological_sort_of_a_deep_graph_needs_no_recursion():
 class Handover(Function):
     """Identity whose backward returns a fresh gradient, remembered (weakly or not) by the test."""
 
+    keep: str | bool = False
     kept: list = []
     weak: list = []
 
@@ -541,7 +542,7 @@ class KeepsOutput(Function):
 
 def test_apply_records_a_fresh_result_in_place_and_copies_the_handle_otherwise():
     x = tl.tensor([1.0, 2.0], requires_grad=True)
-    KeepsOutput.made = []
+    KeepsOutput.made, Handover.keep = [], False
     y = Identity.apply(x)
     assert y is not x and x.history is None and x.is_leaf and y.grad_fn is Identity
     z = KeepsOutput.apply(x)
