@@ -69,9 +69,8 @@ class LinearFunction(Function):
             out_features, in_features = weight.shape
             rows = g.numel() // out_features
             g, x = g._view((rows, out_features), True), x._view((rows, in_features), True)
-        grad_w = (
-            g._new(be.matmul(be.permute(g._data, (1, 0)), x._data)) if needs_w else None
-        )  # G^T x
+        # G^T x
+        grad_w = g._new(be.matmul(be.permute(g._data, (1, 0)), x._data)) if needs_w else None
         if not ctx.has_bias:
             return grad_x, grad_w
         return grad_x, grad_w, g._new(be.reduce("sum", g._data, (0,), False)) if needs_b else None
