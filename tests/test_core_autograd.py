@@ -187,9 +187,13 @@ class Handover(Function):
     @staticmethod
     def backward(ctx, grad_output):
         grad = grad_output * 1.0
-        Handover.weak.append(weakref.ref(grad))
-        if Handover.keep:  # the tensor, or only its storage
+        if Handover.keep == "base":  # a view into a larger array the Function keeps
+            base = np.concatenate([grad.data, grad.data])
+            grad = grad._new(base[: grad.shape[0]])
+            Handover.kept.append(base)
+        elif Handover.keep:  # the tensor, or only its storage
             Handover.kept.append(grad if Handover.keep == "tensor" else grad.data)
+        Handover.weak.append(weakref.ref(grad))
         return grad
 
 
@@ -201,7 +205,7 @@ def test_a_gradient_nothing_else_holds_becomes_grad_uncopied():
     assert Handover.weak[0]() is x.grad
 
 
-@pytest.mark.parametrize("keep", ["tensor", "storage"])
+@pytest.mark.parametrize("keep", ["tensor", "storage", "base"])
 def test_a_gradient_someone_else_holds_is_copied(keep):
     x = tl.tensor([1.0, 2.0], requires_grad=True)
     Handover.keep, Handover.kept = keep, []
@@ -211,6 +215,24 @@ def test_a_gradient_someone_else_holds_is_copied(keep):
     assert x.grad is not kept and not np.shares_memory(x.grad.data, storage)
     storage[:] = 7.0  # changing what the Function kept leaves .grad alone
     assert values(x.grad) == [1.0, 1.0]
+
+
+class Transposed(Function):
+    """Identity whose backward returns a fresh gradient laid out column-major."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.map("copy")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output._new(np.asfortranarray(grad_output.data * 1.0))
+
+
+def test_a_leaf_gradient_is_laid_out_row_major():
+    x = tl.ones(3, 2, requires_grad=True)
+    Transposed.apply(x).sum().backward()
+    assert x.grad.is_contiguous() and values(x.grad) == [[1.0, 1.0]] * 3
 
 
 def test_leaves_given_the_same_gradient_get_their_own_copies():
