@@ -119,7 +119,9 @@ class Tensor(TensorOps):
 
     @property
     def dtype(self) -> dtypes.DType:
-        return dtypes.from_any(self.backend.dtype(self.data))
+        storage_dtype = self.backend.dtype(self._data)
+        # (the table lookup first: asked on every loss call and more; from_any for anything else)
+        return dtypes._BY_NUMPY.get(storage_dtype) or dtypes.from_any(storage_dtype)
 
     @property
     def ndim(self) -> int:

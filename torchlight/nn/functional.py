@@ -291,8 +291,7 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
 def _check_class_target(fn_name: str, input: Tensor, target: Any) -> np.ndarray:  # noqa: A002
     """Check ``target`` holds one class index per row of the (N, C) ``input``; return the
     indices as a host array (the losses pick ``input[n, target[n]]`` with it)."""
-    # (the storage's numpy dtype is quicker to ask than target.dtype.is_floating_point)
-    if not isinstance(target, Tensor) or target.backend.dtype(target._data).kind == "f":
+    if not isinstance(target, Tensor) or target.dtype.is_floating_point:
         got = target.dtype if isinstance(target, Tensor) else type(target).__name__
         raise TypeError(
             f"{fn_name}: target must be a tensor of integer class indices (int64), got {got}; "
