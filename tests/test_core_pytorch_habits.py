@@ -250,3 +250,14 @@ def test_grad_mode_is_thread_local():
         t.join()
     assert results == [True, True]
     assert tl.autograd.is_grad_enabled()
+
+
+def test_in_place_on_a_view_in_the_graph_or_after_a_view_is_a_clear_error():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match=r"add_: in-place operation on a view \(GetItem\)"):
+        y[0:1].add_(1)
+    v = y.view(2)
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match=r"a view \(View\) was taken of a tensor that was then"):
+        v.sum().backward()
