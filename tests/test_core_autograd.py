@@ -172,13 +172,12 @@ def test_topological_sort_of_a_deep_graph_needs_no_recursion():
     assert x.grad.item() == 1.0
 
 
-# ---------------------------------------------------------------- whose memory .grad is
+# ---------------------------------------------------------------- .grad is a leaf's own copy
 class Handover(Function):
     """Identity whose backward returns a fresh gradient, remembered (weakly or not) by the test."""
 
     keep: str | bool = False
     kept: list = []
-    weak: list = []
 
     @staticmethod
     def forward(ctx, x):
@@ -193,16 +192,7 @@ class Handover(Function):
             Handover.kept.append(base)
         elif Handover.keep:  # the tensor, or only its storage
             Handover.kept.append(grad if Handover.keep == "tensor" else grad.data)
-        Handover.weak.append(weakref.ref(grad))
         return grad
-
-
-def test_a_gradient_nothing_else_holds_becomes_grad_uncopied():
-    # PyTorch's AccumulateGrad hands such a gradient over; so does this engine.
-    x = tl.tensor([1.0, 2.0], requires_grad=True)
-    Handover.keep, Handover.weak = False, []
-    Handover.apply(x).sum().backward()
-    assert Handover.weak[0]() is x.grad
 
 
 @pytest.mark.parametrize("keep", ["tensor", "storage", "base"])
@@ -562,7 +552,7 @@ class KeepsOutput(Function):
         return grad_output
 
 
-def test_apply_records_a_fresh_result_in_place_and_copies_the_handle_otherwise():
+def test_apply_returns_a_fresh_graph_node_and_leaves_what_forward_made_alone():
     x = tl.tensor([1.0, 2.0], requires_grad=True)
     KeepsOutput.made, Handover.keep = [], False
     y = Identity.apply(x)
@@ -570,7 +560,7 @@ def test_apply_records_a_fresh_result_in_place_and_copies_the_handle_otherwise()
     z = KeepsOutput.apply(x)
     kept = KeepsOutput.made[0]()
     assert z is not kept and kept.history is None and z.grad_fn is KeepsOutput
-    w = Handover.apply(x)  # forward returns x.map("copy") and keeps nothing: w is that tensor
+    w = Handover.apply(x)
     assert w.grad_fn is Handover and w.requires_grad
     (y + z + w).sum().backward()
     assert values(x.grad) == [3.0, 3.0]
@@ -583,3 +573,15 @@ def test_a_result_saved_for_backward_is_still_checked_for_in_place_changes():
         y.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an in-place operation"):
         y.sum().backward()
+
+
+def test_the_freed_graph_error_names_a_function_that_saved_tensors():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * x).sum()  # Sum saves no tensor, Mul saves both inputs
+    y.backward()
+    with pytest.raises(RuntimeError, match="saved for backward by Mul were freed"):
+        y.backward()
+    z = (x + 1).sum()  # nothing saved: a second backward works, as in PyTorch
+    z.backward()
+    z.backward()
+    assert values(x.grad) == [2.0 + 2.0, 4.0 + 2.0]

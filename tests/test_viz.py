@@ -402,3 +402,20 @@ def test_html_canvas_fallback_shows_the_svg():
     canvas.svg = viz.to_svg(tutorial_graph()[2])
     assert canvas.value.startswith("<div class='tl-canvas'") and "max-height:300px" in canvas.value
     parse(canvas.svg)
+
+
+def test_replay_names_the_function_whose_backward_raised():
+    class Broken(tl.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            raise ValueError("planted")
+
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    y = (Broken.apply(x) * 2).sum()
+    replay = viz.GraphView(y).replay
+    assert replay.error == "Broken.backward raised ValueError: planted"
+    assert len(replay.steps) == 2  # the sum and the product ran

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins
 import math
-import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,9 +17,9 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight import functions as fn
-from torchlight.autograd import ONE_REFERENCE, History, backpropagate
+from torchlight.autograd import History, backpropagate
 from torchlight.backends import Backend
-from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape, sum_to_shape_dims
+from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape
 from torchlight.tensor_ops import TensorOps
 
 Number = int | float | bool
@@ -60,7 +59,7 @@ class Tensor(TensorOps):
         "_grad",
         "_retains_grad",
         "_shape",
-        "_version_counter",
+        "_version",
         "backend",
         "history",
         "name",
@@ -86,17 +85,10 @@ class Tensor(TensorOps):
         self.name: str | None = None
         self._grad: Tensor | None = None
         self._retains_grad = False
-        self._version_counter = version  # made on first use (most tensors never need one)
+        # How many in-place changes this storage has seen: shared by every view of it.
+        self._version = _Version() if version is None else version
 
     # ------------------------------------------------------------------ properties
-    @property
-    def _version(self) -> _Version:
-        """The in-place change counter of this storage, shared with every view of it."""
-        counter = self._version_counter
-        if counter is None:
-            counter = self._version_counter = _Version()
-        return counter
-
     @property
     def data(self) -> Any:
         """The backend storage holding the elements (a numpy array on the numpy backend)."""
@@ -233,46 +225,14 @@ class Tensor(TensorOps):
                 )
         backpropagate(self, deriv, retain_graph=retain_graph)
 
-    def _accumulate_grad(self, grad: Tensor, sole: bool = False) -> None:
-        """Add ``grad`` into ``.grad``; ``sole``: the engine holds the only reference to ``grad``."""
-        if self._grad is not None:
-            self._grad = self._grad + grad
-        elif sole and _owns_memory(grad._data) and sys.getrefcount(grad._data) == ONE_REFERENCE:
-            # Nothing else can see this gradient or its memory, so it becomes .grad as it is,
-            # uncopied (PyTorch's AccumulateGrad does the same).
-            self._grad = grad
+    def _accumulate_grad(self, grad: Tensor) -> None:
+        """Add ``grad`` into ``.grad`` (the engine calls this on leaves, and on retained non-leaves)."""
+        if self._grad is None:
+            # Its own contiguous copy: the incoming gradient may be a read-only broadcast view,
+            # or the very tensor another input receives (Add passes grad_output to both).
+            self._grad = grad.clone()
         else:
-            # A fresh copy: the incoming gradient may be a read-only broadcast view, or the
-            # very tensor another leaf receives (Add passes grad_output to both inputs).
-            self._grad = grad.map("copy")
-
-    def _gradient_for(self, grad: Any, fn_name: str, index: int) -> Tensor:
-        """Check (and fix up) the gradient a Function's backward returned for this input."""
-        if not isinstance(grad, Tensor):
-            grad = self._lift(grad)
-        backend = self.backend
-        if grad.backend is not backend:
-            raise RuntimeError(
-                f"{fn_name}.backward returned input {index}'s gradient on backend "
-                f"{grad.backend.name!r}, but the input is on {self.backend.name!r}"
-            )
-        # (the shapes asked of the backend and the cache, without the property calls: every
-        # gradient of every step comes through here)
-        shape = self._shape if self._shape is not None else self.shape
-        if backend.shape(grad._data) != shape:
-            if grad.ndim >= self.ndim and _broadcasts_to(self.shape, grad.shape):
-                # Broadcasting copied the input along these dims: sum the copies' gradients.
-                dims, _ = sum_to_shape_dims(grad.shape, self.shape)
-                grad = grad.reduce("sum", dims, keepdim=True).reshape(self.shape)
-            else:
-                raise RuntimeError(
-                    f"{fn_name}.backward returned a gradient of shape {grad.shape} for input "
-                    f"{index}, which has shape {self.shape}: the gradient must have the input's "
-                    "shape (or a shape the input broadcasts to)"
-                )
-        if backend.dtype(grad._data) != backend.dtype(self._data):
-            grad = grad.to(self.dtype)
-        return grad
+            self._grad = self._grad + grad
 
     def detach(self) -> Tensor:
         """A new tensor on the same storage, cut out of the graph (no history, no grad)."""
@@ -296,13 +256,8 @@ class Tensor(TensorOps):
     def _new(self, data: Any) -> Tensor:
         return Tensor(data, self.backend)
 
-    def _attach_history(self, history: History, references: int = 0) -> Tensor:
-        """The result of a recorded Function: ``self`` with ``history`` when ``references`` (the
-        caller's ``sys.getrefcount(self)``) says only the caller holds it, else a new tensor
-        sharing ``self``'s storage (``self`` may be an input, or saved for backward)."""
-        if references == ONE_REFERENCE and self.history is None and not self.requires_grad:
-            self.history, self.requires_grad = history, True
-            return self
+    def _with_history(self, history: History) -> Tensor:
+        """A graph node: a new tensor on this storage (and version counter) made by ``history``."""
         return Tensor(self._data, self.backend, True, history, self._version)
 
     def _lift(self, value: Any) -> Tensor:
@@ -482,19 +437,6 @@ class Tensor(TensorOps):
         from torchlight.printing import tensor_html
 
         return tensor_html(self)
-
-
-def _owns_memory(data: Any) -> bool:
-    """Whether ``data`` is a numpy array (numpy and numba backends) with its own contiguous
-    memory, not a view of another array's."""
-    return type(data) is np.ndarray and data.base is None and data.flags.c_contiguous
-
-
-def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
-    try:
-        return broadcast_shape(shape, target) == tuple(target)
-    except ValueError:
-        return False
 
 
 #: PyTorch's categories of dtypes, lowest first: bool, integers, floating point.
