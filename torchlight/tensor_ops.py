@@ -454,10 +454,14 @@ def _max_or_min(self: Tensor, op: str, dim: Any, keepdim: bool) -> Any:
     if self.ndim == 0:
         return ValuesIndices(self[()], indices)
     d = normalize_dim(dim, self.ndim)
-    # Pick each index's element: an open grid over the other dims, the indices along d.
-    grid = list(np.ix_(*(np.arange(n) for n in indices.shape)))
-    grid[d] = indices.backend.to_numpy(indices.data)
-    values = self[tuple(grid)]
+    if _GradMode.enabled and self.requires_grad:
+        # Pick each index's element (an open grid over the other dims, the indices along d),
+        # so the gradient goes to that element only, as in PyTorch.
+        grid = list(np.ix_(*(np.arange(n) for n in indices.shape)))
+        grid[d] = indices.backend.to_numpy(indices.data)
+        values = self[tuple(grid)]
+    else:  # no gradient to route: the reduction gives the same values
+        values = (fn.Max if op == "max" else fn.Min).apply(self, (d,), True)
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return ValuesIndices(values, indices)

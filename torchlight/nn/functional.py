@@ -17,20 +17,20 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight.creation import eye, rand
+from torchlight.nn.autograd_ops import (
+    BinaryCrossEntropy,
+    BinaryCrossEntropyWithLogits,
+    CrossEntropy,
+    LinearFunction,
+    LogSoftmaxFunction,
+    NLLLossFunction,
+    SoftmaxFunction,
+)
 from torchlight.nn.conv_functions import (
     AvgPool2dFunction,
     Conv2dFunction,
     MaxPool2dFunction,
     output_size,
-)
-from torchlight.nn.functions import (
-    BinaryCrossEntropy,
-    BinaryCrossEntropyWithLogits,
-    CrossEntropy,
-    LinearFunction,
-    LogSoftmax,
-    NLLLoss,
-    Softmax,
 )
 from torchlight.shape import normalize_dim
 from torchlight.tensor import Tensor
@@ -81,7 +81,7 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
 
     Shape: any; the output has the input's shape and sums to 1 along ``dim``.
     """
-    return Softmax.apply(input, normalize_dim(dim, input.ndim))
+    return SoftmaxFunction.apply(input, normalize_dim(dim, input.ndim))
 
 
 def log_softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
@@ -95,7 +95,7 @@ def log_softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
         >>> F.log_softmax(tl.tensor([1000.0, 0.0]), dim=0)
         tensor([    0., -1000.])
     """
-    return LogSoftmax.apply(input, normalize_dim(dim, input.ndim))
+    return LogSoftmaxFunction.apply(input, normalize_dim(dim, input.ndim))
 
 
 # --------------------------------------------------------------------------- layers
@@ -110,8 +110,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear: the weight has shape {weight.shape}, so the input's last dimension must be "
             f"{weight.shape[-1]}; got an input of shape {input.shape}"
         )
-    if bias is None:
-        return LinearFunction.apply(input, weight)
     return LinearFunction.apply(input, weight, bias)
 
 
@@ -314,7 +312,7 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
     if reduction not in _REDUCTIONS:
         raise ValueError(f"nll_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
     labels = _check_class_target("nll_loss", input, target)
-    return NLLLoss.apply(input, target, reduction, labels)
+    return NLLLossFunction.apply(input, target, reduction, labels)
 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
