@@ -187,7 +187,7 @@ class Add(Function):
 
 
 class Sub(Function):
-    r"""$f(a, b) = a - b$."""
+    r"""$f(a, b) = a - b$: the gradients are ``grad_output`` and ``-grad_output``."""
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
