@@ -64,7 +64,7 @@ def test_leaf_vs_intermediate():
     with pytest.raises(AttributeError, match="non-leaf.*only leaf tensors.*retain_grad"):
         _ = b.grad
     c = a.detach()
-    assert c.data is a.data or np.shares_memory(c.numpy(), a.detach().numpy())
+    assert c.storage is a.storage or np.shares_memory(c.numpy(), a.detach().numpy())
     assert not c.requires_grad and c.history is None
 
 
@@ -187,11 +187,11 @@ class Handover(Function):
     def backward(ctx, grad_output):
         grad = grad_output * 1.0
         if Handover.keep == "base":  # a view into a larger array the Function keeps
-            base = np.concatenate([grad.data, grad.data])
+            base = np.concatenate([grad.storage, grad.storage])
             grad = grad._new(base[: grad.shape[0]])
             Handover.kept.append(base)
         elif Handover.keep:  # the tensor, or only its storage
-            Handover.kept.append(grad if Handover.keep == "tensor" else grad.data)
+            Handover.kept.append(grad if Handover.keep == "tensor" else grad.storage)
         return grad
 
 
@@ -201,8 +201,8 @@ def test_a_gradient_someone_else_holds_is_copied(keep):
     Handover.keep, Handover.kept = keep, []
     Handover.apply(x).sum().backward()
     kept = Handover.kept[0]
-    storage = kept.data if keep == "tensor" else kept
-    assert x.grad is not kept and not np.shares_memory(x.grad.data, storage)
+    storage = kept.storage if keep == "tensor" else kept
+    assert x.grad is not kept and not np.shares_memory(x.grad.storage, storage)
     storage[:] = 7.0  # changing what the Function kept leaves .grad alone
     assert values(x.grad) == [1.0, 1.0]
 
@@ -216,7 +216,7 @@ class Transposed(Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        return grad_output._new(np.asfortranarray(grad_output.data * 1.0))
+        return grad_output._new(np.asfortranarray(grad_output.storage * 1.0))
 
 
 def test_a_leaf_gradient_is_laid_out_row_major():
@@ -229,7 +229,7 @@ def test_leaves_given_the_same_gradient_get_their_own_copies():
     a = tl.tensor([1.0, 2.0], requires_grad=True)
     b = tl.tensor([3.0, 4.0], requires_grad=True)
     (a + b).backward(tl.tensor([1.0, 1.0]))  # Add passes grad_output to both inputs
-    assert not np.shares_memory(a.grad.data, b.grad.data)
+    assert not np.shares_memory(a.grad.storage, b.grad.storage)
     a.grad.mul_(5.0)  # gradient clipping on one leaf, say
     assert values(b.grad) == [1.0, 1.0]
 
@@ -238,7 +238,7 @@ def test_a_gradient_given_to_backward_is_not_taken_over():
     x = tl.tensor([1.0, 2.0], requires_grad=True)
     seed = tl.tensor([1.0, 1.0])
     (x * 1.0).backward(seed)
-    assert not np.shares_memory(x.grad.data, seed.data)
+    assert not np.shares_memory(x.grad.storage, seed.storage)
     x.grad.zero_()
     assert values(seed) == [1.0, 1.0]
 
@@ -247,7 +247,7 @@ def test_a_retained_gradient_and_a_leaf_gradient_do_not_share_memory():
     x = tl.tensor([1.0, 2.0], requires_grad=True)
     y = (x + tl.zeros(2)).retain_grad()  # Add's backward passes y's gradient on to x as it is
     y.sum().backward()
-    assert not np.shares_memory(x.grad.data, y.grad.data)
+    assert not np.shares_memory(x.grad.storage, y.grad.storage)
 
 
 def test_a_broadcast_view_gradient_is_copied_into_writable_memory():

@@ -122,6 +122,9 @@ class Context:
     _versions: list[tuple[Any, int] | None] = []
     _freed = False
     forward_args: tuple[Any, ...] = ()  # what ``apply`` passed to ``forward``, tensors or not
+    #: One flag per ``forward`` argument: whether it is a tensor that requires grad (PyTorch's
+    #: name), so ``backward`` can skip a gradient nobody asked for.
+    needs_input_grad: tuple[bool, ...] = ()
 
     def __init__(self, fn_name: str = "Function") -> None:
         self._fn_name = fn_name
@@ -131,12 +134,6 @@ class Context:
         def __getattr__(self, name: str) -> Any: ...
 
         def __setattr__(self, name: str, value: Any) -> None: ...
-
-    @property
-    def needs_input_grad(self) -> tuple[bool, ...]:
-        """One flag per ``forward`` argument: whether it is a tensor that requires grad
-        (PyTorch's name), so ``backward`` can skip a gradient nobody asked for."""
-        return tuple(bool(getattr(a, "requires_grad", False)) for a in self.forward_args)
 
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors`` for ``backward()``; they are released once backward has run."""
@@ -196,7 +193,7 @@ class History:
         self.ctx = ctx
         self.inputs = inputs
         # Each input's own History now: an in-place op may give an input a new one later.
-        self.input_histories = tuple(t.history for t in inputs)
+        self.input_histories = tuple([t.history for t in inputs])
 
     @property
     def parents(self) -> tuple[Any, ...]:
@@ -327,23 +324,32 @@ class Function:
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run ``forward`` and, if any tensor input requires grad, record a History node."""
-        tensors = [a for a in args if hasattr(a, "requires_grad")]  # the graph's inputs
-        record = _GradMode.enabled and any(t.requires_grad for t in tensors)
+        if not _GradMode.enabled:  # inside no_grad, or inside another forward/backward
+            return _checked(cls, cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs))
+        tensors, needs = [], []
+        for a in args:
+            is_tensor = hasattr(a, "requires_grad")
+            if is_tensor:  # an input of the graph
+                tensors.append(a)
+            needs.append(is_tensor and a.requires_grad)
+        record = any(needs)
         ctx = Context(cls.__name__) if record else _UnrecordedContext(cls.__name__)
-        ctx.forward_args = args
-        previous, _GradMode.enabled = _GradMode.enabled, False  # forward's own ops are not recorded
+        ctx.forward_args, ctx.needs_input_grad = args, tuple(needs)
+        _GradMode.enabled = False  # forward's own ops are not recorded
         try:
             result = cls.forward(ctx, *args, **kwargs)
         finally:
-            _GradMode.enabled = previous
-        if not hasattr(result, "requires_grad"):
-            raise TypeError(
-                f"{cls.__name__}.forward must return a Tensor, got {type(result).__name__}"
-            )
+            _GradMode.enabled = True
         if not record:
-            return result
+            return _checked(cls, result)
         # The graph node: a new tensor on the result's storage, which remembers how it was made.
-        return result._with_history(History(cls, ctx, tuple(tensors)))
+        return _checked(cls, result)._with_history(History(cls, ctx, tuple(tensors)))
+
+
+def _checked(cls: type[Function], result: Any) -> Any:
+    if not hasattr(result, "requires_grad"):
+        raise TypeError(f"{cls.__name__}.forward must return a Tensor, got {type(result).__name__}")
+    return result
 
 
 # --------------------------------------------------------------------------- the engine

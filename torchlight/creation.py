@@ -83,7 +83,7 @@ def tensor(
                 [3., 4.]], requires_grad=True)
     """
     if isinstance(data, Tensor):
-        data = data.backend.to_numpy(data.data)
+        data = data.backend.to_numpy(data.storage)
     try:
         array = np.array(data)
     except ValueError as error:

@@ -91,7 +91,7 @@ class Optimizer:
         """``value`` as a 0-d tensor on ``like``'s backend, in its dtype. A setting such as the
         learning rate is the same for many parameters, so each step makes it once per dtype."""
         backend = like.backend
-        key = (value, backend, backend.dtype(like._data))
+        key = (value, backend, backend.dtype(like.storage))
         made = self._constants.get(key)
         if made is None:
             made = self._constants[key] = like._lift(value)
@@ -247,8 +247,8 @@ class SGD(Optimizer):
         # p -= lr * grad, in place (p stays the model's Parameter): a fused kernel on the storages,
         # the backend writing into p's own (grad has p's shape, dtype and backend: the engine
         # checked). Bumping the version makes any tensor saved for backward from p stale.
-        be, lr, data = p.backend, self._constant(group["lr"], grad), p._data
-        be.zip("sub", data, be.zip("mul", grad._data, lr._data), data)
+        be, lr, data = p.backend, self._constant(group["lr"], grad), p.storage
+        be.zip("sub", data, be.zip("mul", grad.storage, lr.storage), data)
         p._version.value += 1
 
 

@@ -1,7 +1,8 @@
 """Tensor: backend storage + autograd history + gradient, with Python's operator sugar.
 
-A Tensor is a thin handle. Its elements live in ``data``, a storage object of its ``backend``
-(a numpy array by default); ``history`` says which :class:`~torchlight.autograd.Function` made it
+A Tensor is a thin handle. Its elements live in ``storage``, a storage object of its
+``backend`` (a numpy array by default); ``data`` is, as in PyTorch, a tensor on the same storage
+cut out of the graph; ``history`` says which :class:`~torchlight.autograd.Function` made it
 (``None`` for leaves); ``grad`` accumulates the gradient of leaves that ``requires_grad``.
 Every differentiable method below is a one-line call to a Function in ``functions.py``.
 """
@@ -17,7 +18,7 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight import functions as fn
-from torchlight.autograd import History, backpropagate
+from torchlight.autograd import History, backpropagate, is_grad_enabled
 from torchlight.backends import Backend
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape
 from torchlight.tensor_ops import TensorOps
@@ -55,15 +56,15 @@ class Tensor(TensorOps):
 
     __slots__ = (
         "__weakref__",
-        "_data",
         "_grad",
         "_retains_grad",
-        "_shape",
         "_version",
         "backend",
         "history",
         "name",
         "requires_grad",
+        "shape",
+        "storage",
     )
     __array_priority__ = 1000  # numpy scalars defer to Tensor's operators
     history: History | None
@@ -77,8 +78,8 @@ class Tensor(TensorOps):
         history: History | None = None,
         version: _Version | None = None,
     ) -> None:
-        self._data = data
-        self._shape: tuple[int, ...] | None = None
+        self.storage = data  # the backend's object holding the elements
+        self.shape: tuple[int, ...] = backend.shape(data)  # (a storage keeps its shape)
         self.backend = backend
         self.history = history
         self.requires_grad = requires_grad
@@ -90,22 +91,22 @@ class Tensor(TensorOps):
 
     # ------------------------------------------------------------------ properties
     @property
-    def data(self) -> Any:
-        """The backend storage holding the elements (a numpy array on the numpy backend)."""
-        return self._data
+    def data(self) -> Tensor:
+        """This tensor's elements as a tensor cut out of the graph, on the same storage (as in
+        PyTorch): ``with tl.no_grad(): p.data -= lr * p.grad`` or ``p.data.sub_(...)`` update
+        ``p``. Assigning a tensor (``p.data = other``) makes ``p`` use ``other``'s storage."""
+        return Tensor(self.storage, self.backend, version=self._version)
 
     @data.setter
-    def data(self, storage: Any) -> None:
-        self._data = storage
-        self._shape = None
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        # Asked for many times per op; a tensor's storage keeps its shape, so ask the backend once.
-        shape = self._shape
-        if shape is None:
-            shape = self._shape = self.backend.shape(self._data)
-        return shape
+    def data(self, value: Tensor) -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"x.data = ... needs a Tensor, got {type(value).__name__}; wrap it with "
+                "tl.tensor(...)"
+            )
+        if value.storage is not self.storage:  # (``p.data -= g`` assigns p's own storage back)
+            self._version = _Version()
+        self.storage, self.shape, self.backend = value.storage, value.shape, value.backend
 
     def size(self, dim: int | None = None) -> Any:
         """The shape, or the size of one dimension (PyTorch's spelling)."""
@@ -113,7 +114,7 @@ class Tensor(TensorOps):
 
     @property
     def dtype(self) -> dtypes.DType:
-        storage_dtype = self.backend.dtype(self._data)
+        storage_dtype = self.backend.dtype(self.storage)
         # (the table lookup first: asked on every loss call and more; from_any for anything else)
         return dtypes._BY_NUMPY.get(storage_dtype) or dtypes.from_any(storage_dtype)
 
@@ -134,7 +135,7 @@ class Tensor(TensorOps):
 
     def stride(self, dim: int | None = None) -> Any:
         """Steps, in elements, between neighbours along each dimension."""
-        strides = self.backend.strides(self.data)
+        strides = self.backend.strides(self.storage)
         return strides if dim is None else strides[normalize_dim(dim, self.ndim)]
 
     def is_contiguous(self) -> bool:
@@ -212,7 +213,7 @@ class Tensor(TensorOps):
                 "create the inputs with requires_grad=True (outside tl.no_grad())"
             )
         if gradient is None:
-            dtype = self.backend.dtype(self._data)
+            dtype = self.backend.dtype(self.storage)
             # (a scalar loss, the common case, without np.ones's Python wrapper)
             ones = np.ones(self.shape, dtype) if self.shape else np.array(1, dtype)
             deriv = Tensor(self.backend.from_numpy(ones), self.backend)
@@ -236,7 +237,7 @@ class Tensor(TensorOps):
 
     def detach(self) -> Tensor:
         """A new tensor on the same storage, cut out of the graph (no history, no grad)."""
-        return Tensor(self.data, self.backend, version=self._version)
+        return Tensor(self.storage, self.backend, version=self._version)
 
     def clone(self) -> Tensor:
         """A copy into fresh storage that stays in the graph (gradients flow back through it)."""
@@ -258,14 +259,14 @@ class Tensor(TensorOps):
 
     def _with_history(self, history: History) -> Tensor:
         """A graph node: a new tensor on this storage (and version counter) made by ``history``."""
-        return Tensor(self._data, self.backend, True, history, self._version)
+        return Tensor(self.storage, self.backend, True, history, self._version)
 
     def _lift(self, value: Any) -> Tensor:
         """A Python number/list/array as a tensor on this backend (numbers keep self's dtype)."""
         if isinstance(value, Tensor):
             return value
         if isinstance(value, (int, float)):  # bool is an int too
-            own = self.backend.dtype(self._data)
+            own = self.backend.dtype(self.storage)
             # A Python number takes a float tensor's dtype: float32 * 2.5 stays float32.
             array = np.asarray(value, dtype=own if own.kind == "f" else None)
         else:
@@ -274,7 +275,7 @@ class Tensor(TensorOps):
 
     def _to_backend(self, backend: Backend) -> Tensor:
         """Backend primitive: a copy of the elements on ``backend``, through host memory."""
-        return Tensor(backend.from_numpy(self.backend.to_numpy(self.data)), backend)
+        return Tensor(backend.from_numpy(self.backend.to_numpy(self.storage)), backend)
 
     def _check_backend(self, other: Tensor, what: str) -> None:
         if other.backend is not self.backend:
@@ -283,16 +284,37 @@ class Tensor(TensorOps):
                 f"and {other.backend.name!r}; move one with .to({self.backend.name!r})"
             )
 
+    # The backend primitives, public under their old names for writing a Function's ``forward``
+    # (where nothing is recorded, so skipping autograd is right). Anywhere else, on a tensor
+    # that requires grad, they raise instead of silently dropping the graph.
     def map(self, op: str) -> Tensor:
-        """Backend primitive: apply the named one-argument op to every element (no autograd)."""
-        return Tensor(self.backend.map(op, self._data), self.backend)
+        """Backend primitive for a Function's ``forward``: the named one-argument op on every
+        element (``x.map("exp")``), recorded nowhere."""
+        _only_unrecorded("map", self)
+        return self._map(op)
 
     def zip(self, op: str, other: Tensor) -> Tensor:
+        """Backend primitive for a Function's ``forward``: the named two-argument op,
+        elementwise with broadcasting (``a.zip("mul", b)``), recorded nowhere."""
+        _only_unrecorded("zip", self, other)
+        return self._zip(op, other)
+
+    def reduce(self, op: str, dims: tuple[int, ...], keepdim: bool = False) -> Tensor:
+        """Backend primitive for a Function's ``forward``: fold along ``dims`` with ``sum``,
+        ``max`` or ``min``, recorded nowhere."""
+        _only_unrecorded("reduce", self)
+        return self._reduce(op, dims, keepdim)
+
+    def _map(self, op: str) -> Tensor:
+        """Backend primitive: apply the named one-argument op to every element (no autograd)."""
+        return Tensor(self.backend.map(op, self.storage), self.backend)
+
+    def _zip(self, op: str, other: Tensor) -> Tensor:
         """Backend primitive: the named two-argument op, elementwise with broadcasting."""
         backend = self.backend
         if other.backend is not backend:
             self._check_backend(other, op)
-        a, b = self._data, other._data
+        a, b = self.storage, other.storage
         da, db = backend.dtype(a), backend.dtype(b)
         if da != db:
             common = _promote(da, db, self.shape == (), other.shape == ())
@@ -304,17 +326,17 @@ class Tensor(TensorOps):
             broadcast_shape(self.shape, other.shape)  # raises the clearer error, naming both shapes
             raise
 
-    def reduce(self, op: str, dims: tuple[int, ...], keepdim: bool = False) -> Tensor:
+    def _reduce(self, op: str, dims: tuple[int, ...], keepdim: bool = False) -> Tensor:
         """Backend primitive: fold elements along ``dims`` with ``sum``, ``max`` or ``min``."""
-        return Tensor(self.backend.reduce(op, self._data, dims, keepdim), self.backend)
+        return Tensor(self.backend.reduce(op, self.storage, dims, keepdim), self.backend)
 
     def _matmul(self, other: Tensor) -> Tensor:
         self._check_backend(other, "matmul")
         _check_matmul(self.shape, other.shape)
-        return Tensor(self.backend.matmul(self._data, other._data), self.backend)
+        return Tensor(self.backend.matmul(self.storage, other.storage), self.backend)
 
-    def _view(self, shape: tuple[int, ...], copy_ok: bool) -> Tensor:
-        out = self.backend.view(self._data, shape)
+    def _view(self, shape: tuple[int, ...], *, copy_ok: bool) -> Tensor:
+        out = self.backend.view(self.storage, shape)
         if out is not None:
             return Tensor(out, self.backend, version=self._version)
         if not copy_ok:
@@ -322,33 +344,33 @@ class Tensor(TensorOps):
                 f"view{shape}: the strides {self.stride()} of this {self.shape} tensor do not "
                 "allow a view; use .reshape(...) (which copies) or .contiguous().view(...)"
             )
-        return self._new(self.backend.view(self.backend.contiguous(self.data), shape))
+        return self._new(self.backend.view(self.backend.contiguous(self.storage), shape))
 
     def _permute(self, dims: tuple[int, ...]) -> Tensor:
-        return Tensor(self.backend.permute(self._data, dims), self.backend, version=self._version)
+        return Tensor(self.backend.permute(self.storage, dims), self.backend, version=self._version)
 
     def _expand(self, shape: tuple[int, ...]) -> Tensor:
-        return Tensor(self.backend.expand(self.data, shape), self.backend, version=self._version)
+        return Tensor(self.backend.expand(self.storage, shape), self.backend, version=self._version)
 
     def _getitem(self, index: tuple[Any, ...]) -> Tensor:
         basic = all(
             isinstance(i, (int, np.integer, slice, type(None), type(Ellipsis))) for i in index
         )
-        data = self.backend.getitem(self.data, index)
+        data = self.backend.getitem(self.storage, index)
         # basic indexing is a view of the same storage, as in PyTorch
         return Tensor(data, self.backend, version=self._version if basic else None)
 
     def _index_add(self, shape: tuple[int, ...], index: tuple[Any, ...]) -> Tensor:
-        return self._new(self.backend.index_add(shape, index, self.data))
+        return self._new(self.backend.index_add(shape, index, self.storage))
 
     def _cat(self, parts: Sequence[Tensor], dim: int) -> Tensor:
         for p in parts:
             self._check_backend(p, "cat")
-        return self._new(self.backend.cat([p.data for p in parts], dim))
+        return self._new(self.backend.cat([p.storage for p in parts], dim))
 
     def _where(self, condition: Tensor, other: Tensor) -> Tensor:
         self._check_backend(other, "where")
-        return self._new(self.backend.where(condition.data, self.data, other.data))
+        return self._new(self.backend.where(condition.storage, self.storage, other.storage))
 
     # ------------------------------------------------------------------ conversion
     def to(self, target: Any) -> Tensor:
@@ -380,10 +402,10 @@ class Tensor(TensorOps):
             raise RuntimeError(
                 "can't call numpy() on a tensor that requires grad; use .detach().numpy()"
             )
-        return self.backend.to_numpy(self.data)
+        return self.backend.to_numpy(self.storage)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        array = np.asarray(self.backend.to_numpy(self.data))
+        array = np.asarray(self.backend.to_numpy(self.storage))
         return array.astype(dtype) if dtype is not None else array
 
     def item(self) -> Any:
@@ -392,10 +414,10 @@ class Tensor(TensorOps):
             raise ValueError(
                 f"item() needs a tensor with one element, this one has shape {self.shape}"
             )
-        return np.asarray(self.backend.to_numpy(self.data)).reshape(()).item()
+        return np.asarray(self.backend.to_numpy(self.storage)).reshape(()).item()
 
     def tolist(self) -> Any:
-        return np.asarray(self.backend.to_numpy(self.data)).tolist()
+        return np.asarray(self.backend.to_numpy(self.storage)).tolist()
 
     def __float__(self) -> builtins.float:
         return float(self.item())
@@ -437,6 +459,16 @@ class Tensor(TensorOps):
         from torchlight.printing import tensor_html
 
         return tensor_html(self)
+
+
+def _only_unrecorded(name: str, *tensors: Tensor) -> None:
+    if is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise RuntimeError(
+            f"Tensor.{name} is a backend primitive for writing a Function's forward (where "
+            "nothing is recorded): here it would silently drop the graph. Use the tensor's "
+            f"operators and methods (x * y, x.exp(), x.sum(dim)), or call .{name} inside "
+            "forward() or under tl.no_grad()."
+        )
 
 
 #: PyTorch's categories of dtypes, lowest first: bool, integers, floating point.

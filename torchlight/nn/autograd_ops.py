@@ -86,7 +86,7 @@ class SoftmaxFunction(Function):
 
     @staticmethod
     def forward(ctx: Context, x: Tensor, dim: int) -> Tensor:
-        exps = (x - x.max(dim, keepdim=True).values).exp()  # shifted: e^x cannot overflow
+        exps = (x - x.max((dim,), keepdim=True)).exp()  # shifted: e^x cannot overflow
         out = exps / exps.sum(dim, keepdim=True)
         ctx.save_for_backward(out)
         ctx.dim = dim
@@ -150,7 +150,8 @@ class CrossEntropy(Function):
 
 
 def _log_softmax(x: Tensor, dim: int) -> Tensor:
-    shifted = x - x.max(dim, keepdim=True).values  # e^x cannot overflow
+    # (a tuple of dims gives the max values alone, without the indices of x.max(dim))
+    shifted = x - x.max((dim,), keepdim=True)  # e^x cannot overflow
     return shifted - shifted.exp().sum(dim, keepdim=True).log()
 
 

@@ -269,7 +269,7 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
     """The labels as a host numpy array, after checking each is a class index in [0, C)."""
     # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
     # Out-of-range labels must not reach the indexing, where -1 would silently mean the last class.
-    labels = np.asarray(target.backend.to_numpy(target._data))
+    labels = np.asarray(target.backend.to_numpy(target.storage))
     if labels.size == 0:
         return labels
     # One pass finds both kinds of bad label: read as unsigned, a negative label is huge.
