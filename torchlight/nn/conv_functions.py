@@ -88,7 +88,7 @@ def _fold(cols: Tensor, padded_shape: tuple[int, ...], kernel: Pair, stride: Pai
         for j in range(kw):
             index = _window_slices((i, j), stride, out_hw)
             part = cols._getitem((slice(None), i * kw + j))  # cols[:, i*kw + j]
-            out[index] = out._getitem(index).zip("add", part) if overlapping else part
+            out[index] = out._getitem(index)._zip("add", part) if overlapping else part
     return out
 
 
@@ -172,7 +172,7 @@ class MaxPool2dFunction(Function):
         offsets = arange(size, backend=grad_output.backend)._view((1, size, 1, 1, 1), copy_ok=True)
         g = grad_output._permute(TO_CHWN)._view((c, 1, ho, wo, n), copy_ok=True)
         # (offset == winner) * G[:, None]: G goes to the maximum of each window
-        grad_windows = offsets._zip("eq", ctx.winner).zip("mul", g)
+        grad_windows = offsets._zip("eq", ctx.winner)._zip("mul", g)
         grad_xp = _fold(grad_windows, ctx.xp_shape, ctx.kernel, ctx.stride)
         return _crop(grad_xp, ctx.padding, ctx.x_shape)
 
