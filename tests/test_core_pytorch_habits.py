@@ -289,3 +289,12 @@ def test_backend_primitives_refuse_to_silently_drop_the_graph():
     with tl.no_grad():
         assert values(x.zip("mul", x)) == [1.0, 4.0]
     assert values(tl.tensor([1.0, 2.0]).map("neg")) == [-1.0, -2.0]  # nothing to record
+
+
+def test_a_write_to_an_expanded_view_raises_its_own_error_class():
+    e = tl.tensor([1.0, 2.0]).expand(3, 2)
+    for write in (lambda: e.add_(1.0), lambda: e.fill_(0.0), lambda: e.__setitem__(0, 5.0)):
+        with pytest.raises(tl.ExpandedViewWriteError, match=r"expanded view.*\.clone\(\)"):
+            write()
+    with tl.no_grad(), pytest.raises(tl.ExpandedViewWriteError, match="mul_: this tensor"):
+        e.mul_(2.0)

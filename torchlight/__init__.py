@@ -44,6 +44,7 @@ from torchlight.dtypes import (
     set_default_dtype,
 )
 from torchlight.tensor import Tensor
+from torchlight.tensor_ops import ExpandedViewWriteError
 
 bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
 __version__ = "0.1.0"
@@ -62,7 +63,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "DType", "Tensor", "arange", "autograd", "backends", "bool", "cat", "empty", "empty_like",
+    "DType", "ExpandedViewWriteError", "Tensor", "arange", "autograd", "backends", "bool", "cat", "empty", "empty_like",
     "enable_grad", "eye", "float32", "float64", "full", "full_like", "functions",
     "get_default_backend", "get_default_dtype", "int32", "int64", "is_grad_enabled", "linspace",
     "manual_seed", "no_grad", "ones", "ones_like", "rand", "rand_like", "randint", "randn",

@@ -172,7 +172,7 @@ class Tensor(TensorOps):
     @property
     def T(self) -> Tensor:  # noqa: N802 - PyTorch's name
         """The dimensions reversed (the transpose of a matrix)."""
-        return self.permute(*reversed(range(self.ndim)))
+        return fn.Permute.apply(self, tuple(reversed(range(self.ndim))))  # (always a valid order)
 
     # ------------------------------------------------------------------ autograd
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:

@@ -359,12 +359,8 @@ class TensorOps:
                 raise _cannot_store(what, result, self)
             return _setitem(self, (...,), result, what)  # casts and checks the shape
         self._check_backend(other, what)
-        try:
-            backend.zip(op, a, b, a)
-        except ValueError as error:
-            if "read-only" in str(error):
-                raise RuntimeError(_EXPANDED.format(what=what)) from None
-            raise
+        _check_writable(self, what)
+        backend.zip(op, a, b, a)
         self._version.value += 1
         return self
 
@@ -420,14 +416,20 @@ def _setitem(self: Tensor, index: Any, value: Any, what: str) -> Tensor:
     if hasattr(value, "backend"):
         self._check_backend(value, what)
         value = value.storage
-    try:
-        self.backend.setitem(self.storage, index, value)
-    except ValueError as error:
-        if "read-only" in str(error):
-            raise RuntimeError(_EXPANDED.format(what=what)) from None
-        raise
+    _check_writable(self, what)
+    self.backend.setitem(self.storage, index, value)
     self._version.value += 1
     return self
+
+
+class ExpandedViewWriteError(RuntimeError):
+    """A write into an expanded view (``x.expand(...)``), where several elements share one
+    memory location, so no value could be written to one of them alone."""
+
+
+def _check_writable(self: Tensor, what: str) -> None:
+    if any(step == 0 and n > 1 for n, step in zip(self.shape, self.stride(), strict=True)):
+        raise ExpandedViewWriteError(_EXPANDED.format(what=what))
 
 
 def _cannot_store(what: str, result: Tensor, self: Tensor) -> RuntimeError:
