@@ -225,16 +225,22 @@ class TensorOps:
         """The smallest element: ``x.min()``, ``(values, indices) = x.min(dim)``, ``x.min(other)``."""
         return _max_or_min(self, "min", dim, keepdim)
 
-    def mse_loss(self: Tensor, target: Any) -> Tensor:
-        r"""Mean squared error $\frac{1}{n}\sum_i (x_i - t_i)^2$ against ``target``."""
+    def mse_loss(self: Tensor, target: Any, reduction: str = "mean") -> Tensor:
+        r"""Mean squared error $\frac{1}{n}\sum_i (x_i - t_i)^2$ against ``target`` (or the
+        sum, or each term: ``reduction="sum"``/``"none"``); ``F.mse_loss`` is this."""
         target = self._lift(target)
         if target.shape != self.shape:
             raise ValueError(
-                f"mse_loss: the input has shape {self.shape} but the target has shape "
-                f"{target.shape}; they must match"
+                f"mse_loss: input {self.shape} and target {target.shape} must have the same shape"
+            )
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(
+                f"mse_loss: reduction must be one of ('mean', 'sum', 'none'), got {reduction!r}"
             )
         diff = self - target
-        return (diff * diff).mean()
+        if reduction == "none":
+            return diff * diff
+        return (diff * diff).mean() if reduction == "mean" else (diff * diff).sum()
 
     # ---------------------------------------------------------------- layout
     def view(self: Tensor, *shape: Any) -> Tensor:

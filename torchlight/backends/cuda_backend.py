@@ -65,7 +65,7 @@ from torchlight.backends.strided_layout import (
     is_basic_index,
     position_table,
 )
-from torchlight.shape import broadcast_shape, strides_from_shape
+from torchlight.shape import broadcast_shape, reduced_shape, strides_from_shape
 
 # The kernels live in cuda_kernels.py; their names stay importable from here.
 __all__ = [
@@ -183,10 +183,7 @@ class CudaBackend(LayoutOps):
         return out
 
     def reduce(self, op: str, a: CudaStorage, dims: tuple[int, ...], keepdim: bool) -> CudaStorage:
-        kept_shape = tuple(1 if d in dims else n for d, n in enumerate(a.shape))
-        out_shape = (
-            kept_shape if keepdim else tuple(n for d, n in enumerate(a.shape) if d not in dims)
-        )
+        out_shape = reduced_shape(a.shape, dims, keepdim=keepdim)
         out_dtype = reduce_dtype(op, a.dtype)
         count = math.prod(a.shape[d] for d in dims)
         if count == 0 and op != "sum":

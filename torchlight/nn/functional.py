@@ -338,12 +338,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
 
     Shape: input and target of the same shape.
     """
-    if input.shape != target.shape:
-        raise ValueError(
-            f"mse_loss: input {input.shape} and target {target.shape} must have the same shape"
-        )
-    diff = input - target
-    return _reduce(diff * diff, reduction, "mse_loss")
+    return input.mse_loss(target, reduction)  # the one implementation, in tensor_ops.py
 
 
 def _check_same_shape(fn_name: str, input: Tensor, target: Any) -> Tensor:  # noqa: A002
