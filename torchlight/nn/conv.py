@@ -6,15 +6,12 @@ these Modules hold the weights and settings, and check the input shape.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from torchlight.creation import empty
 from torchlight.nn import functional as F
-from torchlight.nn import init
 from torchlight.nn.functional import IntOrPair, _pair
-from torchlight.nn.layers import shape_error
-from torchlight.nn.module import Module, Parameter
+from torchlight.nn.layers import add_weight_and_bias, reset_weight_and_bias, shape_error
+from torchlight.nn.module import Module
 from torchlight.tensor import Tensor
 
 __all__ = ["AvgPool2d", "Conv1d", "Conv2d", "MaxPool2d"]
@@ -26,20 +23,11 @@ class _ConvNd(Module):
     ) -> None:
         super().__init__()
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.weight = Parameter(empty(out_channels, in_channels, *kernel, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        add_weight_and_bias(self, (out_channels, in_channels, *kernel), bias, dtype)
 
     def reset_parameters(self) -> None:
         """PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels * kernel area."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.numel() // self.out_channels
-            bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-            init.uniform_(self.bias, -bound, bound)
+        reset_weight_and_bias(self.weight, self.bias)
 
 
 class Conv2d(_ConvNd):
