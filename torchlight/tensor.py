@@ -57,6 +57,7 @@ class Tensor(TensorOps):
     __slots__ = (
         "__weakref__",
         "_grad",
+        "_hooks",
         "_retains_grad",
         "_version",
         "backend",
@@ -86,6 +87,7 @@ class Tensor(TensorOps):
         self.name: str | None = None
         self._grad: Tensor | None = None
         self._retains_grad = False
+        self._hooks: list[Any] = []  # functions of this tensor's gradient (register_hook)
         # How many in-place changes this storage has seen: shared by every view of it.
         self._version = _Version() if version is None else version
 
@@ -194,6 +196,26 @@ class Tensor(TensorOps):
             )
         self.requires_grad = requires_grad
         return self
+
+    def register_hook(self, hook: Any) -> _RemovableHook:
+        """Call ``hook(grad)`` when backward has this tensor's complete gradient, before it is
+        passed on (or stored in ``.grad``); if the hook returns a tensor, that is used instead
+        (PyTorch's ``register_hook``). Returns a handle whose ``remove()`` unregisters it.
+
+        Example:
+            >>> import torchlight as tl
+            >>> x = tl.tensor([1.0, 2.0], requires_grad=True)
+            >>> handle = x.register_hook(lambda g: g * 10)
+            >>> (x * x).sum().backward(); x.grad
+            tensor([20., 40.])
+        """
+        if not self.requires_grad:
+            raise RuntimeError(
+                "cannot register a hook on a tensor that does not require grad: its gradient "
+                "is never computed; create it with requires_grad=True"
+            )
+        self._hooks.append(hook)
+        return _RemovableHook(self._hooks, hook)
 
     def retain_grad(self) -> Tensor:
         """Keep ``.grad`` on this non-leaf tensor during the next backward."""
@@ -459,6 +481,17 @@ class Tensor(TensorOps):
         from torchlight.printing import tensor_html
 
         return tensor_html(self)
+
+
+class _RemovableHook:
+    """What ``register_hook`` returns: ``remove()`` takes the hook off the tensor again."""
+
+    def __init__(self, hooks: list[Any], hook: Any) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
 
 
 def _only_unrecorded(name: str, *tensors: Tensor) -> None:
