@@ -95,7 +95,7 @@ class Variable(Protocol):
     history: History | None
     requires_grad: bool
     _retains_grad: bool
-    _hooks: list[Any]
+    _hooks: tuple[Any, ...]
 
     @property
     def shape(self) -> tuple[int, ...]: ...

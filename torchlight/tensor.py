@@ -87,7 +87,7 @@ class Tensor(TensorOps):
         self.name: str | None = None
         self._grad: Tensor | None = None
         self._retains_grad = False
-        self._hooks: list[Any] = []  # functions of this tensor's gradient (register_hook)
+        self._hooks: tuple[Any, ...] = ()  # functions of this tensor's gradient (register_hook)
         # How many in-place changes this storage has seen: shared by every view of it.
         self._version = _Version() if version is None else version
 
@@ -214,8 +214,8 @@ class Tensor(TensorOps):
                 "cannot register a hook on a tensor that does not require grad: its gradient "
                 "is never computed; create it with requires_grad=True"
             )
-        self._hooks.append(hook)
-        return _RemovableHook(self._hooks, hook)
+        self._hooks = (*self._hooks, hook)
+        return _RemovableHook(self, hook)
 
     def retain_grad(self) -> Tensor:
         """Keep ``.grad`` on this non-leaf tensor during the next backward."""
@@ -486,12 +486,11 @@ class Tensor(TensorOps):
 class _RemovableHook:
     """What ``register_hook`` returns: ``remove()`` takes the hook off the tensor again."""
 
-    def __init__(self, hooks: list[Any], hook: Any) -> None:
-        self._hooks, self._hook = hooks, hook
+    def __init__(self, tensor: Tensor, hook: Any) -> None:
+        self._tensor, self._hook = tensor, hook
 
     def remove(self) -> None:
-        if self._hook in self._hooks:
-            self._hooks.remove(self._hook)
+        self._tensor._hooks = tuple(h for h in self._tensor._hooks if h is not self._hook)
 
 
 def _only_unrecorded(name: str, *tensors: Tensor) -> None:
