@@ -21,6 +21,7 @@ from torchlight import functions as fn
 from torchlight.autograd import ONE_REFERENCE, History, backpropagate
 from torchlight.backends import Backend
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape, sum_to_shape_dims
+from torchlight.tensor_extras import TensorExtras
 from torchlight.tensor_ops import TensorOps
 
 Number = int | float | bool
@@ -42,7 +43,7 @@ _NON_LEAF_GRAD = (
 )
 
 
-class Tensor(TensorOps):
+class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take alpha=
     """An n-dimensional array that can record the operations applied to it.
 
     Create tensors with the factories (``tl.tensor``, ``tl.zeros``, ``tl.randn``...).
@@ -135,8 +136,11 @@ class Tensor(TensorOps):
 
     @property
     def device(self) -> str:
-        """The name of the backend holding the elements (``"numpy"``, ``"cuda"``...)."""
-        return self.backend.name
+        """The name of the backend holding the elements (``"numpy"``, ``"cuda"``...), as a
+        :class:`~torchlight.device.device` (``.type`` is ``"cpu"`` or ``"cuda"``)."""
+        from torchlight.device import device
+
+        return device(self.backend.name)
 
     def stride(self, dim: int | None = None) -> Any:
         """Steps, in elements, between neighbours along each dimension."""
