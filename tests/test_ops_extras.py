@@ -183,6 +183,20 @@ def test_in_place_variants_write_into_the_same_storage_under_no_grad():
     assert w.requires_grad and w.is_leaf
 
 
+def test_in_place_variants_on_a_non_leaf_are_recorded_with_the_right_gradient():
+    x = tl.tensor([0.1, 0.3, 0.8], requires_grad=True)
+    y = x * 2
+    y.clamp_(0.0, 1.0)  # clamp saves its input: the write must not change what it saved
+    y.pow_(2)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [0.8, 2.4, 0.0])  # d(2x)^2/dx = 8x inside
+    x.grad = None
+    y = x * 1
+    y.exp_().neg_()
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), -np.exp([0.1, 0.3, 0.8]))
+
+
 def test_in_place_variants_on_a_leaf_that_requires_grad_are_refused_outside_no_grad():
     w = tl.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError, match="in-place"):
@@ -233,7 +247,9 @@ def test_function_forms_match_the_methods():
     assert tl.sum(tl.abs(x), dim=1).tolist() == [6.0, 15.0]
     assert tl.max(x).item() == 5.0 and tl.min(x).item() == -6.0
     assert tl.max(x, tl.zeros(2, 3)).tolist() == [[1.0, 0.0, 3.0], [0.0, 5.0, 0.0]]
-    assert tl.equal(tl.max(x, 1) if isinstance(x.max(1), Tensor) else tl.max(x, 1)[0], x.amax(1))
+    values, indices = tl.max(x, dim=1)
+    assert values.tolist() == [3.0, 5.0] and indices.tolist() == [2, 1]
+    assert tl.min(x, 0, keepdim=True).values.tolist() == [[-4.0, -2.0, -6.0]]
     assert tl.argmax(x, dim=1).tolist() == [2, 1]
     assert tl.mm(x, x.T).shape == (2, 2) and tl.bmm(x[None], x.T[None]).shape == (1, 2, 2)
     assert tl.dot(x[0], x[1]).item() == -4 - 10 - 18
@@ -357,6 +373,18 @@ def test_devices_map_onto_backends():
         tl.device("tpu")
     with pytest.raises(ValueError, match="disagree"):
         tl.ones(1, device="cpu", backend="strided")
+
+
+def test_to_takes_every_pytorch_form():
+    x = tl.ones(2, requires_grad=True)
+    both = x.to("strided", tl.float32)
+    assert both.device == "strided" and both.dtype is tl.float32
+    assert x.to(dtype=tl.float32, device="cpu").dtype is tl.float32
+    like = x.to(tl.zeros(1, dtype=tl.float32, backend="strided"))
+    assert like.device == "strided" and like.dtype is tl.float32
+    assert x.to("cpu", non_blocking=True) is x and x.to(tl.float64) is x
+    both.sum().backward()  # the gradient comes back through both conversions
+    assert x.grad.tolist() == [1.0, 1.0] and x.grad.dtype is tl.float64
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -400,19 +400,35 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         return self._new(self.backend.where(condition.data, self.data, other.data))
 
     # ------------------------------------------------------------------ conversion
-    def to(self, target: Any) -> Tensor:
-        """A copy with another dtype (``tl.float32``) or on another backend (``"numba"``)."""
+    def to(
+        self, *args: Any, device: Any = None, dtype: Any = None, non_blocking: bool = False
+    ) -> Tensor:
+        """A copy with another dtype (``tl.float32``) and/or on another backend or device
+        (``"numba"``, ``"cpu"``, ``"cuda"``); ``self`` when nothing changes.
+
+        PyTorch's forms all work: ``x.to(dtype)``, ``x.to(device)``, ``x.to(device, dtype)``,
+        ``x.to(other)`` (``other``'s dtype and backend), ``x.to(device=..., dtype=...)``;
+        ``non_blocking`` is accepted and changes nothing (every copy here is synchronous).
+        """
         from torchlight.backends import get_backend
 
-        if isinstance(target, str) and target not in dtypes._ALL:
-            backend = get_backend(target)
-            if backend is self.backend:
-                return self
-            return fn.ToBackend.apply(self, backend)
-        dtype = dtypes.from_any(target)
-        if dtype is self.dtype:
-            return self
-        return fn.Cast.apply(self, dtype)
+        for arg in args:
+            if isinstance(arg, Tensor):
+                device, dtype = arg.backend, arg.dtype
+            elif isinstance(arg, str) and arg not in dtypes._ALL:
+                device = arg  # a backend or device name
+            else:
+                dtype = arg
+        out = self
+        if device is not None:
+            backend = get_backend(device)
+            if backend is not self.backend:
+                out = fn.ToBackend.apply(out, backend)
+        if dtype is not None:
+            wanted = dtypes.from_any(dtype)
+            if wanted is not out.dtype:
+                out = fn.Cast.apply(out, wanted)
+        return out
 
     def float(self) -> Tensor:
         return self.to(dtypes.float32)

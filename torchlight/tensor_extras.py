@@ -6,8 +6,9 @@ r"""The rest of PyTorch's everyday Tensor methods, as one-line calls into the op
 variants, ``new_*`` factories and ``.cpu()``. Every name, argument and default is PyTorch's.
 
 The in-place variants (``clamp_``, ``exp_``, ``masked_fill_``...) compute the out-of-place
-result and write it with ``copy_``, so they follow exactly the rules ``copy_`` follows (inside
-``tl.no_grad()`` on parameters; refused where autograd would lose track).
+result and write it with ``copy_``, so they follow exactly the rules ``copy_`` follows (under
+``tl.no_grad()`` on parameters; recorded on a non-leaf in the graph; refused on a leaf that
+requires grad).
 
 Example:
     >>> import torchlight as tl
@@ -19,10 +20,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from torchlight import ops_index, ops_math, ops_reduce, ops_shape
+from torchlight.autograd import is_grad_enabled
 from torchlight.return_types import Sort, TopK
 
 if TYPE_CHECKING:
@@ -103,33 +105,33 @@ class TensorExtras:
     # ---------------------------------------------------------------- in place (through copy_)
     def clamp_(self: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
         """:meth:`clamp` in place; returns ``self``."""
-        return self.copy_(self.clamp(min, max))
+        return _in_place(self, lambda x: x.clamp(min, max))
 
     clip_ = clamp_
 
     def pow_(self: Tensor, exponent: Any) -> Tensor:
         r"""$x \leftarrow x^{\mathrm{exponent}}$ in place."""
-        return self.copy_(self**exponent)
+        return _in_place(self, lambda x: x**exponent)
 
     def neg_(self: Tensor) -> Tensor:
         r"""$x \leftarrow -x$ in place."""
-        return self.copy_(-self)
+        return _in_place(self, lambda x: -x)
 
     def exp_(self: Tensor) -> Tensor:
         r"""$x \leftarrow e^x$ in place."""
-        return self.copy_(self.exp())
+        return _in_place(self, lambda x: x.exp())
 
     def masked_fill_(self: Tensor, mask: Tensor, value: Any) -> Tensor:
         """:meth:`masked_fill` in place."""
-        return self.copy_(ops_index.masked_fill(self, mask, value))
+        return _in_place(self, lambda x: ops_index.masked_fill(x, mask, value))
 
     def scatter_(self: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
         """:meth:`scatter` in place."""
-        return self.copy_(ops_index.scatter(self, dim, index, src))
+        return _in_place(self, lambda x: ops_index.scatter(x, dim, index, src))
 
     def scatter_add_(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """:meth:`scatter_add` in place."""
-        return self.copy_(ops_index.scatter_add(self, dim, index, src))
+        return _in_place(self, lambda x: ops_index.scatter_add(x, dim, index, src))
 
     # ---------------------------------------------------------------- reductions
     def prod(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
@@ -320,6 +322,18 @@ class TensorExtras:
     def cuda(self: Tensor) -> Tensor:
         """On the CUDA backend: ``.to("cuda")`` (an error naming the fix when there is no GPU)."""
         return self.to("cuda")
+
+
+def _in_place(self: Tensor, compute: Callable[[Tensor], Tensor]) -> Tensor:
+    """Write ``compute(self)`` into ``self`` with ``copy_``.
+
+    In the graph, ``compute`` runs on a copy of ``self``: its Function may save its input for
+    backward (``clamp`` does), and the write must not change what was saved (PyTorch keeps the
+    original values of an in-place op's input the same way). Under ``no_grad`` nothing is saved,
+    so nothing is copied.
+    """
+    source = self.clone() if self.requires_grad and is_grad_enabled() else self
+    return self.copy_(compute(source))
 
 
 def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
