@@ -522,6 +522,13 @@ OPS += [
         ((3,),),
     ),
     _op("reshape_as", lambda a: a.reshape_as(tl.zeros(3, 2)), lambda a: a.reshape(3, 2), ((2, 3),)),
+    _op(
+        "view_as",
+        lambda a: a.view_as(tl.zeros(3, 2)),
+        lambda a: a.reshape(3, 2),
+        ((2, 3),),
+        tags=frozenset({"contiguous_only"}),
+    ),
     # indexing and sorting (the values: the gradient goes back to the elements picked)
     _op(
         "gather",
