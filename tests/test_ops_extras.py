@@ -361,7 +361,11 @@ def test_set_grad_enabled_and_inference_mode():
 
 def test_devices_map_onto_backends():
     x = tl.ones(2, device="cpu")
-    assert x.device == "numpy" and x.device.type == "cpu" and repr(x.device) == "device(type='cpu')"
+    assert (
+        x.device == "numpy"
+        and x.device.type == "cpu"
+        and repr(x.device) == "device(type='cpu', backend='numpy')"
+    )
     assert x.to("cpu") is x and x.cpu() is x and x.to(tl.device("cpu")) is x
     assert tl.zeros_like(x, device="strided").device == "strided"
     assert tl.zeros(2, device=x.device).device == "numpy"

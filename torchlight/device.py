@@ -3,8 +3,8 @@
 A device is a string (so it works wherever a backend name does: ``backend=``, ``device=``,
 ``.to(...)``) with PyTorch's ``type`` and ``index``. ``"cpu"`` means the default backend when
 that runs on the CPU (numpy unless you chose strided or numba), ``"cuda"`` the CUDA backend.
-``tensor.device`` is a device too, named after its backend (``device(type='cpu')`` prints for
-numpy, strided and numba).
+``tensor.device`` is a device too, named after its backend: it equals ``"numpy"`` and prints
+as ``device(type='cpu', backend='numpy')``.
 
 Example:
     >>> import torchlight as tl
@@ -54,4 +54,6 @@ class device(str):  # noqa: N801 - PyTorch's name
     def __repr__(self) -> str:
         if self.index is not None:
             return f"device(type={self.type!r}, index={self.index})"
+        if self in available_backends():  # say which backend, not only which kind of device
+            return f"device(type={self.type!r}, backend={str(self)!r})"
         return f"device(type={self.type!r})"
