@@ -346,6 +346,12 @@ def test_set_grad_enabled_and_inference_mode():
         tl.set_grad_enabled(True)
     assert tl.is_grad_enabled()
 
+    @tl.set_grad_enabled(False)
+    def frozen(x):
+        return x * 2
+
+    assert tl.is_grad_enabled() and not frozen(tl.ones(2, requires_grad=True)).requires_grad
+
     @tl.inference_mode()
     def predict(x):
         return x * 2

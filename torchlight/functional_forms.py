@@ -413,6 +413,7 @@ class set_grad_enabled:  # noqa: N801 - PyTorch's name
     context manager (``with tl.set_grad_enabled(is_train):``) the old mode comes back after."""
 
     def __init__(self, mode: bool) -> None:
+        self._enabled = mode
         self._mode = autograd.enable_grad() if mode else autograd.no_grad()
         self._mode.__enter__()  # takes effect now, like PyTorch's
 
@@ -421,6 +422,18 @@ class set_grad_enabled:  # noqa: N801 - PyTorch's name
 
     def __exit__(self, *exc: object) -> None:
         self._mode.__exit__(*exc)
+
+    def __call__(self, fn: Any) -> Any:
+        """As a decorator (``@tl.set_grad_enabled(False)``): the mode applies inside ``fn`` only."""
+        self._mode.__exit__(None, None, None)  # undo what __init__ did at decoration time
+        mode = self._enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
 
 
 class inference_mode(autograd.no_grad):  # noqa: N801 - PyTorch's name
