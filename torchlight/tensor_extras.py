@@ -84,11 +84,11 @@ class TensorExtras:
 
     def add(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
         r"""$x + \alpha \cdot \mathrm{other}$."""
-        return self + (other if alpha == 1 else self._lift(other) * alpha)
+        return self + (other if alpha == 1 else other * alpha)
 
     def sub(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
         r"""$x - \alpha \cdot \mathrm{other}$."""
-        return self - (other if alpha == 1 else self._lift(other) * alpha)
+        return self - (other if alpha == 1 else other * alpha)
 
     def softmax(self: Tensor, dim: int) -> Tensor:
         """:func:`torchlight.nn.functional.softmax` along ``dim``."""
