@@ -10,6 +10,7 @@ Example:
 
 from torchlight.nn import functional, init, utils
 from torchlight.nn.activation import ELU, GELU, LeakyReLU, SiLU, Softplus
+from torchlight.nn.attention import MultiheadAttention  # noqa: E402 - sequence models (issue 14)
 from torchlight.nn.container import (
     ModuleDict,
     ModuleList,
@@ -39,7 +40,22 @@ from torchlight.nn.layers import (
 )
 from torchlight.nn.loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from torchlight.nn.module import Module, Parameter
+from torchlight.nn.normalization import (  # noqa: E402
+    BatchNorm1d,
+    BatchNorm2d,
+    Dropout2d,
+    GroupNorm,
+    LayerNorm,
+)
 from torchlight.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, MaxPool1d
+from torchlight.nn.recurrent import GRU, LSTM, RNN, LSTMLanguageModel  # noqa: E402
+from torchlight.nn.transformer import (  # noqa: E402
+    GPT,
+    GPTBlock,
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout",
@@ -51,4 +67,10 @@ __all__ += [
     "HuberLoss", "KLDivLoss", "L1Loss", "LeakyReLU", "MaxPool1d", "ModuleDict", "ModuleList",
     "ParameterDict", "ParameterList", "RemovableHandle", "SiLU", "SmoothL1Loss", "Softplus",
     "Unflatten", "utils",
+]  # fmt: skip
+
+__all__ += [
+    "GPT", "GRU", "LSTM", "RNN", "BatchNorm1d", "BatchNorm2d", "Dropout2d", "GPTBlock",
+    "GroupNorm", "LSTMLanguageModel", "LayerNorm", "LearnedPositionalEmbedding",
+    "MultiheadAttention", "SinusoidalPositionalEncoding", "TransformerEncoderLayer",
 ]  # fmt: skip

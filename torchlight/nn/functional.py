@@ -535,3 +535,13 @@ __all__ += [
     "embedding", "gelu", "huber_loss", "kl_div", "l1_loss", "leaky_relu", "max_pool1d", "pad",
     "silu", "smooth_l1_loss", "softplus",
 ]  # fmt: skip
+
+# --------------------------------------------------------------------------- sequence models
+# Normalization and attention live in their own files (nn/normalization.py,
+# nn/attention.py); imported last, since those files use this module.
+from torchlight.nn.attention import scaled_dot_product_attention  # noqa: E402
+from torchlight.nn.normalization import batch_norm, dropout2d, group_norm, layer_norm  # noqa: E402
+
+__all__ += [
+    "batch_norm", "dropout2d", "group_norm", "layer_norm", "scaled_dot_product_attention",
+]  # fmt: skip
