@@ -369,7 +369,7 @@ OPS: list[Op] = [
     ),
     _unary(
         "gelu_tanh",
-        lambda a: tl.nn.functional.gelu(a),
+        lambda a: tl.nn.functional.gelu(a, approximate="tanh"),
         lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a**3))),
     ),
 ]
