@@ -233,3 +233,14 @@ def load_checkpoint(
     if optimizer is not None and optimizer_state is not None:
         optimizer.load_state_dict(optimizer_state)
     return dict(header.get("extra", {}))
+
+
+def read_extra(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``extra`` values saved in a checkpoint, read without a model (for instance the
+    settings needed to rebuild the model before :func:`load_checkpoint` fills it).
+
+    Raises:
+        CheckpointError: for a missing, corrupt or truncated file.
+    """
+    header, _ = _read(os.fspath(path))
+    return dict(header.get("extra", {}))

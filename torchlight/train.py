@@ -6,6 +6,7 @@ Examples::
     python -m torchlight.train --model cnn --save digits.ckpt   # a CNN, saved every epoch
     python -m torchlight.train --model cnn --epochs 12 --resume digits.ckpt
     python -m torchlight.train --dataset spiral --epochs 200
+    python -m torchlight.train --dataset shakespeare --model gpt --save gpt.ckpt   # a tiny GPT
 
 Each data set and model has defaults (epochs, optimizer, learning rate) that reach good
 accuracy quickly; flags override them. The last line printed is the accuracy on the test set
@@ -29,6 +30,7 @@ from torchlight.autograd import no_grad
 from torchlight.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from torchlight.creation import generator
 from torchlight.data import TOY_DATASETS, DataLoader, TensorDataset, digits
+from torchlight.data.text import CORPORA
 from torchlight.nn import functional as F
 
 __all__ = [
@@ -41,13 +43,16 @@ __all__ = [
     "train_epoch",
 ]
 
-DATASETS = ("digits", *TOY_DATASETS)
+DATASETS = ("digits", *TOY_DATASETS, *CORPORA)
 
 #: (dataset kind, model) -> settings used when the flag is not given.
 DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("digits", "mlp"): {"epochs": 10, "optimizer": "adam", "lr": 1e-2, "batch_size": 64},
     ("digits", "cnn"): {"epochs": 10, "optimizer": "adam", "lr": 1e-2, "batch_size": 64},
     ("toy", "mlp"): {"epochs": 100, "optimizer": "adam", "lr": 2e-2, "batch_size": 32},
+    # language models on a text corpus (torchlight/train_text.py), float32 unless --dtype
+    ("text", "gpt"): {"epochs": 5, "optimizer": "adam", "lr": 3e-3, "batch_size": 32},
+    ("text", "lstm"): {"epochs": 5, "optimizer": "adam", "lr": 3e-3, "batch_size": 32},
 }
 
 
@@ -148,7 +153,9 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--dataset", choices=DATASETS, default="digits", help="default: digits")
-    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="default: mlp")
+    p.add_argument(
+        "--model", choices=("mlp", "cnn", "gpt", "lstm"), default="mlp", help="default: mlp"
+    )
     p.add_argument("--epochs", type=int, help="total epochs (a resumed run continues up to it)")
     p.add_argument("--lr", type=float, help="learning rate")
     p.add_argument("--optimizer", choices=("adam", "sgd"), help="sgd uses momentum 0.9")
@@ -159,7 +166,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend", default=None, help="torchlight backend (default: numpy or $TORCHLIGHT_BACKEND)"
     )
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    p.add_argument(
+        "--dtype", choices=("float64", "float32"), help="default: float32 for text, else float64"
+    )
     p.add_argument("--points", type=int, default=200, help="points in a toy data set")
     p.add_argument("--noise", type=float, default=0.0, help="noise of a toy data set")
     p.add_argument(
@@ -170,15 +179,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> argparse.Namespace:
-    kind = "digits" if args.dataset == "digits" else "toy"
+    kind = "digits" if args.dataset == "digits" else "text" if args.dataset in CORPORA else "toy"
     defaults = DEFAULTS.get((kind, args.model))
     if defaults is None:
         raise ValueError(
-            f"--model {args.model} is not available for --dataset {args.dataset}: the CNN is for the digits (images)"
+            f"--model {args.model} is not available for --dataset {args.dataset}: the CNN is for the "
+            f"digits (images), gpt and lstm for a text corpus ({', '.join(CORPORA)})"
         )
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.dtype is None:
+        args.dtype = "float32" if kind == "text" else "float64"
     if args.epochs < 0 or args.batch_size < 1 or not args.lr > 0:
         raise ValueError("--epochs must be >= 0, --batch-size >= 1 and --lr > 0")
     if args.backend:
@@ -190,7 +202,12 @@ def _settings(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> float:
-    """Train as ``args`` say; returns the final accuracy (test for digits, train for toy sets)."""
+    """Train as ``args`` say; returns the final accuracy (test for digits, train for toy sets),
+    or for a text corpus the final validation loss (see ``torchlight.train_text``)."""
+    if args.dataset in CORPORA:
+        from torchlight.train_text import run_text
+
+        return run_text(args)
     if args.backend:
         tl.set_default_backend(args.backend)
     tl.manual_seed(args.seed)

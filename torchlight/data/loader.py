@@ -108,6 +108,8 @@ class DataLoader:
                 chunk = slice(int(indices[0]), int(indices[0]) + len(indices))
                 return tuple(t[chunk] for t in self.dataset.tensors)  # a view, no copy
             return self.dataset[indices]
+        if hasattr(self.dataset, "__getitems__"):  # a whole batch at once (PyTorch's protocol)
+            return tuple(self.dataset.__getitems__(indices))
         samples: Sequence[tuple[Tensor, ...]] = [self.dataset[int(i)] for i in indices]
         return tuple(stack(list(column)) for column in zip(*samples, strict=True))
 

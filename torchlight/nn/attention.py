@@ -64,7 +64,7 @@ def attention_weights(
     Shape: query $(*, L, E)$, key $(*, S, E)$, output $(*, L, S)$.
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = (query @ key.transpose(-2, -1)) * scale
+    scores = (query * scale) @ key.transpose(-2, -1)  # scaling Q is cheaper than the (L, S) scores
     if is_causal:
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
