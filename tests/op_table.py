@@ -182,10 +182,16 @@ OPS: list[Op] = [
         (((3, 2),), ((4, 2, 3),)),
     ),
     Op("max_all", lambda a: a.max(), lambda a: np.max(a), (real,), REDUCE_SHAPES),
-    Op("max_dim", lambda a: a.max(1), lambda a: np.max(a, 1), (real,), (((2, 3),), ((2, 3, 4),))),
+    Op(
+        "max_dim",
+        lambda a: a.max(1).values,
+        lambda a: np.max(a, 1),
+        (real,),
+        (((2, 3),), ((2, 3, 4),)),
+    ),
     Op(
         "min_dim_keep",
-        lambda a: a.min(0, keepdim=True),
+        lambda a: a.min(0, keepdim=True).values,
         lambda a: np.min(a, 0, keepdims=True),
         (real,),
         REDUCE_SHAPES,

@@ -23,7 +23,7 @@ import numpy as np
 import torchlight as tl
 from torchlight import nn
 from torchlight.autograd import no_grad
-from torchlight.checkpoint import CheckpointError, load_checkpoint, read_extra
+from torchlight.checkpoint import CheckpointError, checkpoint_extra, load_checkpoint
 from torchlight.creation import generator
 from torchlight.nn import functional as F
 from torchlight.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
@@ -74,7 +74,7 @@ def load_language_model(path: str) -> tuple[nn.Module, CharTokenizer | BPETokeni
     --dataset shakespeare``."""
     from torchlight.train_text import build_text_model
 
-    extra = read_extra(path)
+    extra = checkpoint_extra(path)
     if "tokenizer" not in extra or "config" not in extra:
         raise CheckpointError(
             f"{path} holds no language model (no tokenizer in it): write one with "

@@ -89,8 +89,13 @@ def evaluate_text(model: nn.Module, windows: TextWindows, batch_size: int = 64) 
     return total / max(count, 1)
 
 
-def run_text(args: argparse.Namespace) -> float:
-    """Train as ``args`` say (see ``torchlight.train``); returns the final validation loss."""
+def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> float:
+    """Train as ``args`` say (see ``torchlight.train``); returns the final validation loss.
+
+    ``progress`` (when given) is kept up to date with ``epoch`` (the last one finished) and
+    ``saved`` (the epoch of the last checkpoint written), for the CLI's message after Ctrl-C.
+    """
+    progress = {} if progress is None else progress
     from torchlight.train import TrainingDivergedError  # the CLI's own error; imported late
 
     if args.backend:
@@ -148,6 +153,7 @@ def run_text(args: argparse.Namespace) -> float:
                 bar.set_postfix(loss=f"{total / batch:.4f}", refresh=False)
                 bar.update()
         valid_loss = evaluate_text(model, valid_set)
+        progress["epoch"] = epoch
         minutes = (time.perf_counter() - started) / 60
         print(
             f"epoch {epoch}/{args.epochs}: train loss {total / max(len(loader), 1):.4f}, "
@@ -170,6 +176,7 @@ def run_text(args: argparse.Namespace) -> float:
                 loader_rng=order.bit_generator.state,
                 global_rng=generator().bit_generator.state,
             )
+            progress["saved"] = epoch
     if math.isnan(valid_loss):  # no epoch ran (a resumed run that was already complete)
         valid_loss = evaluate_text(model, valid_set)
     print(f"validation loss: {valid_loss:.4f} nats per character")
