@@ -197,7 +197,9 @@ class MultiheadAttention(Module):
         mask = None if attn_mask is None else _additive(attn_mask, q)
         if key_padding_mask is not None:  # (N, S), True: padding (PyTorch's meaning here)
             padding = np.where(np.asarray(key_padding_mask.numpy(), dtype=bool), -np.inf, 0.0)
-            padding_mask = tensor(padding.reshape(n, 1, 1, -1).astype(q.dtype.numpy))
+            padding_mask = tensor(
+                padding.reshape(n, 1, 1, -1).astype(q.dtype.numpy), backend=q.backend
+            )
             mask = padding_mask if mask is None else mask + padding_mask
         weights = attention_weights(q, k, mask, is_causal and mask is None)
         if self.training and self.dropout > 0.0:
