@@ -3,10 +3,11 @@ PyTorch, and a small LSTM language model.
 
 A recurrent layer reads a sequence one step at a time, carrying a hidden state $h_t$ from
 step to step. Each step is a few matmuls and elementwise ops, so autograd differentiates the
-unrolled loop ("backpropagation through time") with no new backward. Each gate is its own
-pair of matmuls, $x_t W_{ih,k}^T + h_{t-1} W_{hh,k}^T$, with the weights cut into gate blocks
-once per call: slicing one big $(N, 4H)$ product at every step would cost, in backward, a
-zero-filled $(N, 4H)$ gradient per slice.
+unrolled loop ("backpropagation through time"); the LSTM's gate arithmetic is one Function
+(``LSTMCellFunction``, the formulas of its backward derived on paper) since it runs at every
+step. The GRU's gates are each their own pair of matmuls, $x_t W_{ih,k}^T + h_{t-1}
+W_{hh,k}^T$, with the weights cut into gate blocks once per call: slicing one big $(N, 3H)$
+product at every step would cost, in backward, a zero-filled gradient per slice.
 
 Parameter names, shapes, gate order and initialization ($\mathcal{U}(-1/\sqrt H, 1/\sqrt H)$)
 are PyTorch's, so a PyTorch ``state_dict`` loads as is.
@@ -24,7 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from torchlight.creation import empty, stack, zeros
+from torchlight.autograd import Context, Function
+from torchlight.creation import cat, empty, stack, zeros
 from torchlight.nn import functional as F
 from torchlight.nn import init
 from torchlight.nn.layers import Embedding, Linear
@@ -32,7 +34,7 @@ from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "GRU", "LSTM", "RNN", "GateWeights", "LSTMLanguageModel", "gru_cell", "lstm_cell", "rnn_cell",
+    "GRU", "LSTM", "RNN", "GateWeights", "LSTMCellFunction", "LSTMLanguageModel", "gru_cell", "lstm_cell", "rnn_cell",
 ]  # fmt: skip
 
 State = Tensor | tuple[Tensor, Tensor]
@@ -66,22 +68,57 @@ def rnn_cell(x: Tensor, h: Tensor, weights: GateWeights, relu: bool = False) -> 
     return pre.relu() if relu else pre.tanh()
 
 
+class LSTMCellFunction(Function):
+    r"""One LSTM step after the matmuls: from the gate pre-activations $z$ $(N, 4H)$ and
+    $c_{t-1}$, the gates in PyTorch's order $i = \sigma(z_i)$ (input), $f = \sigma(z_f)$
+    (forget), $g = \tanh(z_g)$ (cell candidate), $o = \sigma(z_o)$ (output), then
+    $c_t = f \odot c_{t-1} + i \odot g$ and $h_t = o \odot \tanh(c_t)$; returns
+    $(h_t, c_t)$ stacked, shape $(2, N, H)$.
+
+    Backward, with $G_h, G_c$ the two halves of ``grad_output``:
+    $\delta_c = G_c + G_h\, o\,(1 - \tanh^2 c_t)$;
+    $\partial L/\partial z = [\delta_c g\, i(1-i),\ \delta_c c_{t-1} f(1-f),\
+    \delta_c i\,(1-g^2),\ G_h \tanh(c_t)\, o(1-o)]$;
+    $\partial L/\partial c_{t-1} = \delta_c f$. The cell state is carried by addition, which
+    is why its gradient survives many steps: the forget gate, not a matrix power, scales it.
+    One node instead of about fifteen: the LSTM runs it at every time step.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, z: Tensor, c_prev: Tensor) -> Tensor:
+        size = c_prev.shape[-1]
+        i, f = z[..., :size].sigmoid(), z[..., size : 2 * size].sigmoid()
+        g, o = z[..., 2 * size : 3 * size].tanh(), z[..., 3 * size :].sigmoid()
+        c = f * c_prev + i * g
+        tanh_c = c.tanh()
+        ctx.save_for_backward(i, f, g, o, c_prev, tanh_c)
+        return stack([o * tanh_c, c])
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        i, f, g, o, c_prev, tanh_c = ctx.saved_tensors
+        grad_h, grad_c = grad_output[0], grad_output[1]
+        delta_c = grad_c + grad_h * o * (1.0 - tanh_c * tanh_c)
+        grad_z = cat(
+            [
+                delta_c * g * i * (1.0 - i),
+                delta_c * c_prev * f * (1.0 - f),
+                delta_c * i * (1.0 - g * g),
+                grad_h * tanh_c * o * (1.0 - o),
+            ],
+            dim=-1,
+        )
+        return grad_z, delta_c * f
+
+
 def lstm_cell(
     x: Tensor, state: tuple[Tensor, Tensor], weights: GateWeights
 ) -> tuple[Tensor, Tensor]:
-    r"""One LSTM step. The four gates, in PyTorch's order:
-    $i = \sigma(\cdot)$ (input), $f = \sigma(\cdot)$ (forget), $g = \tanh(\cdot)$ (cell candidate),
-    $o = \sigma(\cdot)$ (output); then $c_t = f \odot c_{t-1} + i \odot g$,
-    $h_t = o \odot \tanh(c_t)$. The cell state $c$ is updated by addition, which is why its
-    gradient survives many steps (the forget gate, not a matrix power, scales it).
-    """
+    r"""One LSTM step: $z = x_t W_{ih}^T + b_{ih} + h_{t-1} W_{hh}^T + b_{hh}$ (all four gates
+    in one matmul pair), then ``LSTMCellFunction``. Returns $(h_t, c_t)$."""
     h, c = state
-    i = weights.gate(x, h, 0).sigmoid()
-    f = weights.gate(x, h, 1).sigmoid()
-    g = weights.gate(x, h, 2).tanh()
-    o = weights.gate(x, h, 3).sigmoid()
-    c = f * c + i * g
-    return o * c.tanh(), c
+    hc = LSTMCellFunction.apply(weights.gate(x, h, 0), c)
+    return hc[0], hc[1]
 
 
 def gru_cell(x: Tensor, h: Tensor, weights: GateWeights) -> Tensor:
@@ -95,7 +132,8 @@ def gru_cell(x: Tensor, h: Tensor, weights: GateWeights) -> Tensor:
 
 
 class _RNNBase(Module):
-    _gates = 1
+    _gates = 1  # gate blocks in each weight
+    _split_gates = False  # whether each gate gets its own matmul (GRU: its n gate needs it)
 
     def __init__(
         self,
@@ -145,7 +183,7 @@ class _RNNBase(Module):
 
         def parts(name: str) -> list[Any]:
             whole = get(f"{name}_l{layer}")
-            if whole is None or self._gates == 1:
+            if whole is None or not self._split_gates:
                 return [whole]
             return [whole[k * size : (k + 1) * size] for k in range(self._gates)]
 
@@ -300,6 +338,7 @@ class GRU(RNN):
     """
 
     _gates = 3
+    _split_gates = True
 
     def __init__(
         self,
