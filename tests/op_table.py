@@ -104,6 +104,13 @@ def _np_normalize(a: np.ndarray, axes: tuple[int, ...], eps: float = 1e-5) -> np
     return (a - mean) / np.sqrt(a.var(axis=axes, keepdims=True) + eps)
 
 
+def _np_lstm_cell(z: np.ndarray, c: np.ndarray) -> np.ndarray:
+    i, f, g, o = np.split(z, 4, axis=-1)
+    sig = _np_sigmoid
+    c_new = sig(f) * c + sig(i) * np.tanh(g)
+    return np.stack([sig(o) * np.tanh(c_new), c_new])
+
+
 _ATTN_MASK = np.array([[True, False, True, True], [True, True, False, False], [False] * 3 + [True]])
 
 
@@ -366,6 +373,13 @@ OPS: list[Op] = [
         lambda q, k, v: _np_attention(q, k, v, _ATTN_MASK),
         (real, real, real),
         (((2, 3, 2), (2, 4, 2), (2, 4, 3)),),
+    ),
+    Op(
+        "lstm_cell",
+        lambda z, c: tl.nn.recurrent.LSTMCellFunction.apply(z, c),
+        lambda z, c: _np_lstm_cell(z, c),
+        (real, real),
+        (((3, 8), (3, 2)),),
     ),
     _unary(
         "gelu_tanh",
