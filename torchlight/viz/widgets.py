@@ -26,7 +26,7 @@ import traitlets
 
 from torchlight.viz.canvas import HAS_ANYWIDGET, make_canvas
 from torchlight.viz.graph import FUNCTION
-from torchlight.viz.svg import LEGEND_H
+from torchlight.viz.svg import LEGEND_H, svg_img_html
 from torchlight.viz.view import GraphView
 
 __all__ = ["GraphViewer"]
@@ -162,8 +162,9 @@ class GraphViewer(widgets.VBox):
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         note = f"<p style='color:#b06000;margin:0 0 4px 0'>{html.escape(STATIC_NOTE)}</p>"
         svg = self.view.svg(self.step, selected=self.selected or None)
+        picture = svg_img_html(svg, "computation graph")  # shown also where JupyterLab distrusts
         bundle["text/html"] = (
-            f"<div class='tl-graph-picture' style='overflow:auto'>{note}{svg}</div>"
+            f"<div class='tl-graph-picture' style='overflow:auto'>{note}{picture}</div>"
         )
         bundle["text/plain"] = repr(self)
         return bundle
