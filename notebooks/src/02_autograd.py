@@ -363,7 +363,7 @@ backpropagate(c, tl.ones(2))
 a.grad
 
 # %% [markdown]
-# See the Autograd API (`help(tl.autograd)`) for full signatures.
+# See [Autograd API](../docs/autograd.md) for full signatures (or `help(tl.autograd)` here).
 
 # %% [markdown]
 # ---

@@ -3,7 +3,7 @@
 ipywidgets' ``Play`` keeps its timer in the model but lets every *view* start and stop it: a
 widget displayed twice (a cell ending in ``viewer``, and later ``viewer.train(500); viewer``)
 has two views, and the second one pauses what the first one started, so training stopped after
-one tick. :class:`Ticker` is an `anywidget <https://anywidget.dev>`_ whose timer lives in the
+one tick. ``Ticker`` is an `anywidget <https://anywidget.dev>`_ whose timer lives in the
 model's ``initialize`` (called once per widget), while each view only draws a button that sets
 ``playing``. Every tick adds 1 to ``value``; Python observes ``value``.
 
@@ -94,7 +94,7 @@ if anywidget is not None:
 
 
 def make_ticker(interval: int, label: str = "play", max: int = 0) -> Any:  # noqa: A002
-    """A :class:`Ticker` when anywidget is installed, else an ipywidgets ``Play``."""
+    """A ``Ticker`` when anywidget is installed, else an ipywidgets ``Play``."""
     if anywidget is not None:
         return Ticker(interval=interval, max=max, play_label=label)
     return widgets.Play(

@@ -124,7 +124,7 @@ class ToyTrainer:
 
     @property
     def extent(self) -> tuple[float, float]:
-        """The square the map covers: the data's range plus a margin."""
+        """The square the map covers, (low, high), is the data's range plus a margin."""
         low, high = float(self.points.min()), float(self.points.max())
         margin = 0.08 * (high - low)
         return low - margin, high + margin
