@@ -75,7 +75,16 @@ html_css_files = ["torchlight.css"]
 html_show_sourcelink = False
 # MathJax from the site itself: _static/mathjax is copied in when the build finishes.
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
-mathjax2_config = {"showMathMenu": False, "messageStyle": "none"}
+# That copy ships only the STIX-Web fonts (as the Jupyter notebook configures it).
+mathjax2_config = {
+    "showMathMenu": False,
+    "messageStyle": "none",
+    "HTML-CSS": {"availableFonts": [], "preferredFont": None, "webFont": "STIX-Web", "imageFont": None},
+    "SVG": {"font": "STIX-Web"},
+    # MyST-NB marks notebook pages tex2jax_ignore (a $ in an output is not math); the formulas
+    # themselves are in class="math" (MathJax 3's processHtmlClass, as tex2jax's processClass).
+    "tex2jax": {"processClass": "math|tex2jax_process|mathjax_process|output_area"},
+}
 
 
 def setup(app):  # type: ignore[no-untyped-def]

@@ -116,12 +116,14 @@ def full(
 def zeros(
     *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
 ) -> Tensor:
+    """A tensor of zeros of shape ``size`` (``tl.zeros(2, 3)`` or ``tl.zeros((2, 3))``)."""
     return _make(np.zeros(_size(size), dtype=_numpy_dtype(dtype)), dtype, requires_grad, backend)
 
 
 def ones(
     *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
 ) -> Tensor:
+    """A tensor of ones of shape ``size`` (``tl.ones(2, 3)`` or ``tl.ones((2, 3))``)."""
     return _make(np.ones(_size(size), dtype=_numpy_dtype(dtype)), dtype, requires_grad, backend)
 
 
@@ -140,6 +142,7 @@ def eye(
     requires_grad: bool = False,
     backend: str | Backend | None = None,
 ) -> Tensor:
+    """The ``n`` x ``m`` identity matrix (square when ``m`` is None): ones on the diagonal."""
     return _make(np.eye(n, m), dtype, requires_grad, backend)
 
 
@@ -204,28 +207,34 @@ def _like(t: Tensor, dtype: Any) -> dict[str, Any]:
 
 
 def zeros_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Zeros with the shape, dtype and backend of ``t`` (``dtype=`` overrides the dtype)."""
     return zeros(t.shape, requires_grad=requires_grad, **_like(t, dtype))
 
 
 def ones_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Ones with the shape, dtype and backend of ``t`` (``dtype=`` overrides the dtype)."""
     return ones(t.shape, requires_grad=requires_grad, **_like(t, dtype))
 
 
 def empty_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """An uninitialized tensor with the shape, dtype and backend of ``t``."""
     return empty(t.shape, requires_grad=requires_grad, **_like(t, dtype))
 
 
 def full_like(
     t: Tensor, fill_value: float, *, dtype: Any = None, requires_grad: bool = False
 ) -> Tensor:
+    """``fill_value`` everywhere, with the shape, dtype and backend of ``t``."""
     return full(t.shape, fill_value, requires_grad=requires_grad, **_like(t, dtype))
 
 
 def rand_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1) with the shape, dtype and backend of ``t``."""
     return rand(t.shape, requires_grad=requires_grad, **_like(t, dtype))
 
 
 def randn_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples with the shape, dtype and backend of ``t``."""
     return randn(t.shape, requires_grad=requires_grad, **_like(t, dtype))
 
 
