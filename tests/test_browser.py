@@ -78,8 +78,16 @@ def write_jupyter_config(home: Path) -> dict[str, str]:
 STORED_PICTURES = ("01_tensors.ipynb", "02_autograd.ipynb", "05_convolutions.ipynb")
 TUTORIAL_3 = "03_neural_networks.ipynb"
 
+TALL_GRAPH = """import torchlight as tl
+x = tl.tensor([1.0], requires_grad=True)
+y = x
+for _ in range(8):
+    y = (y * 1.5).tanh()
+viz.show(y, names={"x": x, "y": y})"""
+
 VIEWERS_NOTEBOOK = [
     "from torchlight import nn, viz",
+    TALL_GRAPH,
     'trainer = viz.TrainingViewer("xor", hidden=8, steps_per_tick=5)\ntrainer',
     "viz.ModuleViewer(trainer.trainer.model)",
 ]
@@ -272,7 +280,7 @@ def test_graph_viewer_in_jupyterlab(lab_page, tmp_path):
     assert width == pytest.approx(svg.bounding_box()["width"], abs=1)  # 1:1: one unit per pixel
 
     # Press play: backward runs one node at a time until a's gradient is complete.
-    viewer.locator(".widget-play button").first.click()
+    viewer.locator(".tl-ticker-button").click()
     status = viewer.locator(".tl-step-text")
     expect(status).to_contain_text("Step 1 of 3", timeout=10_000)
     expect(status).to_contain_text("Backward is finished", timeout=15_000)
@@ -380,3 +388,25 @@ def test_stored_pictures_show_before_any_cell_runs(jupyter_lab, browser, tmp_pat
         picture.screenshot(path=str(tmp_path / f"{name}.png"))
     finally:
         page.close()
+
+
+def test_tall_graph_shows_its_root_on_first_show(lab_page, tmp_path):
+    """A graph taller than the canvas is fitted at first, so the root (at the bottom) is in view."""
+    from playwright.sync_api import expect
+
+    page, open_and_run, errors = lab_page
+    open_and_run("viewers.ipynb")
+    viewer = page.locator(".tl-graph-viewer").first
+    expect(viewer).to_be_visible(timeout=20_000)
+    viewer.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)  # the canvas places the graph once it has its size
+    box = viewer.locator(".tl-svgbox").bounding_box()
+    root = viewer.locator("g.tl-node", has=page.locator("text:text-is('y')")).first.bounding_box()
+    leaf = viewer.locator("g.tl-node", has=page.locator("text:text-is('x')")).first.bounding_box()
+    assert box and root and leaf
+    for name, node in (("root y", root), ("leaf x", leaf)):
+        assert (
+            box["y"] - 1 <= node["y"] and node["y"] + node["height"] <= box["y"] + box["height"] + 1
+        ), f"{name} is outside the canvas: node {node}, canvas {box}"
+    viewer.screenshot(path=str(tmp_path / "tall_graph.png"))
+    assert_no_console_errors(errors)

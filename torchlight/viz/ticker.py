@@ -39,6 +39,10 @@ function initialize({ model }) {
   }
   function sync() {
     if (model.get("playing") && timer === null) {
+      if (model.get("max") > 0 && model.get("value") >= model.get("max")) {
+        model.set("value", 0);  // at the end: play again from the start
+        model.save_changes();
+      }
       timer = setInterval(tick, model.get("interval"));
     } else if (!model.get("playing") && timer !== null) {
       clearInterval(timer);
