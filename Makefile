@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.torchlight-installed
-LINT_PATHS := $(wildcard torchlight tests benchmarks tools)
+LINT_PATHS := $(wildcard torchlight tests benchmarks tools docs/conf.py docs/_ext)
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
 

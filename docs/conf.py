@@ -37,11 +37,16 @@ source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-n
 nitpicky = True  # every cross-reference must resolve (make docs and the test use -W)
 nitpick_ignore_regex = [
     # Types from other libraries: no intersphinx (no network), so these are plain text.
-    ("py:class", r"(numpy|np|ipywidgets|widgets|traitlets|anywidget|argparse|collections\.abc|typing|types|os|pathlib|tqdm)(\..*)?"),
-    ("py:class", r"(optional|callable|Path|PathLike|IO|Any|ndarray|ArrayLike|DTypeLike|TextIO|BinaryIO)"),
-    ("py:class", r"(Callable|Iterable|Iterator|Sequence|Mapping|Generator|Hashable|Protocol|NamedTuple|TypeVar|Literal)(\[.*)?"),
+    ("py:class", r"(numpy|np|ipywidgets|widgets|traitlets|anywidget|argparse)(\..*)?"),
+    ("py:class", r"(collections\.abc|typing|types|os|pathlib|tqdm)(\..*)?"),
+    ("py:class", r"(optional|callable|Path|PathLike|IO|Any|ndarray|ArrayLike|DTypeLike)"),
+    ("py:class", r"(TextIO|BinaryIO|Callable|Iterable|Iterator|Sequence|Mapping|Generator)(\[.*)?"),
+    ("py:class", r"(Hashable|Protocol|NamedTuple|TypeVar|Literal)(\[.*)?"),
     ("py:class", r"[A-Z]"),  # type variables
-    ("py:.*", r"(float|int|str|bool|bytes|tuple|list|dict|set|frozenset|object|type|None|slice|Ellipsis|complex)"),
+    (
+        "py:.*",
+        r"(float|int|str|bool|bytes|tuple|list|dict|set|frozenset|object|type|None|slice|Ellipsis|complex)",
+    ),
     ("py:.*", r".*\._.*"),  # private names that appear in signatures (e.g. a base class)
     ("py:class", r"(collections|t|np|npt)\..*"),  # collections.OrderedDict, `import typing as t`
     ("py:class", r".*\[.*"),  # a generic alias the signature parser split (list[tuple[str, ...)
@@ -79,7 +84,12 @@ mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
 mathjax2_config = {
     "showMathMenu": False,
     "messageStyle": "none",
-    "HTML-CSS": {"availableFonts": [], "preferredFont": None, "webFont": "STIX-Web", "imageFont": None},
+    "HTML-CSS": {
+        "availableFonts": [],
+        "preferredFont": None,
+        "webFont": "STIX-Web",
+        "imageFont": None,
+    },
     "SVG": {"font": "STIX-Web"},
     # MyST-NB marks notebook pages tex2jax_ignore (a $ in an output is not math); the formulas
     # themselves are in class="math" (MathJax 3's processHtmlClass, as tex2jax's processClass).

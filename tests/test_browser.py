@@ -75,7 +75,7 @@ def write_jupyter_config(home: Path) -> dict[str, str]:
 
 
 #: Tutorials whose stored pictures must show before any cell runs (Jupyter does not trust them).
-STORED_PICTURES = ("01_tensors.ipynb", "02_autograd.ipynb", "05_convolutions.ipynb")
+STORED_PICTURES = ("01_tensors.ipynb", "02_autograd.ipynb")
 TUTORIAL_3 = "03_neural_networks.ipynb"
 
 TALL_GRAPH = """import torchlight as tl

@@ -77,11 +77,9 @@ def _kind(obj: Any) -> str:
         return "module"
     if inspect.isclass(obj):
         return "exception" if issubclass(obj, BaseException) else "class"
-    if callable(obj) and (inspect.isfunction(obj) or inspect.isbuiltin(obj) or hasattr(obj, "__wrapped__")):
+    if inspect.isfunction(obj) or inspect.isbuiltin(obj) or hasattr(obj, "__wrapped__"):
         return "function"
-    if inspect.isfunction(getattr(obj, "__call__", None)) and not inspect.isclass(obj):
-        return "data"
-    return "data"
+    return "data"  # a value (a dtype, a dict of settings), shown with its repr
 
 
 def homes() -> dict[int, str]:
@@ -111,7 +109,9 @@ def module_members_rst(module_name: str, home: dict[int, str]) -> str:
         if kind == "module":
             target = obj.__name__
             if target in PUBLIC_MODULES:
-                summary.append(f"   * - :mod:`{name} <{target}>`\n     - the :mod:`{target}` module")
+                summary.append(
+                    f"   * - :mod:`{name} <{target}>`\n     - the :mod:`{target}` module"
+                )
             else:
                 summary.append(f"   * - ``{name}``\n     - the ``{target}`` module")
             continue
@@ -259,7 +259,9 @@ def write_included_sections(_app: Any = None) -> None:
     _write_if_changed(generated / "course.md", body)
 
 
-def process_docstring(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+def process_docstring(
+    app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]
+) -> None:
     text = dollars_to_math("\n".join(lines))
     lines[:] = text.split("\n")
 
