@@ -171,6 +171,29 @@ def test_reduction_with_more_elements_than_threads(cu) -> None:
     np.testing.assert_array_equal((t > 0).sum().numpy(), (a > 0).sum())
 
 
+def test_a_reduction_with_few_outputs_splits_into_parts(cu) -> None:
+    """One output of 1000 elements: several blocks fold a part each, then their parts are reduced
+    once more (the simulator splits as soon as a thread would fold more than 2 elements)."""
+    a = np.random.default_rng(2).normal(size=(1000,))
+    t = tl.tensor(a, backend=cu)
+    assert 1000 // (128 * cu.reduce_work) > 1, "the test must reach the split"
+    np.testing.assert_allclose(t.sum().numpy(), a.sum(), rtol=1e-12)
+    np.testing.assert_array_equal(t[::-1].max().numpy(), a.max())
+    np.testing.assert_array_equal((t > 0).sum().numpy(), (a > 0).sum())
+
+
+def test_coalesce_merges_the_dimensions_every_operand_walks_as_one() -> None:
+    from torchlight.backends.cuda_backend import coalesce
+
+    # contiguous: one dimension; a broadcast row keeps its own
+    assert coalesce((2, 3, 4), [(12, 4, 1)]) == ((24,), [(1,)])
+    assert coalesce((2, 3, 4), [(12, 4, 1), (0, 4, 1)]) == ((2, 12), [(12, 1), (0, 1)])
+    # a transpose cannot merge; size-1 dimensions drop out; 0-d walks as (1,)
+    assert coalesce((3, 2), [(1, 3)]) == ((3, 2), [(1, 3)])
+    assert coalesce((1, 5, 1), [(5, 1, 1)]) == ((5,), [(1,)])
+    assert coalesce((), [(), ()]) == ((1,), [(0,), (0,)])
+
+
 def test_register_blocked_matmul_kernel(cu) -> None:
     """The kernel large products use, run directly on a small ragged problem (one block)."""
     from torchlight.backends.cuda_backend import BM, BN, TM, TN, matmul_kernels

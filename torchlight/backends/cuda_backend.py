@@ -100,12 +100,35 @@ class CudaStorage(StridedLayout):
         )
 
 
+def coalesce(
+    shape: tuple[int, ...], strides: Sequence[tuple[int, ...]]
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """``shape`` and each operand's ``strides`` with neighbouring dimensions merged wherever
+    every operand walks them as one (``stride[d] == stride[d + 1] * shape[d + 1]``), and
+    dimensions of size 1 dropped; row-major order is unchanged. A contiguous tensor becomes
+    1-D, so a kernel finds its elements with no division. Never 0-d: at least ``(1,)``.
+
+    Example: ``coalesce((2, 3, 4), [(12, 4, 1), (0, 4, 1)])`` is ``((2, 12), [(12, 1), (0, 1)])``.
+    """
+    dims = [(n, [s[d] for s in strides]) for d, n in enumerate(shape) if n != 1]
+    if not dims:
+        return (1,), [(0,) for _ in strides]
+    merged = [dims[0]]
+    for n, ss in dims[1:]:
+        previous_n, previous_ss = merged[-1]
+        if all(p == s * n for p, s in zip(previous_ss, ss, strict=True)):
+            merged[-1] = (previous_n * n, ss)
+        else:
+            merged.append((n, ss))
+    return tuple(n for n, _ in merged), [
+        tuple(ss[k] for _, ss in merged) for k in range(len(strides))
+    ]
+
+
 def _strided_args(shape: tuple[int, ...], *operands: CudaStorage) -> tuple[Any, ...]:
     """The arguments a strided kernel takes to walk ``shape``: each operand's buffer, offset and
-    strides (broadcast to ``shape``: stride 0), then ``shape`` itself (0-d walked as 1-d)."""
-    strides = [expand_strides(o.shape, o.strides, shape) for o in operands]
-    if not shape:
-        shape, strides = (1,), [(0,) for _ in operands]
+    strides (broadcast to ``shape``: stride 0), then ``shape`` itself, coalesced."""
+    shape, strides = coalesce(shape, [expand_strides(o.shape, o.strides, shape) for o in operands])
     args: list[Any] = []
     for o, s in zip(operands, strides, strict=True):
         args += [o.buffer, o.offset, s]
@@ -132,6 +155,19 @@ class CudaBackend(LayoutOps):
         # (asked of numba.cuda itself: numba's config follows the environment, which may change)
         self.simulator = cuda.device_array.__module__.startswith("numba.cuda.simulator")
         self.tile = 8 if self.simulator else TILE
+        # Grid-stride kernels launch at most max_blocks blocks: 16 per multiprocessor fill a GPU
+        # (2048 threads each); the simulator runs one Python thread per GPU thread, so fewer.
+        # A reduction splits into parts once each thread would fold more than reduce_work
+        # elements (small in the simulator, so its tests reach that path).
+        if self.simulator:
+            self.max_blocks, self.reduce_work = 4, 2
+        else:
+            self.max_blocks, self.reduce_work = 16 * self.multiprocessors(), 16
+
+    @staticmethod
+    def multiprocessors() -> int:
+        """The number of streaming multiprocessors (SMs) of the current GPU."""
+        return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
 
     # ------------------------------------------------------------------ conversions (explicit transfers)
     def empty(self, shape: Sequence[int], dtype: Any) -> CudaStorage:
@@ -168,7 +204,8 @@ class CudaBackend(LayoutOps):
     def map(self, op: str, a: CudaStorage, dtype: Any = None) -> CudaStorage:
         out = self.empty(a.shape, dtype if dtype is not None else map_dtype(op, a.dtype))
         if out.size:
-            launch(map_kernel(op), out.size, out.buffer, *_strided_args(a.shape, a))
+            args = _strided_args(a.shape, a)
+            launch(map_kernel(op), out.size, out.buffer, *args, max_blocks=self.max_blocks)
         return out
 
     def zip(
@@ -179,7 +216,8 @@ class CudaBackend(LayoutOps):
             return out
         out = self.empty(broadcast_shape(a.shape, b.shape), zip_dtype(op, a.dtype, b.dtype))
         if out.size:
-            launch(zip_kernel(op), out.size, out.buffer, *_strided_args(out.shape, a, b))
+            args = _strided_args(out.shape, a, b)
+            launch(zip_kernel(op), out.size, out.buffer, *args, max_blocks=self.max_blocks)
         return out
 
     def reduce(self, op: str, a: CudaStorage, dims: tuple[int, ...], keepdim: bool) -> CudaStorage:
@@ -195,17 +233,26 @@ class CudaBackend(LayoutOps):
             return self.from_numpy(np.zeros(out_shape, out_dtype))
         acc_dtype = np.dtype(np.int64) if a.dtype.kind == "b" else out_dtype
         kept_dims = [d for d in range(len(a.shape)) if d not in dims]
-        kept = position_table(
-            [a.shape[d] for d in kept_dims], [a.strides[d] for d in kept_dims], a.offset
+        outputs = math.prod(a.shape[d] for d in kept_dims)
+        kept_shape, (kept_strides,) = coalesce(
+            tuple(a.shape[d] for d in kept_dims), [tuple(a.strides[d] for d in kept_dims)]
         )
-        red = position_table([a.shape[d] for d in dims], [a.strides[d] for d in dims], 0)
-        out = self.empty(out_shape, acc_dtype)
-        threads = min(THREADS, 1 << (red.size - 1).bit_length())  # a power of two for the tree
-        kernel = reduce_kernel(op, acc_dtype.name)
-        kernel[kept.size, threads](
-            out.buffer, a.buffer, cuda.to_device(kept.ravel()), cuda.to_device(red.ravel())
+        red_shape, (red_strides,) = coalesce(
+            tuple(a.shape[d] for d in dims), [tuple(a.strides[d] for d in dims)]
         )
-        return out if acc_dtype == out_dtype else self.astype(out, out_dtype)
+        threads = min(THREADS, 1 << (count - 1).bit_length())  # a power of two for the tree
+        # Few outputs of many elements (a full sum): split each output's elements into parts,
+        # one block each, so that the whole GPU works; their results are reduced once more.
+        parts = max(
+            1, min(count // (threads * self.reduce_work), 1024, -(-self.max_blocks // outputs))
+        )
+        partial = self.empty((outputs, parts), acc_dtype)
+        reduce_kernel(op, acc_dtype.name)[(outputs, parts), threads](
+            partial.buffer, a.buffer, a.offset, kept_shape, kept_strides, red_shape, red_strides
+        )
+        result = self.reduce(op, partial, (1,), False) if parts > 1 else partial
+        out = self._reshape(result, out_shape)
+        return out if out.dtype == out_dtype else self.astype(out, out_dtype)
 
     def matmul(self, a: CudaStorage, b: CudaStorage) -> CudaStorage:
         dtype = np.result_type(a.dtype, b.dtype)
@@ -271,13 +318,9 @@ class CudaBackend(LayoutOps):
         table = position_table(a.shape, a.strides, a.offset)[index]
         out = self.empty(table.shape, a.dtype)
         if out.size:
-            launch(
-                helper_kernel("gather"),
-                out.size,
-                out.buffer,
-                a.buffer,
-                cuda.to_device(table.ravel()),
-            )
+            positions = cuda.to_device(table.ravel())
+            args = (out.buffer, a.buffer, positions)
+            launch(helper_kernel("gather"), out.size, *args, max_blocks=self.max_blocks)
         return out
 
     def index_add(self, shape: tuple[int, ...], index: Index, values: CudaStorage) -> CudaStorage:
@@ -288,13 +331,28 @@ class CudaBackend(LayoutOps):
         if table.size:
             args = _strided_args(table.shape, values)
             targets = cuda.to_device(table.ravel())
-            launch(helper_kernel("scatter_add"), table.size, out.buffer, targets, *args)
+            launch(
+                helper_kernel("scatter_add"),
+                table.size,
+                out.buffer,
+                targets,
+                *args,
+                max_blocks=self.max_blocks,
+            )
         return out
 
     def setitem(self, a: CudaStorage, index: Index, values: Any) -> None:
         """Write ``values`` (device storage or a number, broadcast) into ``a[index]`` on the GPU."""
         if any(s == 0 and n > 1 for n, s in zip(a.shape, a.strides, strict=True)):
             raise ValueError("assignment destination is read-only (an expanded view)")
+        if is_basic_index(index) and np.ndim(values) == 0 and not isinstance(values, CudaStorage):
+            shape, strides, offset = basic_index(a.shape, a.strides, a.offset, index)
+            if math.prod(shape):  # a number: the fill kernel writes it, nothing is transferred
+                shape, (strides,) = coalesce(shape, [strides])
+                value = np.asarray(values, dtype=a.dtype)[()]
+                args = (a.buffer, offset, strides, value, shape)
+                launch(helper_kernel("fill"), math.prod(shape), *args, max_blocks=self.max_blocks)
+            return
         if not isinstance(values, CudaStorage):
             values = self.from_numpy(np.asarray(values, dtype=a.dtype))
         if values.dtype != a.dtype:
@@ -308,13 +366,20 @@ class CudaBackend(LayoutOps):
             target = CudaStorage(a.buffer, shape, strides, offset, a.dtype)
             args = _strided_args(shape, target, values)
             if math.prod(shape):
-                launch(helper_kernel("copy"), math.prod(shape), *args)
+                launch(helper_kernel("copy"), math.prod(shape), *args, max_blocks=self.max_blocks)
             return
         table = position_table(a.shape, a.strides, a.offset)[index]
         if table.size:
             args = _strided_args(table.shape, values)
             targets = cuda.to_device(table.ravel())
-            launch(helper_kernel("scatter"), table.size, a.buffer, targets, *args)
+            launch(
+                helper_kernel("scatter"),
+                table.size,
+                a.buffer,
+                targets,
+                *args,
+                max_blocks=self.max_blocks,
+            )
 
     def cat(self, parts: Sequence[CudaStorage], dim: int) -> CudaStorage:
         shape = list(parts[0].shape)
@@ -331,7 +396,7 @@ class CudaBackend(LayoutOps):
         out = self.empty(shape, np.result_type(a.dtype, b.dtype))
         if out.size:
             args = _strided_args(shape, condition, a, b)
-            launch(helper_kernel("where"), out.size, out.buffer, *args)
+            launch(helper_kernel("where"), out.size, out.buffer, *args, max_blocks=self.max_blocks)
         return out
 
     def argreduce(self, op: str, a: CudaStorage, dim: int | None, keepdim: bool) -> CudaStorage:
