@@ -46,14 +46,17 @@ COMPILE_SCRIPT = textwrap.dedent(
         )
     import numpy as np
     from torchlight.backends.cuda_backend import kernel_sources
+    GENERIC = ("reduce", "fold", "matmul")
     compiled = []
     start = time.perf_counter()
     for cc in ((7, 5), (9, 0)):  # Turing (T4), Hopper (H100/H200)
         target[0] = cc
         for dtype in (np.float64, np.float32):
             for name, fn, sig in kernel_sources(dtype):
-                if dtype == np.float64 and cc != (7, 5) and not name.startswith("matmul"):
-                    continue  # the other kernels compile the same way for every capability
+                # float64 for sm_75 and float32 (the GPU's own type) for sm_90; the kernels
+                # whose code depends on the type (shared/local arrays) in both for both
+                if (dtype == np.float64) != (cc == (7, 5)) and not name.startswith(GENERIC):
+                    continue
                 ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
                 assert f".target sm_{cc[0]}{cc[1]}" in ptx, name
                 compiled.append(f"{name} {np.dtype(dtype).name} sm_{cc[0]}{cc[1]}")
@@ -102,11 +105,13 @@ def test_every_kernel_compiles_for_a_real_gpu() -> None:
         pytest.skip(reason)
     # (not imported here: importing numba.cuda in this process would fix it to the real driver)
     kernels = report["kernels"]
-    matmuls = [k for k in kernels if k.startswith("matmul")]
-    # every kernel in both dtypes for sm_75; in float32 for sm_90, and the matmuls in float64 too
-    assert len(report["compiled"]) == 2 * len(kernels) + len(kernels) + len(matmuls)
-    assert {"map exp", "zip add", "reduce sum", "matmul blocked", "copy"} <= set(kernels)
-    assert "matmul blocked float32 sm_90" in report["compiled"]
+    typed = [k for k in kernels if k.startswith(("reduce", "fold", "matmul"))]
+    # every kernel for sm_75 (float64) and for sm_90 (float32); the typed ones in both dtypes
+    assert len(report["compiled"]) == 2 * len(kernels) + 2 * len(typed)
+    assert {"map exp", "zip add", "reduce sum", "fold max", "matmul blocked", "fill"} <= set(
+        kernels
+    )
+    assert {"matmul blocked float32 sm_90", "map sigmoid float64 sm_75"} <= set(report["compiled"])
     # numba.cuda is NVIDIA's numba-cuda (the `cuda` extra), not numba's deprecated built-in one
     assert report["implementation"] == "NVIDIA", report["module"]
     assert report["rejects_simulator_only_code"], "compile_ptx accepted a kernel that allocates"
@@ -194,18 +199,28 @@ def test_coalesce_merges_the_dimensions_every_operand_walks_as_one() -> None:
     assert coalesce((), [(), ()]) == ((1,), [(0,), (0,)])
 
 
-def test_register_blocked_matmul_kernel(cu) -> None:
-    """The kernel large products use, run directly on a small ragged problem (one block)."""
-    from torchlight.backends.cuda_backend import BM, BN, TM, TN, matmul_kernels
+@pytest.mark.parametrize("kernel", ["small", "tiled", "blocked"])
+def test_each_matmul_kernel_on_a_ragged_batched_problem(cu, kernel: str) -> None:
+    """Each matmul kernel, launched directly on a small ragged batched problem (A's batch
+    contiguous, B broadcast over the batch with stride 0), as the backend launches it. The
+    public API picks the small kernel for the op table's shapes, and the others for large
+    products: K = 11 makes the tiled (8 wide in the simulator) and blocked kernels (BK = 8) take
+    a partial second step along k."""
+    from torchlight.backends.cuda_backend import BM, BN, MM_THREADS, matmul_kernels
 
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=(2, 5, 11)), rng.normal(size=(11, 7))
     A, B = cu.from_numpy(a), cu.from_numpy(b)
     out = cu.empty((2, 5, 7), np.float64)
-    _, blocked = matmul_kernels("float64", cu.tile)
-    blocked[(1, 1, 2), (BM // TM) * (BN // TN)](
-        out.buffer, A.buffer, 0, (55, 11, 1), B.buffer, 0, (0, 7, 1), 5, 7, 11
-    )
+    small, tiled, blocked = matmul_kernels("float64", cu.tile)
+    args = (out.buffer, A.buffer, 0, (55, 11, 1), B.buffer, 0, (0, 7, 1), 5, 7, 11)
+    if kernel == "small":
+        small[2, 32](*args)  # 64 threads for 70 outputs: the grid-stride loop takes the rest
+    elif kernel == "tiled":
+        tiled[(1, 1, 2), (cu.tile, cu.tile)](*args)
+    else:
+        assert (BM, BN) == (128, 128)
+        blocked[(1, 1, 2), MM_THREADS](*args)
     np.testing.assert_allclose(cu.to_numpy(out), a @ b, rtol=1e-12)
 
 

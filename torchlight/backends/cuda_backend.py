@@ -42,11 +42,15 @@ from torchlight.backends.cuda_kernels import (
     BK,
     BM,
     BN,
+    MM_THREADS,
+    SMALL_MATMUL,
+    SMALL_REDUCE,
     THREADS,
     TILE,
     TM,
     TN,
     cuda,
+    fold_kernel,
     helper_kernel,
     kernel_sources,
     launch,
@@ -72,6 +76,9 @@ __all__ = [
     "BK",
     "BM",
     "BN",
+    "MM_THREADS",
+    "SMALL_MATMUL",
+    "SMALL_REDUCE",
     "THREADS",
     "TILE",
     "TM",
@@ -79,6 +86,7 @@ __all__ = [
     "CudaBackend",
     "CudaStorage",
     "cuda",
+    "fold_kernel",
     "helper_kernel",
     "kernel_sources",
     "map_kernel",
@@ -156,13 +164,22 @@ class CudaBackend(LayoutOps):
         self.simulator = cuda.device_array.__module__.startswith("numba.cuda.simulator")
         self.tile = 8 if self.simulator else TILE
         # Grid-stride kernels launch at most max_blocks blocks: 16 per multiprocessor fill a GPU
-        # (2048 threads each); the simulator runs one Python thread per GPU thread, so fewer.
+        # (2048 threads each); the simulator runs one Python thread per GPU thread, so fewer, and
+        # smaller blocks.
         # A reduction splits into parts once each thread would fold more than reduce_work
         # elements (small in the simulator, so its tests reach that path).
         if self.simulator:
-            self.max_blocks, self.reduce_work = 4, 2
+            self.threads, self.max_blocks, self.reduce_work = 32, 4, 2
         else:
-            self.max_blocks, self.reduce_work = 16 * self.multiprocessors(), 16
+            self.threads, self.max_blocks, self.reduce_work = (
+                THREADS,
+                16 * self.multiprocessors(),
+                16,
+            )
+
+    def _launch(self, kernel: Any, n: int, *args: Any) -> None:
+        """Run the grid-stride ``kernel`` over ``n`` elements (see :func:`launch`)."""
+        launch(kernel, n, *args, max_blocks=self.max_blocks, threads=self.threads)
 
     @staticmethod
     def multiprocessors() -> int:
@@ -205,7 +222,7 @@ class CudaBackend(LayoutOps):
         out = self.empty(a.shape, dtype if dtype is not None else map_dtype(op, a.dtype))
         if out.size:
             args = _strided_args(a.shape, a)
-            launch(map_kernel(op), out.size, out.buffer, *args, max_blocks=self.max_blocks)
+            self._launch(map_kernel(op), out.size, out.buffer, *args)
         return out
 
     def zip(
@@ -217,7 +234,7 @@ class CudaBackend(LayoutOps):
         out = self.empty(broadcast_shape(a.shape, b.shape), zip_dtype(op, a.dtype, b.dtype))
         if out.size:
             args = _strided_args(out.shape, a, b)
-            launch(zip_kernel(op), out.size, out.buffer, *args, max_blocks=self.max_blocks)
+            self._launch(zip_kernel(op), out.size, out.buffer, *args)
         return out
 
     def reduce(self, op: str, a: CudaStorage, dims: tuple[int, ...], keepdim: bool) -> CudaStorage:
@@ -240,6 +257,12 @@ class CudaBackend(LayoutOps):
         red_shape, (red_strides,) = coalesce(
             tuple(a.shape[d] for d in dims), [tuple(a.strides[d] for d in dims)]
         )
+        args = (a.buffer, a.offset, kept_shape, kept_strides, red_shape, red_strides)
+        if count <= SMALL_REDUCE:  # one thread per output
+            out = self.empty(out_shape, acc_dtype)
+            kernel = fold_kernel(op, acc_dtype.name)
+            self._launch(kernel, outputs, out.buffer, *args)
+            return out if acc_dtype == out_dtype else self.astype(out, out_dtype)
         threads = min(THREADS, 1 << (count - 1).bit_length())  # a power of two for the tree
         # Few outputs of many elements (a full sum): split each output's elements into parts,
         # one block each, so that the whole GPU works; their results are reduced once more.
@@ -247,9 +270,7 @@ class CudaBackend(LayoutOps):
             1, min(count // (threads * self.reduce_work), 1024, -(-self.max_blocks // outputs))
         )
         partial = self.empty((outputs, parts), acc_dtype)
-        reduce_kernel(op, acc_dtype.name)[(outputs, parts), threads](
-            partial.buffer, a.buffer, a.offset, kept_shape, kept_strides, red_shape, red_strides
-        )
+        reduce_kernel(op, acc_dtype.name)[(outputs, parts), threads](partial.buffer, *args)
         result = self.reduce(op, partial, (1,), False) if parts > 1 else partial
         out = self._reshape(result, out_shape)
         return out if out.dtype == out_dtype else self.astype(out, out_dtype)
@@ -270,7 +291,7 @@ class CudaBackend(LayoutOps):
         if out.size and K == 0:
             self.setitem(out, (...,), 0)
         elif out.size:
-            tiled, blocked = matmul_kernels(compute.name, self.tile)
+            small, tiled, blocked = matmul_kernels(compute.name, self.tile)
             args = (
                 out.buffer,
                 a3.buffer,
@@ -283,10 +304,10 @@ class CudaBackend(LayoutOps):
                 N,
                 K,
             )
-            if M >= BM and N >= BN:
-                blocked[(math.ceil(N / BN), math.ceil(M / BM), count), (BM // TM) * (BN // TN)](
-                    *args
-                )
+            if M * N * K <= SMALL_MATMUL:
+                self._launch(small, out.size, *args)
+            elif M >= BM and N >= BN:
+                blocked[(math.ceil(N / BN), math.ceil(M / BM), count), MM_THREADS](*args)
             else:
                 tile = self.tile
                 tiled[(math.ceil(N / tile), math.ceil(M / tile), count), (tile, tile)](*args)
@@ -320,7 +341,7 @@ class CudaBackend(LayoutOps):
         if out.size:
             positions = cuda.to_device(table.ravel())
             args = (out.buffer, a.buffer, positions)
-            launch(helper_kernel("gather"), out.size, *args, max_blocks=self.max_blocks)
+            self._launch(helper_kernel("gather"), out.size, *args)
         return out
 
     def index_add(self, shape: tuple[int, ...], index: Index, values: CudaStorage) -> CudaStorage:
@@ -331,14 +352,7 @@ class CudaBackend(LayoutOps):
         if table.size:
             args = _strided_args(table.shape, values)
             targets = cuda.to_device(table.ravel())
-            launch(
-                helper_kernel("scatter_add"),
-                table.size,
-                out.buffer,
-                targets,
-                *args,
-                max_blocks=self.max_blocks,
-            )
+            self._launch(helper_kernel("scatter_add"), table.size, out.buffer, targets, *args)
         return out
 
     def setitem(self, a: CudaStorage, index: Index, values: Any) -> None:
@@ -351,7 +365,7 @@ class CudaBackend(LayoutOps):
                 shape, (strides,) = coalesce(shape, [strides])
                 value = np.asarray(values, dtype=a.dtype)[()]
                 args = (a.buffer, offset, strides, value, shape)
-                launch(helper_kernel("fill"), math.prod(shape), *args, max_blocks=self.max_blocks)
+                self._launch(helper_kernel("fill"), math.prod(shape), *args)
             return
         if not isinstance(values, CudaStorage):
             values = self.from_numpy(np.asarray(values, dtype=a.dtype))
@@ -366,20 +380,13 @@ class CudaBackend(LayoutOps):
             target = CudaStorage(a.buffer, shape, strides, offset, a.dtype)
             args = _strided_args(shape, target, values)
             if math.prod(shape):
-                launch(helper_kernel("copy"), math.prod(shape), *args, max_blocks=self.max_blocks)
+                self._launch(helper_kernel("copy"), math.prod(shape), *args)
             return
         table = position_table(a.shape, a.strides, a.offset)[index]
         if table.size:
             args = _strided_args(table.shape, values)
             targets = cuda.to_device(table.ravel())
-            launch(
-                helper_kernel("scatter"),
-                table.size,
-                a.buffer,
-                targets,
-                *args,
-                max_blocks=self.max_blocks,
-            )
+            self._launch(helper_kernel("scatter"), table.size, a.buffer, targets, *args)
 
     def cat(self, parts: Sequence[CudaStorage], dim: int) -> CudaStorage:
         shape = list(parts[0].shape)
@@ -396,7 +403,7 @@ class CudaBackend(LayoutOps):
         out = self.empty(shape, np.result_type(a.dtype, b.dtype))
         if out.size:
             args = _strided_args(shape, condition, a, b)
-            launch(helper_kernel("where"), out.size, out.buffer, *args, max_blocks=self.max_blocks)
+            self._launch(helper_kernel("where"), out.size, out.buffer, *args)
         return out
 
     def argreduce(self, op: str, a: CudaStorage, dim: int | None, keepdim: bool) -> CudaStorage:

@@ -59,6 +59,10 @@ THREADS = 128
 #: Side of the square tiles of the shared-memory matmul (TILE x TILE threads per block). The
 #: simulator uses 8 (it runs one Python thread per GPU thread, so fewer threads run faster).
 TILE = 16
+#: Products of at most this many multiply-adds (M N K) use the one-thread-per-output kernel.
+SMALL_MATMUL = 1 << 18
+#: Reductions of at most this many elements per output use one thread per output.
+SMALL_REDUCE = 64
 #: The register-blocked matmul: a block computes BM x BN outputs, in steps of BK along k,
 #: each of its (BM / TM) * (BN / TN) = 256 threads a TM x TN piece.
 BM, BN, BK, TM, TN = 128, 128, 8, 8, 8
@@ -178,6 +182,31 @@ def _reduce_source(
     return reduce_kernel
 
 
+def _fold_source(fn: Callable[[Any, Any], Any], is_sum: bool, acc_type: Any) -> Callable[..., None]:
+    f = device_function(fn)
+
+    def fold_kernel(
+        out, a, offset, kept_shape, kept_strides, red_shape, red_strides
+    ):  # pragma: no cover - runs on the GPU
+        # Few elements per output (a softmax over 10 classes, a 2x2 pooling window): one thread
+        # per output folds them in a loop, which beats a block whose threads mostly idle.
+        index = cuda.local.array(len(kept_shape), numba.int64)
+        red_index = cuda.local.array(len(red_shape), numba.int64)
+        count = 1
+        for d in range(len(red_shape)):
+            count *= red_shape[d]
+        for o in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            to_index(o, kept_shape, index)
+            base = index_to_position(index, kept_strides, offset)
+            total = acc_type(0) if is_sum else acc_type(a[base])
+            for r in range(count):
+                to_index(r, red_shape, red_index)
+                total = f(total, a[index_to_position(red_index, red_strides, base)])
+            out[o] = total
+
+    return fold_kernel
+
+
 def _copy_source() -> Callable[..., None]:
     def copy_kernel(
         dst, dst_offset, dst_strides, src, src_offset, src_strides, shape
@@ -252,6 +281,26 @@ def _scatter_source() -> Callable[..., None]:
             dst[targets[i]] = src[index_to_position(index, src_strides, src_offset)]
 
     return scatter_kernel
+
+
+def _small_matmul_source(dtype: Any) -> Callable[..., None]:
+    def small_matmul_kernel(
+        out, a, a_offset, a_strides, b, b_offset, b_strides, M, N, K
+    ):  # pragma: no cover - runs on the GPU
+        # Small products (a digits batch): one thread per output element, a plain loop over k.
+        # Launching is what such a product costs; staging tiles would only add steps.
+        for o in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            s = o // (M * N)
+            i = o // N % M
+            j = o % N
+            pa = a_offset + s * a_strides[0] + i * a_strides[1]
+            pb = b_offset + s * b_strides[0] + j * b_strides[2]
+            total = dtype(0)
+            for k in range(K):
+                total += a[pa + k * a_strides[2]] * b[pb + k * b_strides[1]]
+            out[o] = total
+
+    return small_matmul_kernel
 
 
 def _tiled_matmul_source(dtype: Any, TILE: int = TILE) -> Callable[..., None]:  # noqa: N803
@@ -394,10 +443,20 @@ def reduce_kernel(op: str, acc_dtype: str) -> Any:
 
 
 @functools.cache
-def matmul_kernels(dtype: str, tile: int) -> tuple[Any, Any]:
-    """``(tiled, blocked)`` matmul kernels for elements of ``dtype``."""
+def fold_kernel(op: str, acc_dtype: str) -> Any:
+    acc_type = numba.from_dtype(np.dtype(acc_dtype))
+    return cuda.jit(_fold_source(scalar_ops.REDUCE[op], op == "sum", acc_type))
+
+
+@functools.cache
+def matmul_kernels(dtype: str, tile: int) -> tuple[Any, Any, Any]:
+    """``(small, tiled, blocked)`` matmul kernels for elements of ``dtype``."""
     t = numba.from_dtype(np.dtype(dtype))
-    return cuda.jit(_tiled_matmul_source(t, tile)), cuda.jit(_blocked_matmul_source(t))
+    return (
+        cuda.jit(_small_matmul_source(t)),
+        cuda.jit(_tiled_matmul_source(t, tile)),
+        cuda.jit(_blocked_matmul_source(t)),
+    )
 
 
 @functools.cache
@@ -429,7 +488,9 @@ def kernel_sources(
     for op, fn2 in scalar_ops.REDUCE.items():
         reduce_args = (arr, arr, i64, tup, tup, tup, tup)
         out.append((f"reduce {op}", _reduce_source(fn2, op == "sum", el), reduce_args))
+        out.append((f"fold {op}", _fold_source(fn2, op == "sum", el), reduce_args))
     matmul_args = (arr, arr, i64, tup3, arr, i64, tup3, i64, i64, i64)
+    out.append(("matmul small", _small_matmul_source(el), matmul_args))
     out.append(("matmul tiled", _tiled_matmul_source(el), matmul_args))
     out.append(("matmul blocked", _blocked_matmul_source(el), matmul_args))
     out.append(("copy", _copy_source(), (arr, i64, tup, arr, i64, tup, tup)))
@@ -444,8 +505,8 @@ def kernel_sources(
     return out
 
 
-def launch(kernel: Any, n: int, *args: Any, max_blocks: int = 1024) -> None:
+def launch(kernel: Any, n: int, *args: Any, max_blocks: int = 1024, threads: int = THREADS) -> None:
     """Run the grid-stride ``kernel`` over the elements ``0 <= i < n``: one thread per element
-    up to ``max_blocks`` blocks of ``THREADS``, and a loop in each thread beyond that."""
-    threads = min(THREADS, n)
+    up to ``max_blocks`` blocks of ``threads``, and a loop in each thread beyond that."""
+    threads = min(threads, n)
     kernel[min((n + threads - 1) // threads, max_blocks), threads](*args)
