@@ -98,6 +98,21 @@ def _np_sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def _np_normalize(a: np.ndarray, axes: tuple[int, ...], eps: float = 1e-5) -> np.ndarray:
+    mean = a.mean(axis=axes, keepdims=True)
+    return (a - mean) / np.sqrt(a.var(axis=axes, keepdims=True) + eps)
+
+
+_ATTN_MASK = np.array([[True, False, True, True], [True, True, False, False], [False] * 3 + [True]])
+
+
+def _np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    scores = np.where(keep.astype(bool), scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True) @ v
+
+
 REDUCE_SHAPES = (((2, 3),), ((4,),), ((2, 3, 4),))
 
 OPS: list[Op] = [
@@ -167,10 +182,16 @@ OPS: list[Op] = [
         (((3, 2),), ((4, 2, 3),)),
     ),
     Op("max_all", lambda a: a.max(), lambda a: np.max(a), (real,), REDUCE_SHAPES),
-    Op("max_dim", lambda a: a.max(1), lambda a: np.max(a, 1), (real,), (((2, 3),), ((2, 3, 4),))),
+    Op(
+        "max_dim",
+        lambda a: a.max(1).values,
+        lambda a: np.max(a, 1),
+        (real,),
+        (((2, 3),), ((2, 3, 4),)),
+    ),
     Op(
         "min_dim_keep",
-        lambda a: a.min(0, keepdim=True),
+        lambda a: a.min(0, keepdim=True).values,
         lambda a: np.min(a, 0, keepdims=True),
         (real,),
         REDUCE_SHAPES,
@@ -304,6 +325,51 @@ OPS: list[Op] = [
         lambda a, b: np.mean((a - b) ** 2),
         (real, real),
         (((2, 3), (2, 3)), ((4,), (4,))),
+    ),
+    # sequence models (issue 14): normalization, attention, GELU
+    Op(
+        "layer_norm",
+        lambda a, w, b: tl.nn.functional.layer_norm(a, 4, w, b),
+        lambda a, w, b: _np_normalize(a, (-1,)) * w + b,
+        (real, real, real),
+        (((2, 3, 4), (4,), (4,)),),
+    ),
+    Op(
+        "batch_norm_train",
+        lambda a, w, b: tl.nn.functional.batch_norm(a, None, None, w, b, training=True),
+        lambda a, w, b: _np_normalize(a, (0, 2)) * w[:, None] + b[:, None],
+        (real, real, real),
+        (((4, 3, 2), (3,), (3,)),),
+    ),
+    Op(
+        "group_norm",
+        lambda a, w, b: tl.nn.functional.group_norm(a, 2, w, b),
+        lambda a, w, b: (
+            _np_normalize(a.reshape(2, 2, 6), (-1,)).reshape(2, 4, 3) * w[:, None] + b[:, None]
+        ),
+        (real, real, real),
+        (((2, 4, 3), (4,), (4,)),),
+    ),
+    Op(
+        "sdpa_causal",
+        lambda q, k, v: tl.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+        lambda q, k, v: _np_attention(q, k, v, np.tril(np.ones((q.shape[-2], k.shape[-2])))),
+        (real, real, real),
+        (((2, 4, 3), (2, 4, 3), (2, 4, 2)), ((3, 2), (5, 2), (5, 3))),
+    ),
+    Op(
+        "sdpa_bool_mask",
+        lambda q, k, v: tl.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=tl.tensor(_ATTN_MASK)
+        ),
+        lambda q, k, v: _np_attention(q, k, v, _ATTN_MASK),
+        (real, real, real),
+        (((2, 3, 2), (2, 4, 2), (2, 4, 3)),),
+    ),
+    _unary(
+        "gelu_tanh",
+        lambda a: tl.nn.functional.gelu(a),
+        lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a**3))),
     ),
 ]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -35,8 +36,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 # --------------------------------------------------------------------------- grad mode
-class _GradMode:
-    enabled = True
+class _GradModeOfThisThread(threading.local):
+    """Whether recording is on, for each thread on its own (as in PyTorch): a ``no_grad()``
+    in one thread must not turn recording off in another."""
+
+    enabled = True  # what a new thread starts with
+
+
+_GradMode = _GradModeOfThisThread()
 
 
 def is_grad_enabled() -> bool:
@@ -112,6 +119,7 @@ class Context:
     _saved: tuple[Any, ...] = ()
     _versions: list[tuple[Any, int] | None] = []
     _freed = False
+    forward_args: tuple[Any, ...] = ()  # what ``apply`` passed to ``forward``, tensors or not
 
     def __init__(self, fn_name: str = "Function") -> None:
         self._fn_name = fn_name
@@ -121,6 +129,12 @@ class Context:
         def __getattr__(self, name: str) -> Any: ...
 
         def __setattr__(self, name: str, value: Any) -> None: ...
+
+    @property
+    def needs_input_grad(self) -> tuple[bool, ...]:
+        """One flag per ``forward`` argument: whether it is a tensor that requires grad
+        (PyTorch's name), so ``backward`` can skip a gradient nobody asked for."""
+        return tuple(bool(getattr(a, "requires_grad", False)) for a in self.forward_args)
 
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors`` for ``backward()``; they are released once backward has run."""
@@ -168,16 +182,42 @@ class History:
     ``parents`` is the docs page's word for the same tuple.
     """
 
-    __slots__ = ("ctx", "inputs", "last_fn")
+    __slots__ = ("ctx", "input_histories", "inputs", "last_fn")
 
     def __init__(self, last_fn: type[Function], ctx: Context, inputs: tuple[Any, ...]) -> None:
         self.last_fn = last_fn
         self.ctx = ctx
         self.inputs = inputs
+        # Each input's own History now: an in-place op may give an input a new one later.
+        self.input_histories = tuple(t.history for t in inputs)
 
     @property
     def parents(self) -> tuple[Any, ...]:
         return self.inputs
+
+    def recorded_inputs(self) -> tuple[Any, ...]:
+        """The inputs as they were when this node was recorded.
+
+        An in-place op (``y.add_(1)``) gives ``y`` a new History whose first input is ``y``
+        as it was before; a node that used ``y`` earlier must send its gradient to that
+        earlier ``y``, as in PyTorch. So follow each changed input back to its recorded History.
+        """
+        inputs = self.inputs
+        if all(t.history is h for t, h in zip(inputs, self.input_histories, strict=True)):
+            return inputs  # the common case: nothing changed in place since
+        recorded = []
+        for t, h in zip(inputs, self.input_histories, strict=True):
+            while t.history is not h:
+                if getattr(self.last_fn, "makes_view", False):
+                    raise RuntimeError(
+                        f"a view ({self.last_fn.__name__}) was taken of a tensor that was then "
+                        f"changed in place by {t.history.last_fn.__name__}: the view's gradient "
+                        "would be wrong. Take the view after the in-place change, or change a "
+                        ".clone() of the tensor instead."
+                    )
+                t = t.history.inputs[0]  # the tensor before that in-place op
+            recorded.append(t)
+        return tuple(recorded)
 
     def chain_rule(self, grad_output: Any) -> list[tuple[Any, Any]]:
         r"""One step of the chain rule: ``(input, dL/dinput)`` for each input that needs it.
@@ -189,14 +229,11 @@ class History:
         grads = fn.backward(self.ctx, grad_output)
         if not isinstance(grads, tuple):
             grads = (grads,)
-        if len(grads) != len(self.inputs):
-            raise RuntimeError(
-                f"{fn.__name__}.backward returned {len(grads)} gradient(s), but "
-                f"{fn.__name__}.forward took {len(self.inputs)} tensor input(s): return one "
-                "gradient per tensor input, in order (None for an input that needs none)"
-            )
+        inputs = self.recorded_inputs()
+        if len(grads) != len(inputs):
+            grads = _one_per_tensor(fn, self.ctx, grads, len(inputs))
         pairs = []
-        for i, inp in enumerate(self.inputs):
+        for i, inp in enumerate(inputs):
             grad = grads[i]
             if grad is not None and inp.requires_grad:
                 pairs.append((inp, inp._gradient_for(grad, fn.__name__, i)))
@@ -204,6 +241,28 @@ class History:
 
     def __repr__(self) -> str:
         return f"History(last_fn={self.last_fn.__name__}, parents={self.inputs!r})"
+
+
+def _one_per_tensor(
+    fn: type[Function], ctx: Context, grads: tuple[Any, ...], n_tensors: int
+) -> tuple[Any, ...]:
+    """PyTorch's convention: backward returned one value per ``forward`` argument, ``None``
+    for each argument that is not a tensor. Keep the tensors' gradients."""
+    args = ctx.forward_args
+    if len(grads) != len(args):
+        raise RuntimeError(
+            f"{fn.__name__}.backward returned {len(grads)} gradient(s), but "
+            f"{fn.__name__}.forward took {n_tensors} tensor input(s) ({len(args)} argument(s)): "
+            "return one gradient per tensor input, or one value per forward argument, in order "
+            "(None for an input that needs none and for each argument that is not a tensor)"
+        )
+    for i, (arg, grad) in enumerate(zip(args, grads, strict=True)):
+        if grad is not None and not hasattr(arg, "requires_grad"):
+            raise RuntimeError(
+                f"{fn.__name__}.backward returned a gradient for forward's argument {i}, "
+                f"which is not a tensor (it is a {type(arg).__name__}): return None for it"
+            )
+    return tuple(g for arg, g in zip(args, grads, strict=True) if hasattr(arg, "requires_grad"))
 
 
 class Function:
@@ -252,6 +311,7 @@ class Function:
                 tensors.append(a)
                 record = record or a.requires_grad
         ctx = Context(cls.__name__) if record else _UnrecordedContext(cls.__name__)
+        ctx.forward_args = args
         _GradMode.enabled = False  # forward's own ops are not recorded
         try:
             result = cls.forward(ctx, *args, **kwargs)
@@ -292,7 +352,9 @@ def topological_sort(root: Variable) -> list[Variable]:
         return [root] if root.requires_grad else []
     order: list[Variable] = []
     seen = {id(root)}
-    stack: list[tuple[Variable, Iterator[Variable]]] = [(root, iter(root.history.inputs))]
+    stack: list[tuple[Variable, Iterator[Variable]]] = [
+        (root, iter(root.history.recorded_inputs()))
+    ]
     while stack:
         node, inputs = stack[-1]
         for parent in inputs:
@@ -301,7 +363,7 @@ def topological_sort(root: Variable) -> list[Variable]:
                 if parent.history is None:
                     order.append(parent)  # a leaf: nothing comes before it
                 else:
-                    stack.append((parent, iter(parent.history.inputs)))
+                    stack.append((parent, iter(parent.history.recorded_inputs())))
                     break  # visit parent's inputs first; node's iterator resumes afterwards
         else:  # all of node's inputs are in the order
             stack.pop()

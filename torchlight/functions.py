@@ -238,9 +238,13 @@ class Pow(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor | None]:
         a, b, out = ctx.saved_tensors
-        grad_a = grad_output * b * a ** (b - 1)
-        # Only when the exponent itself is learned: ln a is nan for a < 0.
-        grad_b = grad_output * out * a.log() if b.requires_grad else None
+        one = a._lift(1.0)
+        # b a^(b-1) at b = 0 is 0 * 0^-1 = nan at a = 0, but a^0 = 1 is flat: a^1 there gives 0
+        grad_a = grad_output * b * a ** Where.apply(b == 0, one, b - 1)
+        if not ctx.needs_input_grad[1]:  # ln a is nan for a < 0: only when the exponent is learned
+            return grad_a, None
+        # a^b ln a at a = 0 is 0 * -inf, but 0^b is flat for b >= 0: ln 1 there gives 0 (PyTorch)
+        grad_b = grad_output * out * Where.apply((a == 0) & (b >= 0), one, a).log()
         return grad_a, grad_b
 
 
@@ -358,6 +362,8 @@ class Max(Function):
 class View(Function):
     r"""The same elements in a new shape; the gradient is reshaped back."""
 
+    makes_view = True  # the result shares the input's storage
+
     @staticmethod
     def forward(ctx: Context, a: Tensor, shape: tuple[int, ...], copy_ok: bool) -> Tensor:
         ctx.shape = a.shape
@@ -370,6 +376,8 @@ class View(Function):
 
 class Permute(Function):
     r"""Reorder dimensions (a view); the gradient is permuted by the inverse order."""
+
+    makes_view = True
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, dims: tuple[int, ...]) -> Tensor:
@@ -384,6 +392,8 @@ class Permute(Function):
 class Expand(Function):
     r"""Repeat size-1 dimensions without copying (stride 0); the engine sums the gradient back."""
 
+    makes_view = True
+
     @staticmethod
     def forward(ctx: Context, a: Tensor, shape: tuple[int, ...]) -> Tensor:
         return a._expand(shape)
@@ -396,6 +406,8 @@ class Expand(Function):
 class GetItem(Function):
     r"""``a[index]``: the gradient is scattered back (repeated indices add up)."""
 
+    makes_view = True  # (for basic indexing; a list or tensor index copies)
+
     @staticmethod
     def forward(ctx: Context, a: Tensor, index: tuple[Any, ...]) -> Tensor:
         ctx.shape, ctx.index = a.shape, index
@@ -404,6 +416,28 @@ class GetItem(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         return grad_output._index_add(ctx.shape, ctx.index)
+
+
+class SetItem(Function):
+    r"""``a[index] = value`` as a new tensor: $f(a, v) = a$ with the indexed elements replaced by $v$.
+
+    The replaced elements no longer depend on $a$: $\partial L/\partial a$ is ``grad_output``
+    with them zeroed, and $v$ gets their gradient (the engine sums it to $v$'s shape).
+    In-place writes in the graph (``y[0] = 0``, ``y.fill_(1)``) are recorded as this.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, value: Tensor, index: tuple[Any, ...]) -> Tensor:
+        ctx.index = index
+        out = a.clone()
+        out[index] = value
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor, None]:
+        grad_a = grad_output.clone()
+        grad_a[ctx.index] = 0
+        return grad_a, grad_output[ctx.index], None  # the index is not a tensor: None
 
 
 class Cat(Function):

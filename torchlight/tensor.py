@@ -67,6 +67,8 @@ class Tensor(TensorOps):
         "requires_grad",
     )
     __array_priority__ = 1000  # numpy scalars defer to Tensor's operators
+    history: History | None
+    requires_grad: bool
 
     def __init__(
         self,
@@ -181,10 +183,16 @@ class Tensor(TensorOps):
 
     # ------------------------------------------------------------------ autograd
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """Start (or stop) recording operations on this leaf; returns ``self``."""
+        """Start (or stop) recording operations on this leaf; returns ``self``.
+
+        On a non-leaf (which always requires grad) ``requires_grad_(True)`` changes nothing.
+        """
         if self.history is not None:
+            if requires_grad:
+                return self
             raise RuntimeError(
-                "requires_grad can only be changed on leaf tensors; use .detach() first"
+                "requires_grad can only be turned off on leaf tensors; this one was made by "
+                f"{self.history.last_fn.__name__}: use .detach() to get a tensor without history"
             )
         if requires_grad and not self.dtype.is_floating_point:
             raise TypeError(
@@ -332,7 +340,7 @@ class Tensor(TensorOps):
         a, b = self._data, other._data
         da, db = backend.dtype(a), backend.dtype(b)
         if da != db:
-            common = _promote(da, db)
+            common = _promote(da, db, self.shape == (), other.shape == ())
             a = a if da == common else backend.astype(a, common)
             b = b if db == common else backend.astype(b, common)
         try:
@@ -489,8 +497,21 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
         return False
 
 
-def _promote(a: np.dtype, b: np.dtype) -> np.dtype:
-    """PyTorch's promotion: a float operand decides the type (int64 * float32 is float32)."""
+#: PyTorch's categories of dtypes, lowest first: bool, integers, floating point.
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
+def _promote(a: np.dtype, b: np.dtype, a_is_0d: bool = False, b_is_0d: bool = False) -> np.dtype:
+    """PyTorch's promotion: a float operand decides the type (int64 * float32 is float32), and a
+    0-d tensor only decides it when it is of a higher category than a dimensioned one
+    (``ones(2, float32) * tensor(2.0, float64)`` is float32; an int tensor times
+    ``tensor(2.5)`` is float64).
+    """
+    if a_is_0d != b_is_0d:
+        dimensioned, zero_d = (b, a) if a_is_0d else (a, b)
+        if _CATEGORY.get(zero_d.kind, 3) > _CATEGORY.get(dimensioned.kind, 3):
+            return zero_d
+        return dimensioned
     if a.kind == "f" and b.kind != "f":
         return a
     if b.kind == "f" and a.kind != "f":

@@ -9,6 +9,9 @@ Example:
 """
 
 from torchlight.nn import functional, init
+
+# sequence models (issue 14)
+from torchlight.nn.attention import MultiheadAttention  # noqa: E402
 from torchlight.nn.conv import AvgPool2d, Conv1d, Conv2d, MaxPool2d
 from torchlight.nn.layers import (
     BCELoss,
@@ -29,9 +32,31 @@ from torchlight.nn.layers import (
     Tanh,
 )
 from torchlight.nn.module import Module, Parameter
+from torchlight.nn.normalization import (  # noqa: E402
+    BatchNorm1d,
+    BatchNorm2d,
+    Dropout2d,
+    GroupNorm,
+    LayerNorm,
+)
+from torchlight.nn.recurrent import GRU, LSTM, RNN, LSTMLanguageModel  # noqa: E402
+from torchlight.nn.transformer import (  # noqa: E402
+    GELU,
+    GPT,
+    GPTBlock,
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout",
     "Embedding", "Flatten", "Identity", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "Module",
     "NLLLoss", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh", "functional", "init",
+]  # fmt: skip
+
+__all__ += [
+    "GELU", "GPT", "GRU", "LSTM", "RNN", "BatchNorm1d", "BatchNorm2d", "Dropout2d", "GPTBlock",
+    "GroupNorm", "LSTMLanguageModel", "LayerNorm", "LearnedPositionalEmbedding",
+    "MultiheadAttention", "SinusoidalPositionalEncoding", "TransformerEncoderLayer",
 ]  # fmt: skip

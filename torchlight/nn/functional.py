@@ -377,3 +377,15 @@ def binary_cross_entropy_with_logits(
     target = _check_same_shape("binary_cross_entropy_with_logits", input, target)
     loss = BinaryCrossEntropyWithLogits.apply(input, target)
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+# --------------------------------------------------------------------------- sequence models
+# Normalization, attention and GELU live in their own files (nn/normalization.py,
+# nn/attention.py, nn/transformer.py); imported last, since those files use this module.
+from torchlight.nn.attention import scaled_dot_product_attention  # noqa: E402
+from torchlight.nn.normalization import batch_norm, dropout2d, group_norm, layer_norm  # noqa: E402
+from torchlight.nn.transformer import gelu  # noqa: E402
+
+__all__ += [
+    "batch_norm", "dropout2d", "gelu", "group_norm", "layer_norm", "scaled_dot_product_attention",
+]  # fmt: skip
