@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -177,11 +178,13 @@ def test_reduction_with_more_elements_than_threads(cu) -> None:
 
 
 def test_a_reduction_with_few_outputs_splits_into_parts(cu) -> None:
-    """One output of 1000 elements: several blocks fold a part each, then their parts are reduced
-    once more (the simulator splits as soon as a thread would fold more than 2 elements)."""
-    a = np.random.default_rng(2).normal(size=(1000,))
+    """One output of many elements: several blocks fold a part each, then their parts are
+    reduced once more (once a thread would fold more than ``reduce_work`` elements: 2 in the
+    simulator, so 773 elements there)."""
+    n = 3 * 128 * cu.reduce_work + 5
+    a = np.random.default_rng(2).normal(size=(n,))
     t = tl.tensor(a, backend=cu)
-    assert 1000 // (128 * cu.reduce_work) > 1, "the test must reach the split"
+    assert cu.max_blocks > 1, "the test must reach the split"
     np.testing.assert_allclose(t.sum().numpy(), a.sum(), rtol=1e-12)
     np.testing.assert_array_equal(t[::-1].max().numpy(), a.max())
     np.testing.assert_array_equal((t > 0).sum().numpy(), (a > 0).sum())
@@ -226,3 +229,40 @@ def test_each_matmul_kernel_on_a_ragged_batched_problem(cu, kernel: str) -> None
 
 def test_runs_where_it_should(cu) -> None:
     assert cu.simulator == (cuda_mode() == "simulator")
+
+
+def test_gpu_check_runs_its_tiny_version_in_the_simulator(tmp_path: Path) -> None:
+    """benchmarks/gpu_check.py --simulator: every section of the report, "simulator" on top,
+    the op-table rows it checks all pass, and each benchmark has a torchlight time."""
+    out = tmp_path / "report.md"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu_check.py", "--simulator", "--out", str(out)],
+        cwd=ROOT,
+        env={**_clean_env(), "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = out.read_text()
+    assert report.startswith("# torchlight GPU check: numba CUDA simulator")
+    assert "**simulator**" in report and "remain to be measured" in report
+    for section in ("## Machine", "## 1. CUDA tests", "## 2. The `--device`", "## 3. torchlight"):
+        assert section in report, section
+    assert "numba.cuda: NVIDIA" in report
+    passed = re.search(r"\*\*(\d+) passed, (\d+) failed\*\* of (\d+) op-table cases", report)
+    assert passed and passed[2] == "0" and passed[1] == passed[3] != "0", report
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in report.splitlines()}
+    for name in (
+        "matmul 16 float32",
+        "matmul 32 float32",
+        "elementwise add of 1,000 float32",
+        "sum of 1,000 float32",
+        "conv2d 1->8 3x3, digits batch 1",
+        "MLP training step (SGD, batch 1, float32)",
+        "CNN training step (SGD, batch 1, float32)",
+        "host -> device, 4,000 bytes (pageable)",
+        "device -> host, 4,000 bytes (pageable)",
+    ):
+        assert name in rows, f"no row {name!r} in:\n{report}"
+        assert float(rows[name][1]) > 0, rows[name]  # the torchlight CUDA time, in ms
