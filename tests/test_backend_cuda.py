@@ -190,6 +190,23 @@ def test_a_reduction_with_few_outputs_splits_into_parts(cu) -> None:
     np.testing.assert_array_equal((t > 0).sum().numpy(), (a > 0).sum())
 
 
+def test_argmax_and_argmin_run_on_the_gpu_like_numpy(cu) -> None:
+    """Ties give the first index, a nan is the extreme (the first nan wins), on any layout."""
+    a = np.array([[3.0, 1.0, 3.0, -2.0], [0.5, np.nan, 7.0, np.nan], [-1.0, -1.0, 2.0, 2.0]])
+    t = tl.tensor(a, backend=cu)
+    for got, expected in [
+        (t.argmax(1), np.argmax(a, 1)),
+        (t.argmin(1), np.argmin(a, 1)),
+        (t.argmax(0, keepdim=True), np.argmax(a, 0, keepdims=True)),
+        (t.T.argmin(1), np.argmin(a.T, 1)),
+        (t[:, ::-1].argmax(), np.argmax(a[:, ::-1])),
+        (t.argmin(keepdim=True), np.argmin(a, keepdims=True)),
+    ]:
+        assert got.backend is cu
+        np.testing.assert_array_equal(got.numpy(), expected)
+        assert got.shape == expected.shape
+
+
 def test_coalesce_merges_the_dimensions_every_operand_walks_as_one() -> None:
     from torchlight.backends.cuda_backend import coalesce
 

@@ -5,15 +5,16 @@ Storage is :class:`CudaStorage`: the strided reference backend's layout (``shape
 (reshape, permute, expand, slicing) therefore never touch the GPU: they are the very functions
 of :mod:`~torchlight.backends.strided_layout`. The kernels
 (:mod:`~torchlight.backends.cuda_kernels`, which describes each) receive the flat buffer plus
-the layout and do the same index arithmetic as the reference loops, one GPU thread per output
-element; a reduction gives each output element a block of threads, and matmul stages tiles of
-A and B in shared memory.
+the layout and do the same index arithmetic as the reference loops, in grid-stride loops over
+the output's elements; a reduction gives each output element a block of threads (or one
+thread, when it has few elements), and matmul stages tiles of A and B in shared memory. Before
+a launch, :func:`coalesce` merges the dimensions every operand walks as one, so contiguous
+tensors are walked as 1-D.
 
 Data moves between host and GPU only where you ask: ``tensor.to("cuda")`` and
-``tensor.to("numpy")`` (or printing, ``.numpy()``, ``.item()``). ``argmax``/``argmin`` are
-computed on the host (a documented shortcut); indexing with integer or boolean arrays computes
-*which positions* on the host (numpy indexes a table of positions) and moves the elements on
-the GPU.
+``tensor.to("numpy")`` (or printing, ``.numpy()``, ``.item()``). Indexing with integer or
+boolean arrays computes *which positions* on the host (numpy indexes a table of positions),
+copies that table to the GPU and moves the elements there.
 
 Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before the backend is first used: numba then runs
 the same kernels in its simulator (slowly, one Python thread per GPU thread).
@@ -49,6 +50,7 @@ from torchlight.backends.cuda_kernels import (
     TILE,
     TM,
     TN,
+    argfold_kernel,
     cuda,
     fold_kernel,
     helper_kernel,
@@ -59,7 +61,6 @@ from torchlight.backends.cuda_kernels import (
     reduce_kernel,
     zip_kernel,
 )
-from torchlight.backends.numpy_backend import NumpyBackend
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided_layout import (
     LayoutOps,
@@ -85,6 +86,7 @@ __all__ = [
     "TN",
     "CudaBackend",
     "CudaStorage",
+    "argfold_kernel",
     "cuda",
     "fold_kernel",
     "helper_kernel",
@@ -407,5 +409,19 @@ class CudaBackend(LayoutOps):
         return out
 
     def argreduce(self, op: str, a: CudaStorage, dim: int | None, keepdim: bool) -> CudaStorage:
-        """Computed on the host (a shortcut: the values go to the host, the indices come back)."""
-        return self.from_numpy(NumpyBackend().argreduce(op, self.to_numpy(a), dim, keepdim))
+        """Index of the first largest (``"max"``) or smallest (``"min"``) element along ``dim``
+        (of all elements, flattened, when ``None``): one GPU thread per output."""
+        if a.size == 0:
+            raise ValueError(f"arg{op}() of an empty tensor (shape {a.shape})")
+        if dim is None:
+            flat = self._reshape(a, (a.size,))
+            out = self.argreduce(op, flat, 0, False)
+            return self._reshape(out, (1,) * len(a.shape)) if keepdim else out
+        kept = tuple(1 if d == dim else n for d, n in enumerate(a.shape))
+        out = self.empty(kept, np.int64)
+        kept_shape, (kept_strides,) = coalesce(kept, [a.strides])
+        args = (a.buffer, a.offset, kept_shape, kept_strides, a.shape[dim], a.strides[dim])
+        self._launch(argfold_kernel(op), out.size, out.buffer, *args)
+        if keepdim:
+            return out
+        return self._reshape(out, tuple(n for d, n in enumerate(a.shape) if d != dim))

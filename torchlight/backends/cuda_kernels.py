@@ -1,18 +1,22 @@
-r"""The CUDA backend's kernels: the code that runs on the GPU, one thread per output element.
+r"""The CUDA backend's kernels: the code that runs on the GPU.
 
 Each kernel is written as a plain Python function (``_map_source`` and friends build them), which
 ``cuda.jit`` compiles at its first launch; the tests compile every one for a real GPU with
 ``numba.cuda.compile_ptx`` (:func:`kernel_sources` lists them). What they compute:
 
-- ``map`` / ``zip`` / ``where`` / ``copy`` / ``scatter``: thread ``i`` turns ``i`` into an
-  index (:func:`to_index`), the index into a position in each strided operand
-  (:func:`index_to_position`; broadcast operands have stride 0), and writes one element;
-- ``reduce``: one *block* per output element; its threads fold a share of the reduced elements
-  each, then combine their partial results pairwise in shared memory (a tree of
-  $\log_2$ 128 = 7 steps);
-- ``matmul``: tiles of A and B are staged in shared memory so each element read from GPU memory
-  is used many times; large products use a register-blocked kernel (each thread computes an
-  8x8 piece of the output).
+- ``map`` / ``zip`` / ``where`` / ``copy`` / ``fill`` / ``gather`` / ``scatter``: *grid-stride
+  loops*, thread ``i`` taking elements ``i``, ``i + gridsize``, ...: each element's ordinal
+  becomes an index (:func:`to_index`), the index a position in each strided operand
+  (:func:`index_to_position`; broadcast operands have stride 0);
+- ``reduce``: one *block* per output element (or per part of one, when there are few outputs);
+  its threads fold a share of the reduced elements each, then combine their partial results
+  pairwise in shared memory (a tree of $\log_2$ 128 = 7 steps). ``fold`` (few elements per
+  output: a softmax's row, a pooling window) and ``argfold`` (argmax/argmin) use one thread per
+  output instead;
+- ``matmul``: small products one thread per output; larger ones stage tiles of A and B in
+  shared memory so each element read from GPU memory is used many times; large ones use a
+  register-blocked kernel (each thread computes 8x8 outputs from registers, and loads the next
+  tiles while it multiplies).
 
 The backend that launches them, and the storage they work on, are in
 :mod:`~torchlight.backends.cuda_backend`. Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before
@@ -21,7 +25,7 @@ this module is first imported: numba then runs the same kernels in its simulator
 Example:
     >>> from torchlight.backends.cuda_kernels import kernel_sources   # doctest: +SKIP
     >>> sorted({name.split()[0] for name, _, _ in kernel_sources()})  # doctest: +SKIP
-    ['copy', 'gather', 'map', 'matmul', 'reduce', 'scatter', 'scatter_add', 'where', 'zip']
+    ['argfold', 'copy', 'fill', 'fold', 'gather', 'map', 'matmul', 'reduce', 'scatter', 'scatter_add', 'where', 'zip']
 """
 
 from __future__ import annotations
@@ -205,6 +209,30 @@ def _fold_source(fn: Callable[[Any, Any], Any], is_sum: bool, acc_type: Any) -> 
             out[o] = total
 
     return fold_kernel
+
+
+def _argfold_source(is_max: bool) -> Callable[..., None]:
+    def argfold_kernel(
+        out, a, offset, kept_shape, kept_strides, count, stride
+    ):  # pragma: no cover - runs on the GPU
+        # out[o] = the index along the reduced dimension (``count`` elements ``stride`` apart)
+        # of the first largest (smallest) element of output o; a nan counts as the extreme and
+        # the first nan wins, as in numpy.
+        index = cuda.local.array(len(kept_shape), numba.int64)
+        for o in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            to_index(o, kept_shape, index)
+            base = index_to_position(index, kept_strides, offset)
+            best, best_value = 0, a[base]
+            for r in range(1, count):
+                if best_value != best_value:
+                    break
+                value = a[base + r * stride]
+                better = value > best_value if is_max else value < best_value
+                if value != value or better:
+                    best, best_value = r, value
+            out[o] = best
+
+    return argfold_kernel
 
 
 def _copy_source() -> Callable[..., None]:
@@ -449,6 +477,11 @@ def fold_kernel(op: str, acc_dtype: str) -> Any:
 
 
 @functools.cache
+def argfold_kernel(op: str) -> Any:
+    return cuda.jit(_argfold_source(op == "max"))
+
+
+@functools.cache
 def matmul_kernels(dtype: str, tile: int) -> tuple[Any, Any, Any]:
     """``(small, tiled, blocked)`` matmul kernels for elements of ``dtype``."""
     t = numba.from_dtype(np.dtype(dtype))
@@ -489,6 +522,9 @@ def kernel_sources(
         reduce_args = (arr, arr, i64, tup, tup, tup, tup)
         out.append((f"reduce {op}", _reduce_source(fn2, op == "sum", el), reduce_args))
         out.append((f"fold {op}", _fold_source(fn2, op == "sum", el), reduce_args))
+    for op in ("max", "min"):
+        argfold_args = (ints, arr, i64, tup, tup, i64, i64)
+        out.append((f"argfold {op}", _argfold_source(op == "max"), argfold_args))
     matmul_args = (arr, arr, i64, tup3, arr, i64, tup3, i64, i64, i64)
     out.append(("matmul small", _small_matmul_source(el), matmul_args))
     out.append(("matmul tiled", _tiled_matmul_source(el), matmul_args))
