@@ -34,7 +34,15 @@ COMPILE_SCRIPT = textwrap.dedent(
     from numba import cuda
     from numba.cuda.cudadrv import nvvm
     if not nvvm.is_available():
-        print(json.dumps({"toolkit": False}))
+        print(json.dumps({"toolkit": False, "reason": "libNVVM not found"}))
+        sys.exit(0)
+    try:  # numba-cuda also needs NVRTC (to list the architectures it may target)
+        from numba.cuda.cuda_paths import get_cuda_paths
+        get_cuda_paths()
+    except ImportError:
+        pass  # numba's built-in numba.cuda: NVVM is enough
+    except Exception as error:
+        print(json.dumps({"toolkit": False, "reason": f"{type(error).__name__}: {error}"}))
         sys.exit(0)
     target = [(7, 5)]
     if not cuda.is_available():
@@ -98,8 +106,9 @@ def test_every_kernel_compiles_for_a_real_gpu() -> None:
     report = json.loads(done.stdout.strip().splitlines()[-1])
     if not report["toolkit"]:
         reason = (
-            "the CUDA toolkit's libNVVM was not found, so the CUDA kernels were NOT compiled for a "
-            "real GPU (install the toolkit or conda's cuda-nvcc, or set CUDA_HOME)"
+            f"the CUDA toolkit was not found ({report['reason'][:300]}), so the CUDA kernels were "
+            "NOT compiled for a real GPU (install the toolkit, or set CUDA_HOME, and the `cuda` "
+            "extra for NVRTC)"
         )
         if os.environ.get("CI") and os.environ.get("TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT") != "1":
             pytest.fail(reason + "; set TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT=1 where that is expected")
