@@ -254,7 +254,11 @@ def test_each_matmul_kernel_on_a_ragged_batched_problem(cu, kernel: str) -> None
 
 
 def test_runs_where_it_should(cu) -> None:
+    from torchlight.backends.cuda_kernels import cuda
+
     assert cu.simulator == (cuda_mode() == "simulator")
+    # NVIDIA's numba-cuda (the `cuda` extra) provides numba.cuda, simulator included
+    assert getattr(cuda, "implementation", "Built-in") == "NVIDIA", cuda.__file__
 
 
 def test_gpu_check_runs_its_tiny_version_in_the_simulator(tmp_path: Path) -> None:
