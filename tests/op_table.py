@@ -595,6 +595,59 @@ OPS += [
     _op("outer", lambda a, b: tl.outer(a, b), np.outer, ((3,), (2,))),
 ]
 
+
+def _np_conv2d(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, stride: int = 1, padding: int = 0
+) -> np.ndarray:
+    """Cross-correlation as in PyTorch, one output position at a time."""
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    kh, kw = w.shape[2:]
+    ho, wo = (xp.shape[2] - kh) // stride + 1, (xp.shape[3] - kw) // stride + 1
+    out = np.zeros((x.shape[0], w.shape[0], ho, wo))
+    for i in range(ho):
+        for j in range(wo):
+            patch = xp[:, :, i * stride : i * stride + kh, j * stride : j * stride + kw]
+            out[:, :, i, j] = np.einsum("nchw,ochw->no", patch, w)
+    return out if b is None else out + b[None, :, None, None]
+
+
+def _np_pool2x2(x: np.ndarray, reduce: Callable[..., np.ndarray]) -> np.ndarray:
+    n, c, h, w = x.shape
+    return reduce(x.reshape(n, c, h // 2, 2, w // 2, 2), axis=(3, 5))
+
+
+OPS += [
+    # convolution and pooling (im2col on every backend, the CUDA one included)
+    Op(
+        "conv2d",
+        lambda x, w, b: tl.nn.functional.conv2d(x, w, b, padding=1),
+        lambda x, w, b: _np_conv2d(x, w, b, padding=1),
+        (real, real, real),
+        (((2, 2, 4, 4), (3, 2, 3, 3), (3,)),),
+    ),
+    Op(
+        "conv2d_stride2",
+        lambda x, w: tl.nn.functional.conv2d(x, w, stride=2),
+        lambda x, w: _np_conv2d(x, w, stride=2),
+        (real, real),
+        (((1, 2, 5, 5), (2, 2, 3, 3)),),
+    ),
+    Op(
+        "max_pool2d",
+        lambda x: tl.nn.functional.max_pool2d(x, 2),
+        lambda x: _np_pool2x2(x, np.max),
+        (real,),
+        (((2, 2, 4, 4),),),
+    ),
+    Op(
+        "avg_pool2d",
+        lambda x: tl.nn.functional.avg_pool2d(x, 2),
+        lambda x: _np_pool2x2(x, np.mean),
+        (real,),
+        (((2, 2, 4, 4),),),
+    ),
+]
+
 OPS_BY_NAME = {op.name: op for op in OPS}
 
 
