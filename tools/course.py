@@ -113,10 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["build", "check", "grade"])
     parser.add_argument("course", nargs="?", default=str(ROOT / "assignments"))
     parser.add_argument("--assignment", default="*")
-    parser.add_argument("nbgrader_args", nargs="*", help="extra arguments for nbgrader autograde")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []  # for nbgrader autograde
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if args.command == "grade":
-        return grade(Path(args.course), args.assignment, args.nbgrader_args)
+        return grade(Path(args.course), args.assignment, extra)
     return build(Path(args.course), check_only=args.command == "check")
 
 
