@@ -25,9 +25,7 @@ course-check: venv
 course-release: course-build
 	cd $(COURSE) && $(NBGRADER) generate_assignment "$(ASSIGNMENT)" --force
 
+# All four steps always run (autograde, feedback, grades.csv, items.csv): one broken submission
+# costs only that student; the failures are listed at the end and the target fails.
 course-grade: venv
-	cd $(COURSE) && $(NBGRADER) autograde "$(ASSIGNMENT)" --force
-	cd $(COURSE) && $(NBGRADER) generate_feedback "$(ASSIGNMENT)" --force
-	cd $(COURSE) && $(NBGRADER) export --to=grades.csv
-	cd $(COURSE) && $(NBGRADER) export --exporter=torchlight.grading.export.ItemCsvExportPlugin --to=items.csv
-	@echo "grades: $(COURSE)/grades.csv (per assignment), $(COURSE)/items.csv (per test cell)"
+	$(PY) tools/course.py grade $(COURSE) --assignment "$(ASSIGNMENT)"
