@@ -37,7 +37,8 @@ course-check: venv
 course-release: course-build
 	cd $(COURSE) && $(NBGRADER) generate_assignment "$(ASSIGNMENT)" --force
 
-# Students in parallel (tools/course_parallel.py: how sqlite and Postgres are serialized), then
+# Always every step, for everyone (one broken submission costs only that student; the failures
+# are listed at the end and the target fails). Students in parallel (tools/course_parallel.py: how sqlite and Postgres are serialized), then
 # feedback per student and the exports once: grades.csv, items.csv (per test cell), canvas.csv.
 course-grade: venv
 	$(PY) tools/course_parallel.py --course $(COURSE) --jobs $(JOBS) --assignment "$(ASSIGNMENT)" \
@@ -49,7 +50,7 @@ course-roster: venv
 	cd $(COURSE) && $(NBGRADER) db student import "$(abspath $(ROSTER))"
 
 # Due dates: a CSV `name,duedate` (e.g. `a1_functions,2026-02-01 23:59:00 Europe/Berlin`).
-# Late submissions lose 10% per started day (nbgrader_config.py, torchlight/grading/late.py).
+# Late submissions lose 10% per started day (nbgrader_config.py, torchlight_grader/late.py).
 course-duedates: venv
 	cd $(COURSE) && $(NBGRADER) db assignment import "$(abspath $(DUEDATES))"
 

@@ -34,7 +34,7 @@ from submissions import a1_functions
 from submissions.catalog import Submission, build
 from submissions.pipeline import ROOT, make_course, max_points, nbgrader, notebooks
 
-from torchlight.grading.late import DAY, PercentPerDayLate
+from torchlight_grader.late import DAY, PercentPerDayLate
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
 

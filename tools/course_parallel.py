@@ -56,7 +56,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-EXPORTER = "torchlight.grading.exports.CourseExportPlugin"  # grades.csv, items.csv, canvas.csv
+EXPORTER = "torchlight_grader.exports.CourseExportPlugin"  # grades.csv, items.csv, canvas.csv
 LOCKED = "database is locked"
 
 

@@ -50,7 +50,7 @@ __version__ = "0.1.0"
 
 # The layers above the core load on first use (`tl.nn`, `tl.viz`...), so `import torchlight`
 # stays fast and never needs the notebook packages.
-_SUBMODULES = ("nn", "optim", "data", "viz", "grading", "checkpoint", "train")
+_SUBMODULES = ("nn", "optim", "data", "viz", "checkpoint", "train")
 
 
 def __getattr__(name: str) -> object:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchlight.grading.checks import Check
+from torchlight_grader.checks import Check
 
 _MODULES = {
-    "a1_functions": "torchlight.grading.a1_functions",
-    "a2_broadcasting": "torchlight.grading.a2_broadcasting",
-    "a3_networks": "torchlight.grading.a3_networks",
-    "a4_convolutions": "torchlight.grading.a4_convolutions",
+    "a1_functions": "torchlight_grader.a1_functions",
+    "a2_broadcasting": "torchlight_grader.a2_broadcasting",
+    "a3_networks": "torchlight_grader.a3_networks",
+    "a4_convolutions": "torchlight_grader.a4_convolutions",
 }
 
 
@@ -41,5 +41,5 @@ def load_all() -> None:
         try:
             checks_for(notebook)
         except ModuleNotFoundError as exc:
-            if not exc.name or not exc.name.startswith("torchlight.grading."):
+            if not exc.name or not exc.name.startswith("torchlight_grader."):
                 raise

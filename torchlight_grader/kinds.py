@@ -12,17 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from torchlight.grading.checks import (
+from torchlight_grader.checks import (
     LOOSE,
     Case,
     Check,
     GraderError,
     central_vjp,
-    lookup,
     mismatch,
-    raw,
-    to_tensors,
-    type_name,
 )
 
 Forward = Callable[..., np.ndarray]
@@ -43,31 +39,8 @@ class FunctionCheck(Check):
     vjp_ref: VJP | None = None
     call: str = "function"
 
-    # -- sandbox ------------------------------------------------------------------------
-    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
-        import torchlight as tl
-        from torchlight.autograd import Context
-
-        obj = self.lookup(namespace)
-        args = to_tensors(case)
-        g = tl.tensor(np.array(case.grad_output))
-        if self.call == "graph":
-            out = obj(*args)
-            out.backward(g)
-            grads: tuple[Any, ...] = tuple(args[i].grad for i in case.differentiable)
-        else:
-            ctx = Context(self.entry)
-            with tl.no_grad():
-                out = obj.forward(ctx, *args)
-                grads = obj.backward(ctx, g)
-            if not isinstance(grads, tuple):
-                grads = (grads,)
-        return {
-            "forward": raw(out),
-            "forward_type": type_name(out),
-            "grads": [raw(x) for x in grads],
-            "grad_types": [type_name(x) for x in grads],
-        }
+    def spec(self) -> dict[str, Any]:
+        return {"runner": self.call, "entry": self.entry}
 
     # -- grader -------------------------------------------------------------------------
     def expected(self, case: Case) -> dict[str, Any]:
@@ -146,11 +119,8 @@ class ValueCheck(Check):
     reference: Callable[..., Any] | None = None
     tensors: bool = True
 
-    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
-        obj = self.lookup(namespace)
-        args = to_tensors(case) if self.tensors else [np.array(a) for a in case.args]
-        out = obj(*args)
-        return {"value": raw(out), "type": type_name(out)}
+    def spec(self) -> dict[str, Any]:
+        return {"runner": "value", "entry": self.entry, "tensors": self.tensors}
 
     def expected(self, case: Case) -> dict[str, Any]:
         assert self.reference is not None, "incomplete check"
@@ -185,15 +155,8 @@ class TrainingCheck(Check):
     threshold: float = 0.9
     dataset: str = "the held-out test set"
 
-    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
-        import torchlight as tl
-
-        train = self.lookup(namespace)
-        predict = lookup(namespace, self.predict)
-        x_train, y_train, x_test, num_classes = case.args
-        model = train(tl.tensor(x_train), tl.tensor(y_train), num_classes)
-        labels = predict(model, tl.tensor(x_test))
-        return {"predictions": raw(labels)}
+    def spec(self) -> dict[str, Any]:
+        return {"runner": "training", "entry": self.entry, "predict": self.predict}
 
     def expected(self, case: Case) -> dict[str, Any]:
         return {"labels": case.hidden["y_test"]}

@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from torchlight.grading.checks import Case
-from torchlight.grading.kinds import FunctionCheck, ValueCheck
+from torchlight_grader.checks import Case
+from torchlight_grader.kinds import FunctionCheck, ValueCheck
 
 Shape = tuple[int, ...]
 

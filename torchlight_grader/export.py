@@ -3,7 +3,7 @@ assignment).
 
 Usage, from the course directory::
 
-    nbgrader export --exporter=torchlight.grading.export.ItemCsvExportPlugin --to=items.csv
+    nbgrader export --exporter=torchlight_grader.export.ItemCsvExportPlugin --to=items.csv
 """
 
 from __future__ import annotations

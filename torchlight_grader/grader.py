@@ -10,13 +10,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from torchlight.grading import registry
-from torchlight.grading.checks import Case, Check
-from torchlight.grading.sandbox import CellRecord, Limits, Outcome, Run, run_items
+from torchlight_grader import registry
+from torchlight_grader.checks import Case, Check, encode_case
+from torchlight_grader.sandbox import CellRecord, Limits, Outcome, Run, run_items
 
 ROLES = ("locked", "answer", "test", "student")
 
@@ -75,15 +74,6 @@ def cell_problem(check: Check, records: Sequence[CellRecord], limits: Limits) ->
     return None
 
 
-def encode_case(case: Case) -> dict[str, Any]:
-    return {
-        "args": list(case.args),
-        "grad_output": case.grad_output,
-        "differentiable": list(case.differentiable),
-        "names": list(case.names),
-    }
-
-
 def grade(
     notebook: str,
     cells: Sequence[Cell],
@@ -92,7 +82,7 @@ def grade(
     seed: int,
     limits: Limits | None = None,
     timeout_cap: float | None = None,
-    use_namespaces: bool | None = None,
+    forbidden: Sequence[str] = (),
 ) -> dict[str, Verdict]:
     """Grade the test cells ``test_ids`` of one notebook; one :class:`Verdict` per id."""
     limits = limits or Limits()
@@ -109,12 +99,19 @@ def grade(
         cases = check.cases(rng_for(seed, notebook, grade_id))
         timeout = check.timeout if timeout_cap is None else min(check.timeout, timeout_cap)
         plans[grade_id] = (check, cases)
-        items.append({"id": grade_id, "cases": [encode_case(c) for c in cases], "timeout": timeout})
+        items.append(
+            {
+                "id": grade_id,
+                "spec": check.spec(),
+                "cases": [encode_case(c) for c in cases],
+                "timeout": timeout,
+            }
+        )
     sources = [
         {"name": c.grade_id or f"new cell {i + 1}", "source": c.source}
         for i, c in enumerate(runnable(cells))
     ]
-    run = run_items(notebook, sources, items, limits, use_namespaces) if items else Run()
+    run = run_items(notebook, sources, items, limits, forbidden) if items else Run()
     for grade_id, (check, cases) in plans.items():
         problem = cell_problem(check, run.cells, limits)
         if problem:

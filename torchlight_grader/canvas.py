@@ -2,7 +2,7 @@
 
 Usage, from the course directory (``make course-grade`` runs it)::
 
-    nbgrader export --exporter=torchlight.grading.canvas.CanvasCsvExportPlugin --to=canvas.csv
+    nbgrader export --exporter=torchlight_grader.canvas.CanvasCsvExportPlugin --to=canvas.csv
 
 Then in Canvas: Grades -> Import -> choose ``canvas.csv``. The layout is Canvas's own gradebook
 export: the columns ``Student, ID, SIS User ID, SIS Login ID, Section``, one column per

@@ -1,9 +1,10 @@
 """Runs a whole notebook in a kernel, inside the sandbox, for the outputs shown in feedback.
 
-Started by :class:`~torchlight.grading.nbgrader_plugins.SandboxedExecute` as
-``python -I -m torchlight.grading.run_notebook DIR``. The kernel inherits this process's
-resource limits and namespaces. Each finished cell's outputs are appended to
-``outputs.jsonl`` at once (truncated to a size cap), so whatever happens later (the kernel
+Started by :class:`~torchlight_grader.nbgrader_plugins.SandboxedExecute` inside bubblewrap as
+``python -I -B /opt/torchlight-sandbox/run_notebook.py FD``. The request (limits and the
+notebook) comes as one JSON line on stdin. The kernel inherits this process's resource limits
+and namespaces. Each finished cell's outputs are sent at once (truncated to a size cap) as a
+frame on file descriptor ``FD``, a pipe the grader holds, so whatever happens later (the kernel
 exits, a cell never returns) the outputs so far survive. These outputs never decide a grade.
 """
 
@@ -66,7 +67,8 @@ def shrink(output: dict[str, Any]) -> dict[str, Any]:
     return shrunk
 
 
-def main(workdir: str) -> None:
+def main(argv: list[str]) -> None:
+    result_fd = int(argv[1])
     # jsonschema imports rfc3987_syntax, if installed, only to validate IRIs; it builds a grammar
     # at import time (~3 s). Notebook validation never needs it.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
@@ -74,20 +76,23 @@ def main(workdir: str) -> None:
     from nbclient import NotebookClient
     from traitlets.config import Config
 
+    workdir = os.environ.get("TORCHLIGHT_SANDBOX_WORK", "/sandbox")
     os.chdir(workdir)
-    with open("request.json", encoding="utf-8") as f:
-        request = json.load(f)
+    request = json.loads(sys.stdin.buffer.readline().decode())
     memory, cpu = int(request["memory"]), int(request["cpu_seconds"])
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE, MAX_FILE))
-    nb = nbformat.read("notebook.ipynb", as_version=4)
-    log = open("outputs.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+    processes = int(request["processes"])
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    nb = nbformat.reads(request["notebook"], as_version=4)
 
     def record(entry: dict[str, Any]) -> None:
-        log.write(json.dumps(entry) + "\n")
-        log.flush()
+        payload = json.dumps(entry).encode()
+        data = b"%08x" % len(payload) + payload
+        while data:
+            data = data[os.write(result_fd, data) :]
 
     def started(cell: Any, cell_index: int, **_: Any) -> None:
         record({"start": cell_index})
@@ -124,9 +129,7 @@ def main(workdir: str) -> None:
         record({"stopped": "timeout"})
     except BaseException as exc:  # the kernel died, or nbclient gave up
         record({"stopped": type(exc).__name__, "message": str(exc)[:500]})
-    finally:
-        log.close()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv)

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from torchlight.grading.checks import Case
-from torchlight.grading.kinds import FunctionCheck
+from torchlight_grader.checks import Case
+from torchlight_grader.kinds import FunctionCheck
 
 SHAPES = ((3, 4), (2, 5), (4, 2, 3))
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from torchlight.grading.checks import Case
-from torchlight.grading.kinds import FunctionCheck
+from torchlight_grader.checks import Case
+from torchlight_grader.kinds import FunctionCheck
 
 CONV1D_SHAPES = [((2, 3, 7), (4, 3, 3)), ((1, 2, 5), (3, 2, 2)), ((3, 1, 6), (2, 1, 4))]
 CONV2D_SHAPES = [

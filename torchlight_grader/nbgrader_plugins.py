@@ -8,16 +8,18 @@ Listed in ``assignments/nbgrader_config.py``:
 - :class:`SandboxedExecute` (replaces nbgrader's ``Execute``): runs the notebook in a kernel in
   a resource-limited sandbox process, only for the outputs shown in the feedback;
 - :class:`IsolatedGrader` (just before ``SaveAutoGrades``): re-runs every registered hidden
-  check outside the kernel (:mod:`torchlight.grading.grader`) and writes the verdict as the
+  check outside the kernel (:mod:`torchlight_grader.grader`) and writes the verdict as the
   test cell's only output, so nbgrader's own grade bookkeeping records the trusted result.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 import secrets
-import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,10 +31,13 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import determine_grade
 from traitlets import Bool, Float, Integer
 
-from torchlight.grading import registry, sandbox
-from torchlight.grading.grader import Cell, grade
+from torchlight_grader import hostile, registry, sandbox
+from torchlight_grader.grader import Cell, grade
+from torchlight_grader.inside import wire
 
 registry.load_all()  # every check is in memory before any student code runs
+sandbox.ensure_available()  # fail closed: no sandbox, no grading
+hostile.install_file_guard()  # nbgrader copies regular files only out of a submission
 
 
 @dataclass
@@ -136,13 +141,29 @@ class RestoreGradedCells(NbGraderPreprocessor):
             cell.pop("execution_count", None)
 
 
-class SandboxedExecute(Execute):
-    """nbgrader's ``Execute``, but the kernel runs in a sandbox process with resource limits.
+HIDDEN_TESTS = re.compile(
+    r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.M | re.S
+)
 
-    ``Execute.timeout`` (per cell) and ``Execute.extra_arguments`` keep their meaning. A cell
-    that times out, a kernel that exits, or a run that exceeds ``total_timeout`` stops the run;
-    the outputs so far are kept and the stopped cell says why. Grades never depend on these
-    outputs (see :class:`IsolatedGrader`).
+
+def course_paths(resources: dict[str, Any]) -> list[str]:
+    """What the sandbox must never see: the course directory and the gradebook's folder."""
+    paths = [os.getcwd()]
+    db_url = str(resources.get("nbgrader", {}).get("db_url", ""))
+    if db_url.startswith("sqlite:///"):
+        paths.append(os.path.dirname(os.path.abspath(db_url[len("sqlite:///") :])))
+    return paths
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's ``Execute``, but the kernel runs in a bubblewrap sandbox with resource limits.
+
+    ``Execute.timeout`` (per cell) and ``Execute.extra_arguments`` keep their meaning;
+    ``total_timeout`` is one wall-clock budget for the whole notebook, however many cells it
+    has. A cell that times out, a kernel that exits, or a run that exceeds ``total_timeout``
+    stops the run; the outputs so far are kept and the stopped cell says why. The hidden tests
+    are removed from the test cells of the copy that runs (the grader is not in the sandbox).
+    Grades never depend on these outputs (see :class:`IsolatedGrader`).
 
     With ``background = True`` the run only starts here and :class:`IsolatedGrader` collects
     it after running the hidden checks, so the two sandboxes use both cores at once.
@@ -154,24 +175,28 @@ class SandboxedExecute(Execute):
     memory_limit = Integer(4 * 1024**3, help="Address-space limit of the kernel, bytes.").tag(
         config=True
     )
-    use_namespaces = Bool(None, allow_none=True, help="Linux namespaces (None: if available).").tag(
-        config=True
-    )
     background = Bool(False, help="Leave the run for IsolatedGrader to collect.").tag(config=True)
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        work = tempfile.TemporaryDirectory(prefix="torchlight-run-")
-        nbformat.write(nb, os.path.join(work.name, "notebook.ipynb"))
+        runnable = copy.deepcopy(nb)
+        for cell in runnable.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+                cell.source = HIDDEN_TESTS.sub("", cell.source)
         request = {
             "memory": self.memory_limit,
             "cpu_seconds": int(self.total_timeout) + 5,
+            "processes": 256,
             "timeout": int(self.timeout or 30),
             "extra_arguments": list(self.extra_arguments),
+            "notebook": nbformat.writes(runnable),
         }
-        with open(os.path.join(work.name, "request.json"), "w", encoding="utf-8") as f:
-            json.dump(request, f)
-        proc = sandbox.start("torchlight.grading.run_notebook", work.name, self.use_namespaces)
-        run = NotebookRun(proc, work, time.perf_counter() + self.total_timeout, self.log)
+        start = time.monotonic()
+        deadline = start + self.total_timeout
+        box = sandbox.Sandbox("run_notebook.py", sandbox.Limits(), course_paths(resources))
+        box.loads = _json_frame
+        run = NotebookRun(box, deadline, self.log)
+        box.send(request, deadline)
         if self.background:
             resources[NotebookRun.KEY] = run
         else:
@@ -179,35 +204,46 @@ class SandboxedExecute(Execute):
         return nb, resources
 
 
+def _json_frame(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise wire.WireError(str(exc)) from exc
+
+
 class NotebookRun:
-    """A notebook run in progress; :meth:`finish` waits for it and copies its outputs in."""
+    """A notebook run in progress: a thread collects its frames; :meth:`finish` waits for the
+    end (or the deadline), ends the sandbox and copies the outputs in."""
 
     KEY = "torchlight_notebook_run"
 
-    def __init__(self, proc: Any, work: Any, deadline: float, log: Any) -> None:
-        self.proc, self.work, self.deadline, self.log = proc, work, deadline, log
-        self.started = time.perf_counter()
+    def __init__(self, box: sandbox.Sandbox, deadline: float, log: Any) -> None:
+        self.box, self.deadline, self.log = box, deadline, log
+        self.started = time.monotonic()
+        self.entries: list[dict[str, Any]] = []
+        self.thread = threading.Thread(target=self._collect, daemon=True)
+        self.thread.start()
+
+    def _collect(self) -> None:
+        while True:
+            entry = self.box.receive(self.deadline)
+            if entry is None:
+                return
+            self.entries.append(entry)
 
     def finish(self, nb: Any) -> None:
-        try:
-            timeout = max(0.0, self.deadline - time.perf_counter())
-            timed_out = sandbox.wait(self.proc, timeout)
-            path = os.path.join(self.work.name, "outputs.jsonl")
-            text = sandbox.read_capped(path, 256 * 1024**2) or ""
-        finally:
-            self.work.cleanup()
-        ran = _apply_outputs(nb, text, timed_out)
-        self.log.info("notebook run: %d cells in %.1f s", ran, time.perf_counter() - self.started)
+        self.thread.join(max(0.0, self.deadline - time.monotonic()))
+        timed_out = self.thread.is_alive()
+        self.box.close()
+        self.thread.join()
+        ran = _apply_outputs(nb, self.entries, timed_out)
+        self.log.info("notebook run: %d cells in %.1f s", ran, time.monotonic() - self.started)
 
 
-def _apply_outputs(nb: Any, text: str, timed_out: bool) -> int:
+def _apply_outputs(nb: Any, entries: list[dict[str, Any]], timed_out: bool) -> int:
     """Copy each finished cell's outputs into ``nb``; explain where the run stopped."""
     started, finished, stopped = None, set(), None
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for entry in entries:
         if not isinstance(entry, dict):
             continue
         if isinstance(entry.get("start"), int):
@@ -278,9 +314,9 @@ class IsolatedGrader(NbGraderPreprocessor):
     cell_timeout = Float(
         30.0, help="Seconds one cell may run in the sandbox before it is skipped."
     ).tag(config=True)
-    use_namespaces = Bool(None, allow_none=True, help="Linux namespaces (None: if available).").tag(
-        config=True
-    )
+    notebook_timeout = Float(
+        300.0, help="Wall-clock seconds for all hidden checks of one notebook, however many cells."
+    ).tag(config=True)
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         start = time.perf_counter()
@@ -303,10 +339,13 @@ class IsolatedGrader(NbGraderPreprocessor):
             list(tests),
             seed=seed,
             limits=sandbox.Limits(
-                memory=self.memory_limit, output=self.output_limit, cell_timeout=self.cell_timeout
+                memory=self.memory_limit,
+                output=self.output_limit,
+                cell_timeout=self.cell_timeout,
+                budget=self.notebook_timeout,
             ),
             timeout_cap=self.timeout_cap,
-            use_namespaces=self.use_namespaces,
+            forbidden=course_paths(resources),
         )
         pending = resources.pop(NotebookRun.KEY, None)
         if pending is not None:  # the notebook ran in parallel with the checks

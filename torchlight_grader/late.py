@@ -2,7 +2,7 @@
 
 ``nbgrader_config.py`` selects it::
 
-    c.AssignLatePenalties.plugin_class = "torchlight.grading.late.PercentPerDayLate"
+    c.AssignLatePenalties.plugin_class = "torchlight_grader.late.PercentPerDayLate"
     c.PercentPerDayLate.percent_per_day = 10.0
 
 nbgrader's ``AssignLatePenalties`` preprocessor calls it once per notebook of a submission whose

@@ -2,8 +2,9 @@ r"""Hidden checks: what the grader asks of a student's answer and how it judges 
 
 A check has two halves that run in different processes:
 
-- :meth:`Check.run` runs *inside the sandbox*, next to the student's code: it calls the student's
-  Function (or function) on the trial inputs and returns the raw outputs, nothing else;
+- :meth:`Check.spec` says what the sandbox calls: a generic runner of
+  :mod:`torchlight_grader.inside.runners` (the only grading code the sandbox has) calls the
+  student's Function (or function) on the trial inputs and returns the raw outputs, nothing else;
 - :meth:`Check.cases`, :meth:`Check.expected` and :meth:`Check.judge` run *in the grader*: they
   draw the inputs, compute the reference values (only after the sandbox has exited), and compare.
 
@@ -16,12 +17,16 @@ Every reference gradient is itself checked against the library's
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from torchlight_grader.inside import runners
+from torchlight_grader.inside.runners import describe_exception, lookup, raw, to_tensors, type_name
+
+__all__ = ["describe_exception", "lookup", "raw", "to_tensors", "type_name"]
 
 TIGHT = 1e-12
 """Default absolute and relative tolerance against the reference values."""
@@ -124,67 +129,27 @@ class Check:
                 )
         return message
 
-    # -- sandbox side -----------------------------------------------------------------
-    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
+    # -- what the sandbox runs --------------------------------------------------------
+    def spec(self) -> dict[str, Any]:
+        """What the sandbox calls (a runner of :mod:`torchlight_grader.inside.runners`)."""
         raise NotImplementedError
 
-    def lookup(self, namespace: dict[str, Any]) -> Any:
-        return lookup(namespace, self.entry)
+    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
+        """Call the answer in ``namespace`` on ``case`` *in this process* (``self_check`` only)."""
+        return runners.run(self.spec(), namespace, encode_case(case))
+
+
+def encode_case(case: Case) -> dict[str, Any]:
+    """What the sandbox receives of a case: never ``hidden``."""
+    return {
+        "args": list(case.args),
+        "grad_output": case.grad_output,
+        "differentiable": list(case.differentiable),
+        "names": list(case.names),
+    }
 
 
 # ------------------------------------------------------------------------------ helpers
-def lookup(namespace: dict[str, Any], name: str) -> Any:
-    """The student's object called ``name`` (runs in the sandbox)."""
-    if name not in namespace:
-        raise NameError(
-            f"your notebook does not define `{name}`: write it in the answer cell (and run that cell)"
-        )
-    return namespace[name]
-
-
-def to_tensors(case: Case) -> list[Any]:
-    """The case's arguments as the student's code receives them (runs in the sandbox)."""
-    import torchlight as tl
-
-    out = []
-    for i, a in enumerate(case.args):
-        if isinstance(a, np.ndarray):
-            out.append(tl.tensor(a.copy(), requires_grad=i in case.differentiable))
-        else:
-            out.append(a)
-    return out
-
-
-def raw(value: Any) -> Any:
-    """A student's return value as plain data: tensors and arrays become float/int arrays."""
-    if value is None:
-        return None
-    if hasattr(value, "detach") and hasattr(value, "numpy"):
-        return np.array(value.detach().numpy())
-    if isinstance(value, np.ndarray | np.generic | float | int):
-        return np.asarray(value)
-    if isinstance(value, tuple | list):
-        return tuple(raw(v) for v in value)
-    return f"<{type(value).__name__}>"
-
-
-def type_name(value: Any) -> str:
-    return type(value).__name__
-
-
-def describe_exception(exc: BaseException) -> str:
-    """``Type: message (in fn, line N of <cell>: `code`)``, naming only the student's frames."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<cell")]
-    where = ""
-    if frames:
-        f = frames[-1]
-        where = f" (in {f.name}, line {f.lineno} of your {f.filename[1:-1]}: `{(f.line or '').strip()}`)"
-    message = str(exc)
-    if len(message) > 400:
-        message = message[:400] + "..."
-    return f"{type(exc).__name__}: {message}{where}"
-
-
 def central_vjp(forward: Callable[..., np.ndarray], case: Case, index: int) -> np.ndarray:
     r"""$\partial \langle G, f(\ldots) \rangle / \partial \mathrm{args}_{index}$ by central differences,
     one element at a time, with the library's :func:`~torchlight.autograd.central_difference`."""

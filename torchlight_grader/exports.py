@@ -2,14 +2,14 @@
 
 Usage, from the course directory (``make course-grade`` runs it)::
 
-    nbgrader export --exporter=torchlight.grading.exports.CourseExportPlugin --to=.
+    nbgrader export --exporter=torchlight_grader.exports.CourseExportPlugin --to=.
 
 writes into the folder ``--to`` (default: the current one):
 
 - ``grades.csv``: nbgrader's own CSV, one row per student and assignment (with
   ``raw_score``, ``late_submission_penalty`` and the final ``score``);
-- ``items.csv``: one row per student and test cell (``torchlight.grading.export``);
-- ``canvas.csv``: the Canvas gradebook import (``torchlight.grading.canvas``).
+- ``items.csv``: one row per student and test cell (``torchlight_grader.export``);
+- ``canvas.csv``: the Canvas gradebook import (``torchlight_grader.canvas``).
 
 Each is exactly what its own plugin writes when run alone.
 """
@@ -21,8 +21,8 @@ import os
 from nbgrader.api import Gradebook
 from nbgrader.plugins import CsvExportPlugin, ExportPlugin
 
-from torchlight.grading.canvas import CanvasCsvExportPlugin
-from torchlight.grading.export import ItemCsvExportPlugin
+from torchlight_grader.canvas import CanvasCsvExportPlugin
+from torchlight_grader.export import ItemCsvExportPlugin
 
 FILES = {
     "grades.csv": CsvExportPlugin,
