@@ -21,6 +21,7 @@ from torchlight import functions as fn
 from torchlight.autograd import History, backpropagate, is_grad_enabled
 from torchlight.backends import Backend
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape
+from torchlight.tensor_extras import TensorExtras
 from torchlight.tensor_ops import TensorOps
 
 Number = int | float | bool
@@ -42,7 +43,7 @@ _NON_LEAF_GRAD = (
 )
 
 
-class Tensor(TensorOps):
+class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take alpha=
     """An n-dimensional array that can record the operations applied to it.
 
     Create tensors with the factories (``tl.tensor``, ``tl.zeros``, ``tl.randn``...).
@@ -132,8 +133,11 @@ class Tensor(TensorOps):
 
     @property
     def device(self) -> str:
-        """The name of the backend holding the elements (``"numpy"``, ``"cuda"``...)."""
-        return self.backend.name
+        """The name of the backend holding the elements (``"numpy"``, ``"cuda"``...), as a
+        :class:`~torchlight.device.device` (``.type`` is ``"cpu"`` or ``"cuda"``)."""
+        from torchlight.device import device
+
+        return device(self.backend.name)
 
     def stride(self, dim: int | None = None) -> Any:
         """Steps, in elements, between neighbours along each dimension."""
@@ -395,19 +399,35 @@ class Tensor(TensorOps):
         return self._new(self.backend.where(condition.storage, self.storage, other.storage))
 
     # ------------------------------------------------------------------ conversion
-    def to(self, target: Any) -> Tensor:
-        """A copy with another dtype (``tl.float32``) or on another backend (``"numba"``)."""
+    def to(
+        self, *args: Any, device: Any = None, dtype: Any = None, non_blocking: bool = False
+    ) -> Tensor:
+        """A copy with another dtype (``tl.float32``) and/or on another backend or device
+        (``"numba"``, ``"cpu"``, ``"cuda"``); ``self`` when nothing changes.
+
+        PyTorch's forms all work: ``x.to(dtype)``, ``x.to(device)``, ``x.to(device, dtype)``,
+        ``x.to(other)`` (``other``'s dtype and backend), ``x.to(device=..., dtype=...)``;
+        ``non_blocking`` is accepted and changes nothing (every copy here is synchronous).
+        """
         from torchlight.backends import get_backend
 
-        if isinstance(target, str) and target not in dtypes._ALL:
-            backend = get_backend(target)
-            if backend is self.backend:
-                return self
-            return fn.ToBackend.apply(self, backend)
-        dtype = dtypes.from_any(target)
-        if dtype is self.dtype:
-            return self
-        return fn.Cast.apply(self, dtype)
+        for arg in args:
+            if isinstance(arg, Tensor):
+                device, dtype = arg.backend, arg.dtype
+            elif isinstance(arg, str) and arg not in dtypes._ALL:
+                device = arg  # a backend or device name
+            else:
+                dtype = arg
+        out = self
+        if device is not None:
+            backend = get_backend(device)
+            if backend is not self.backend:
+                out = fn.ToBackend.apply(out, backend)
+        if dtype is not None:
+            wanted = dtypes.from_any(dtype)
+            if wanted is not out.dtype:
+                out = fn.Cast.apply(out, wanted)
+        return out
 
     def float(self) -> Tensor:
         return self.to(dtypes.float32)
