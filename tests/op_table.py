@@ -104,6 +104,13 @@ def _np_normalize(a: np.ndarray, axes: tuple[int, ...], eps: float = 1e-5) -> np
     return (a - mean) / np.sqrt(a.var(axis=axes, keepdims=True) + eps)
 
 
+def _np_lstm_cell(z: np.ndarray, c: np.ndarray) -> np.ndarray:
+    i, f, g, o = np.split(z, 4, axis=-1)
+    sig = _np_sigmoid
+    c_new = sig(f) * c + sig(i) * np.tanh(g)
+    return np.stack([sig(o) * np.tanh(c_new), c_new])
+
+
 _ATTN_MASK = np.array([[True, False, True, True], [True, True, False, False], [False] * 3 + [True]])
 
 
@@ -367,9 +374,16 @@ OPS: list[Op] = [
         (real, real, real),
         (((2, 3, 2), (2, 4, 2), (2, 4, 3)),),
     ),
+    Op(
+        "lstm_cell",
+        lambda z, c: tl.nn.recurrent.LSTMCellFunction.apply(z, c),
+        lambda z, c: _np_lstm_cell(z, c),
+        (real, real),
+        (((3, 8), (3, 2)),),
+    ),
     _unary(
         "gelu_tanh",
-        lambda a: tl.nn.functional.gelu(a),
+        lambda a: tl.nn.functional.gelu(a, approximate="tanh"),
         lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a**3))),
     ),
 ]
@@ -581,6 +595,59 @@ OPS += [
         ((2, 3, 3),),
     ),
     _op("outer", lambda a, b: tl.outer(a, b), np.outer, ((3,), (2,))),
+]
+
+
+def _np_conv2d(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, stride: int = 1, padding: int = 0
+) -> np.ndarray:
+    """Cross-correlation as in PyTorch, one output position at a time."""
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    kh, kw = w.shape[2:]
+    ho, wo = (xp.shape[2] - kh) // stride + 1, (xp.shape[3] - kw) // stride + 1
+    out = np.zeros((x.shape[0], w.shape[0], ho, wo))
+    for i in range(ho):
+        for j in range(wo):
+            patch = xp[:, :, i * stride : i * stride + kh, j * stride : j * stride + kw]
+            out[:, :, i, j] = np.einsum("nchw,ochw->no", patch, w)
+    return out if b is None else out + b[None, :, None, None]
+
+
+def _np_pool2x2(x: np.ndarray, reduce: Callable[..., np.ndarray]) -> np.ndarray:
+    n, c, h, w = x.shape
+    return reduce(x.reshape(n, c, h // 2, 2, w // 2, 2), axis=(3, 5))
+
+
+OPS += [
+    # convolution and pooling (im2col on every backend, the CUDA one included)
+    Op(
+        "conv2d",
+        lambda x, w, b: tl.nn.functional.conv2d(x, w, b, padding=1),
+        lambda x, w, b: _np_conv2d(x, w, b, padding=1),
+        (real, real, real),
+        (((2, 2, 4, 4), (3, 2, 3, 3), (3,)),),
+    ),
+    Op(
+        "conv2d_stride2",
+        lambda x, w: tl.nn.functional.conv2d(x, w, stride=2),
+        lambda x, w: _np_conv2d(x, w, stride=2),
+        (real, real),
+        (((1, 2, 5, 5), (2, 2, 3, 3)),),
+    ),
+    Op(
+        "max_pool2d",
+        lambda x: tl.nn.functional.max_pool2d(x, 2),
+        lambda x: _np_pool2x2(x, np.max),
+        (real,),
+        (((2, 2, 4, 4),),),
+    ),
+    Op(
+        "avg_pool2d",
+        lambda x: tl.nn.functional.avg_pool2d(x, 2),
+        lambda x: _np_pool2x2(x, np.mean),
+        (real,),
+        (((2, 2, 4, 4),),),
+    ),
 ]
 
 OPS_BY_NAME = {op.name: op for op in OPS}

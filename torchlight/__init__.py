@@ -56,7 +56,7 @@ __version__ = "0.1.0"
 
 # The layers above the core load on first use (`tl.nn`, `tl.viz`...), so `import torchlight`
 # stays fast and never needs the notebook packages.
-_SUBMODULES = ("nn", "optim", "data", "viz", "grading", "checkpoint", "train", "cuda")
+_SUBMODULES = ("nn", "optim", "data", "viz", "checkpoint", "train", "cuda")
 
 
 def __getattr__(name: str) -> object:

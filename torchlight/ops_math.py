@@ -28,7 +28,7 @@ class Sin(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
         ctx.save_for_backward(a)
-        return a.map("sin")
+        return a._map("sin")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -42,7 +42,7 @@ class Cos(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
         ctx.save_for_backward(a)
-        return a.map("cos")
+        return a._map("cos")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -56,7 +56,7 @@ class Log1p(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
         ctx.save_for_backward(a)
-        return a.map("log1p")
+        return a._map("log1p")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -69,7 +69,7 @@ class Expm1(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
-        out = a.map("expm1")
+        out = a._map("expm1")
         ctx.save_for_backward(out)
         return out
 
@@ -85,7 +85,7 @@ class Erf(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
         ctx.save_for_backward(a)
-        return a.map("erf")
+        return a._map("erf")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -98,7 +98,7 @@ class Floor(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
-        return a.map("floor")
+        return a._map("floor")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -110,7 +110,7 @@ class Round(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
-        return a.map("round")
+        return a._map("round")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
