@@ -391,7 +391,9 @@ OPS: list[Op] = [
 # --------------------------------------------------------------------------- PyTorch's other ops
 # (torchlight/ops_*.py and tensor_extras.py: elementwise math, reductions, layout, indexing)
 
-SMALL_UNARY = (((4,),), ((2, 3),))
+# One 2-d shape, run contiguous and permuted: the map kernels are shared by every op, so more
+# shapes would test them again, not the new ops.
+SMALL_UNARY = (((2, 3),),)
 _GATHER_INDEX = np.array([[0, 2, 0], [1, 1, 0]])
 _SCATTER_INDEX = np.array([[2, 0], [1, 2]])  # unique per column: scatter's result is defined
 
