@@ -17,20 +17,20 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight.creation import eye, rand
+from torchlight.nn.autograd_ops import (
+    BinaryCrossEntropy,
+    BinaryCrossEntropyWithLogits,
+    CrossEntropy,
+    LinearFunction,
+    LogSoftmaxFunction,
+    NLLLossFunction,
+    SoftmaxFunction,
+)
 from torchlight.nn.conv_functions import (
     AvgPool2dFunction,
     Conv2dFunction,
     MaxPool2dFunction,
     output_size,
-)
-from torchlight.nn.functions import (
-    BinaryCrossEntropy,
-    BinaryCrossEntropyWithLogits,
-    CrossEntropy,
-    LinearFunction,
-    LogSoftmax,
-    NLLLoss,
-    Softmax,
 )
 from torchlight.shape import normalize_dim
 from torchlight.tensor import Tensor
@@ -81,7 +81,7 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
 
     Shape: any; the output has the input's shape and sums to 1 along ``dim``.
     """
-    return Softmax.apply(input, normalize_dim(dim, input.ndim))
+    return SoftmaxFunction.apply(input, normalize_dim(dim, input.ndim))
 
 
 def log_softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
@@ -95,7 +95,7 @@ def log_softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
         >>> F.log_softmax(tl.tensor([1000.0, 0.0]), dim=0)
         tensor([    0., -1000.])
     """
-    return LogSoftmax.apply(input, normalize_dim(dim, input.ndim))
+    return LogSoftmaxFunction.apply(input, normalize_dim(dim, input.ndim))
 
 
 # --------------------------------------------------------------------------- layers
@@ -110,8 +110,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear: the weight has shape {weight.shape}, so the input's last dimension must be "
             f"{weight.shape[-1]}; got an input of shape {input.shape}"
         )
-    if bias is None:
-        return LinearFunction.apply(input, weight)
     return LinearFunction.apply(input, weight, bias)
 
 
@@ -304,7 +302,7 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
     """The labels as a host numpy array, after checking each is a class index in [0, C)."""
     # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
     # Out-of-range labels must not reach the indexing, where -1 would silently mean the last class.
-    labels = np.asarray(target.backend.to_numpy(target._data))
+    labels = np.asarray(target.backend.to_numpy(target.storage))
     if labels.size == 0:
         return labels
     # One pass finds both kinds of bad label: read as unsigned, a negative label is huge.
@@ -357,7 +355,7 @@ def nll_loss(
     if not _plain_class_target(input, target, weight, ignore_index):
         return class_index_loss("nll_loss", input, target, weight, ignore_index, reduction)
     labels = _check_class_target("nll_loss", input, target)
-    return NLLLoss.apply(input, target, reduction, labels)
+    return NLLLossFunction.apply(input, target, reduction, labels)
 
 
 def cross_entropy(

@@ -15,7 +15,7 @@ from typing import Any, overload
 from torchlight.creation import empty
 from torchlight.nn import functional as F
 from torchlight.nn import init
-from torchlight.nn.functions import LinearFunction
+from torchlight.nn.autograd_ops import LinearFunction
 from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
 
@@ -70,12 +70,7 @@ class Linear(Module):
         shape = x.shape
         if not shape or shape[-1] != self.in_features:
             raise shape_error(self, f"(*, {self.in_features})", x)
-        # self.weight and self.bias, read from the registry: each attribute lookup would first miss
-        # and then go through Module.__getattr__ (about 1 µs, on every call)
-        weight, bias = self._parameters["weight"], self._parameters["bias"]
-        if bias is None:
-            return LinearFunction.apply(x, weight)
-        return LinearFunction.apply(x, weight, bias)  # F.linear without its re-check
+        return LinearFunction.apply(x, self.weight, self.bias)  # F.linear without its re-check
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -46,7 +46,7 @@ class Parameter(Tensor):
                 f"Parameter(data): data must be a torchlight Tensor, got {type(data).__name__}; "
                 "wrap it first, e.g. Parameter(tl.tensor(values))"
             )
-        super().__init__(data.data, data.backend)
+        super().__init__(data.storage, data.backend)
         if requires_grad:
             self.requires_grad_(True)
 
@@ -290,7 +290,7 @@ class Module:
         in place: the Parameter objects (and an optimizer holding them) stay the same."""
         for param in self.parameters():
             moved = param.detach().to(target)
-            param.data, param.backend = moved.data, moved.backend
+            param.data = moved
             if param._grad is not None:
                 param._grad = param._grad.to(target)
         for module in self.modules():
