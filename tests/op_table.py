@@ -648,60 +648,6 @@ OPS += [
     ),
 ]
 
-OPS_BY_NAME = {op.name: op for op in OPS}
-
-
-def make_inputs(
-    op: Op,
-    shapes: tuple[tuple[int, ...], ...],
-    seed: int,
-    permuted: bool = False,
-    backend: str | None = None,
-) -> tuple[list[np.ndarray], list[tl.Tensor]]:
-    """Sample numpy inputs for ``op`` and the matching float64 leaf tensors.
-
-    With ``permuted``, each tensor is built in reversed dimension order and permuted back, so
-    the op sees non-contiguous strides.
-    """
-    rng = np.random.default_rng(seed)
-    arrays = [sampler(rng, shape) for sampler, shape in zip(op.samplers, shapes, strict=True)]
-    tensors = []
-    for array in arrays:
-        if permuted and array.ndim >= 2:
-            order = tuple(reversed(range(array.ndim)))
-            t = tl.tensor(array.transpose(order).copy(), backend=backend).permute(*order).detach()
-        else:
-            t = tl.tensor(array, backend=backend)
-        tensors.append(t.requires_grad_())
-    return arrays, tensors
-
-
-def check_op(
-    op: Op,
-    shapes: tuple[tuple[int, ...], ...],
-    seed: int = 0,
-    permuted: bool = False,
-    backend: str | None = None,
-    rtol: float = 1e-12,
-) -> None:
-    """Forward against numpy; gradients against central differences (and the gradient's shape)."""
-    arrays, tensors = make_inputs(op, shapes, seed, permuted, backend)
-    out = op.tl_fn(*tensors)
-    expected = np.asarray(op.np_fn(*arrays))
-    got = np.asarray(out.detach().to("numpy").numpy())
-    assert got.shape == expected.shape, (
-        f"{op.name}: shape {got.shape}, numpy gives {expected.shape}"
-    )
-    np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol, err_msg=f"{op.name} forward")
-    if not op.grad or out.numel() == 0:
-        return
-    tl.autograd.gradcheck(op.tl_fn, *tensors, eps=1e-6, atol=1e-6, rtol=1e-5)
-    out.backward(tl.ones_like(out))
-    for i, t in enumerate(tensors):
-        assert t.grad is not None and t.grad.shape == t.shape, (
-            f"{op.name}: grad {i} has the wrong shape"
-        )
-
 
 # ---------------------------------------------------------------------------- nn surface (issue 13)
 def _np_log_softmax(a: np.ndarray, axis: int) -> np.ndarray:
@@ -723,7 +669,7 @@ def _np_cross_entropy(x: np.ndarray, smoothing: float) -> float:
     return (1 - smoothing) * nll + smoothing / x.shape[1] * smooth
 
 
-def _np_conv2d(
+def _np_conv2d_general(
     x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pad: tuple[int, int, int, int],
     dilation: int, groups: int,
 ) -> np.ndarray:  # fmt: skip
@@ -845,7 +791,7 @@ NN_OPS: list[Op] = [
     Op(
         "conv2d_same_dilation_groups",
         lambda x, w, b: _F.conv2d(x, w, b, padding="same", dilation=2, groups=2),
-        lambda x, w, b: _np_conv2d(x, w, b, 1, (2, 2, 1, 1), 2, 2),
+        lambda x, w, b: _np_conv2d_general(x, w, b, 1, (2, 2, 1, 1), 2, 2),
         (real, real, real),
         (((1, 4, 5, 4), (4, 2, 3, 2), (4,)),),
     ),
@@ -875,3 +821,58 @@ NN_OPS: list[Op] = [
     ),
 ]
 OPS += NN_OPS
+
+
+OPS_BY_NAME = {op.name: op for op in OPS}
+
+
+def make_inputs(
+    op: Op,
+    shapes: tuple[tuple[int, ...], ...],
+    seed: int,
+    permuted: bool = False,
+    backend: str | None = None,
+) -> tuple[list[np.ndarray], list[tl.Tensor]]:
+    """Sample numpy inputs for ``op`` and the matching float64 leaf tensors.
+
+    With ``permuted``, each tensor is built in reversed dimension order and permuted back, so
+    the op sees non-contiguous strides.
+    """
+    rng = np.random.default_rng(seed)
+    arrays = [sampler(rng, shape) for sampler, shape in zip(op.samplers, shapes, strict=True)]
+    tensors = []
+    for array in arrays:
+        if permuted and array.ndim >= 2:
+            order = tuple(reversed(range(array.ndim)))
+            t = tl.tensor(array.transpose(order).copy(), backend=backend).permute(*order).detach()
+        else:
+            t = tl.tensor(array, backend=backend)
+        tensors.append(t.requires_grad_())
+    return arrays, tensors
+
+
+def check_op(
+    op: Op,
+    shapes: tuple[tuple[int, ...], ...],
+    seed: int = 0,
+    permuted: bool = False,
+    backend: str | None = None,
+    rtol: float = 1e-12,
+) -> None:
+    """Forward against numpy; gradients against central differences (and the gradient's shape)."""
+    arrays, tensors = make_inputs(op, shapes, seed, permuted, backend)
+    out = op.tl_fn(*tensors)
+    expected = np.asarray(op.np_fn(*arrays))
+    got = np.asarray(out.detach().to("numpy").numpy())
+    assert got.shape == expected.shape, (
+        f"{op.name}: shape {got.shape}, numpy gives {expected.shape}"
+    )
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol, err_msg=f"{op.name} forward")
+    if not op.grad or out.numel() == 0:
+        return
+    tl.autograd.gradcheck(op.tl_fn, *tensors, eps=1e-6, atol=1e-6, rtol=1e-5)
+    out.backward(tl.ones_like(out))
+    for i, t in enumerate(tensors):
+        assert t.grad is not None and t.grad.shape == t.shape, (
+            f"{op.name}: grad {i} has the wrong shape"
+        )
