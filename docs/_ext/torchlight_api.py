@@ -34,7 +34,9 @@ PUBLIC_MODULES = [
     "torchlight.nn.functional",
     "torchlight.nn.init",
     "torchlight.nn",
+    "torchlight.nn.utils",
     "torchlight.optim",
+    "torchlight.optim.lr_scheduler",
     "torchlight.data",
     "torchlight.viz.graph",
     "torchlight.viz.layout",
@@ -251,7 +253,8 @@ def write_included_sections(_app: Any = None) -> None:
             "things PyTorch's way (`tl.tensor`, `requires_grad=`, `.backward()`, `.grad`, "
             "`nn.Module`, `optim.SGD`); {doc}`api/index` lists every name.\n"
         )
-    _write_if_changed(generated / "pytorch.md", pytorch.replace("\n#", "\n##"))
+    # the README's "### subsection" becomes "## subsection" under the page's "# Coming from PyTorch"
+    _write_if_changed(generated / "pytorch.md", pytorch.replace("\n### ", "\n## "))
     course = ROOT / "assignments" / "README.md"
     text = course.read_text()
     body = text.split("\n", 1)[1] if text.startswith("# ") else text  # the page has its own title
