@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 
 from torchlight import dtypes
-from torchlight.autograd import Context, Function, no_grad
+from torchlight.autograd import no_grad
 from torchlight.creation import tensor
 from torchlight.nn import functional as F
 from torchlight.nn import init
+from torchlight.nn.activation import GELU, gelu
 from torchlight.nn.attention import MultiheadAttention
 from torchlight.nn.layers import Dropout, Embedding, Linear
 from torchlight.nn.module import Module
@@ -33,67 +34,21 @@ from torchlight.nn.normalization import LayerNorm
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "GELU", "GELUFunction", "GPT", "GPTBlock", "LearnedPositionalEmbedding", "SinusoidalPositionalEncoding",
+    "GELU", "GPT", "GPTBlock", "LearnedPositionalEmbedding", "SinusoidalPositionalEncoding",
     "TransformerEncoderLayer", "gelu",
 ]  # fmt: skip
 
 
-_GELU_C = math.sqrt(2.0 / math.pi)
-
-
-class GELUFunction(Function):
-    r"""$\mathrm{GELU}(x) = \frac{x}{2}(1 + t)$, $t = \tanh(c\,(x + 0.044715 x^3))$, $c = \sqrt{2/\pi}$.
-
-    Backward: $\frac{d}{dx} = \frac{1 + t}{2} + \frac{x}{2}(1 - t^2)\,c\,(1 + 3 \cdot 0.044715
-    x^2)$. One node instead of eight (it runs on the largest activations of a transformer);
-    $x^3$ is written $x \cdot x \cdot x$, as ``pow`` with a float exponent is slow.
-    """
-
-    @staticmethod
-    def forward(ctx: Context, x: Tensor) -> Tensor:
-        t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
-        ctx.save_for_backward(x, t)
-        return 0.5 * x * (1.0 + t)
-
-    @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        x, t = ctx.saved_tensors
-        slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 0.134145 * x * x)
-        return grad_output * slope
-
-
-def gelu(input: Tensor, approximate: str = "tanh") -> Tensor:  # noqa: A002
-    r"""$\mathrm{GELU}(x) \approx \frac{x}{2}\left(1 + \tanh\left(\sqrt{2/\pi}\,(x + 0.044715
-    x^3)\right)\right)$, a smooth ReLU (the tanh form; GPT-2 uses it). See ``GELUFunction``.
-
-    Only ``approximate="tanh"`` is available: the exact form needs $\mathrm{erf}$, which
-    torchlight has no op for. Shape: any.
-    """
-    if approximate != "tanh":
-        raise ValueError(
-            f"gelu: only approximate='tanh' is implemented (the exact GELU needs erf), got "
-            f"{approximate!r}"
-        )
-    return GELUFunction.apply(input)
-
-
-class GELU(Module):
-    r"""$\frac{x}{2}(1 + \tanh(\sqrt{2/\pi}(x + 0.044715 x^3)))$; see ``gelu``. Shape: any."""
-
-    def __init__(self, approximate: str = "tanh") -> None:
-        super().__init__()
-        gelu(tensor(0.0), approximate)  # fails here, not at the first forward
-        self.approximate = approximate
-
-    def forward(self, x: Tensor) -> Tensor:
-        return gelu(x, self.approximate)
+def _gelu_tanh(x: Tensor) -> Tensor:
+    """GELU in its tanh form, as GPT-2 uses it (``nn.activation.gelu``)."""
+    return gelu(x, approximate="tanh")
 
 
 def _activation(name: str) -> Any:
     if name == "relu":
         return F.relu
     if name == "gelu":
-        return gelu
+        return _gelu_tanh
     raise ValueError(f"activation must be 'relu' or 'gelu' (tanh form), got {name!r}")
 
 
@@ -184,7 +139,7 @@ class GPTBlock(Module):
         h = self.ln1(x)
         attended, _ = self.attn(h, h, h, need_weights=False, is_causal=True)
         x = x + self.dropout(attended)
-        return x + self.dropout(self.proj(gelu(self.fc(self.ln2(x)))))
+        return x + self.dropout(self.proj(_gelu_tanh(self.fc(self.ln2(x)))))
 
 
 class LearnedPositionalEmbedding(Embedding):
