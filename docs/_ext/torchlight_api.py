@@ -36,6 +36,8 @@ PUBLIC_MODULES = [
     "torchlight.nn",
     "torchlight.optim",
     "torchlight.data",
+    "torchlight.data.text",
+    "torchlight.tokenizers",
     "torchlight.viz.graph",
     "torchlight.viz.layout",
     "torchlight.viz.replay",
@@ -49,6 +51,8 @@ PUBLIC_MODULES = [
     "torchlight.viz",
     "torchlight.checkpoint",
     "torchlight.train",
+    "torchlight.train_text",
+    "torchlight.generate",
     "torchlight",
 ]
 
