@@ -38,6 +38,8 @@ PUBLIC_MODULES = [
     "torchlight.optim",
     "torchlight.optim.lr_scheduler",
     "torchlight.data",
+    "torchlight.data.text",
+    "torchlight.tokenizers",
     "torchlight.viz.graph",
     "torchlight.viz.layout",
     "torchlight.viz.replay",
@@ -51,6 +53,8 @@ PUBLIC_MODULES = [
     "torchlight.viz",
     "torchlight.checkpoint",
     "torchlight.train",
+    "torchlight.train_text",
+    "torchlight.generate",
     "torchlight",
 ]
 
