@@ -68,6 +68,7 @@ from torchlight.backends.strided_layout import (
     basic_index,
     expand_strides,
     is_basic_index,
+    is_contiguous,
     position_table,
 )
 from torchlight.shape import broadcast_shape, strides_from_shape
@@ -143,6 +144,21 @@ def _strided_args(shape: tuple[int, ...], *operands: CudaStorage) -> tuple[Any, 
     for o, s in zip(operands, strides, strict=True):
         args += [o.buffer, o.offset, s]
     return (*args, shape)
+
+
+def _writable_in_place(out: CudaStorage, dtype: np.dtype, *operands: CudaStorage) -> bool:
+    """Whether a kernel may write its ``dtype`` result straight into ``out`` while it reads
+    ``operands``: ``out`` is its whole buffer in row-major order (the kernels write ``out[i]``),
+    and each operand lives in another buffer or is the same elements in the same layout (each
+    thread reads its element before it writes it)."""
+    if out.dtype != dtype or out.offset != 0 or out.buffer.size != out.size:
+        return False
+    if not is_contiguous(out.shape, out.strides):
+        return False
+    layout = (out.shape, out.strides, out.offset)
+    return all(
+        x.buffer is not out.buffer or (x.shape, x.strides, x.offset) == layout for x in operands
+    )
 
 
 class CudaBackend(LayoutOps):
@@ -230,6 +246,10 @@ class CudaBackend(LayoutOps):
     def zip(
         self, op: str, a: CudaStorage, b: CudaStorage, out: CudaStorage | None = None
     ) -> CudaStorage:
+        if out is not None and _writable_in_place(out, zip_dtype(op, a.dtype, b.dtype), a, b):
+            args = _strided_args(out.shape, a, b)
+            self._launch(zip_kernel(op), out.size, out.buffer, *args)
+            return out
         if out is not None:  # the result, then a copy into ``out`` (safe when out aliases a or b)
             self.setitem(out, (...,), self.zip(op, a, b))
             return out
