@@ -216,6 +216,33 @@ def test_argmax_and_argmin_run_on_the_gpu_like_numpy(cu) -> None:
         assert got.shape == expected.shape
 
 
+def test_cat_of_views_of_one_buffer_is_one_launch(cu, monkeypatch) -> None:
+    """im2col's windows (views of one buffer that differ only in offset) are cat'ed by one
+    kernel; other parts one kernel each. Both give numpy's answer."""
+    from torchlight.backends.cuda_backend import helper_kernel
+
+    a = np.arange(60.0).reshape(3, 4, 5)
+    t = cu.permute(cu.from_numpy(a.transpose(2, 0, 1).copy()), (1, 2, 0))  # strided, as a
+    views = [cu.getitem(t, (slice(None), slice(i, i + 2), None)) for i in range(3)]
+    other = cu.from_numpy(a[:, :2, None] + 1.0)
+    launches: list[object] = []
+    launch = cu._launch
+
+    def counted(kernel: object, *args: object) -> None:
+        launches.append(kernel)
+        launch(kernel, *args)
+
+    monkeypatch.setattr(cu, "_launch", counted)
+    joined, mixed = cu.cat(views, 2), cu.cat([views[0], other], 2)
+    assert launches[0] is helper_kernel("cat_views") and len(launches) == 3
+    monkeypatch.undo()
+    expected = np.concatenate([a[:, i : i + 2, None] for i in range(3)], 2)
+    np.testing.assert_array_equal(cu.to_numpy(joined), expected)
+    np.testing.assert_array_equal(
+        cu.to_numpy(mixed), np.concatenate([expected[:, :, :1], a[:, :2, None] + 1.0], 2)
+    )
+
+
 def test_coalesce_merges_the_dimensions_every_operand_walks_as_one() -> None:
     from torchlight.backends.cuda_backend import coalesce
 

@@ -4,7 +4,8 @@ Each kernel is written as a plain Python function (``_map_source`` and friends b
 ``cuda.jit`` compiles at its first launch; the tests compile every one for a real GPU with
 ``numba.cuda.compile_ptx`` (:func:`kernel_sources` lists them). What they compute:
 
-- ``map`` / ``zip`` / ``where`` / ``copy`` / ``fill`` / ``gather`` / ``scatter``: *grid-stride
+- ``map`` / ``zip`` / ``where`` / ``copy`` / ``fill`` / ``gather`` / ``scatter`` / ``cat_views``:
+  *grid-stride
   loops*, thread ``i`` taking elements ``i``, ``i + gridsize``, ...: each element's ordinal
   becomes an index (:func:`to_index`), the index a position in each strided operand
   (:func:`index_to_position`; broadcast operands have stride 0);
@@ -24,8 +25,8 @@ this module is first imported: numba then runs the same kernels in its simulator
 
 Example:
     >>> from torchlight.backends.cuda_kernels import kernel_sources   # doctest: +SKIP
-    >>> sorted({name.split()[0] for name, _, _ in kernel_sources()})  # doctest: +SKIP
-    ['argfold', 'copy', 'fill', 'fold', 'gather', 'map', 'matmul', 'reduce', 'scatter', 'scatter_add', 'where', 'zip']
+    >>> sorted({name.split()[0] for name, _, _ in kernel_sources()})[:6]  # doctest: +SKIP
+    ['argfold', 'cat_views', 'copy', 'fill', 'fold', 'gather']
 """
 
 from __future__ import annotations
@@ -256,6 +257,21 @@ def _copy_source() -> Callable[..., None]:
     return copy_kernel
 
 
+def _cat_views_source() -> Callable[..., None]:
+    def cat_views_kernel(
+        dst, src, offsets, src_strides, shape, part_axis
+    ):  # pragma: no cover - runs on the GPU
+        # dst (contiguous, of ``shape``) = the parts cat'ed along ``part_axis``, where part p is
+        # the strided view of ``src`` at offsets[p] (its stride along part_axis is 0): one
+        # launch for the kh*kw window views of a convolution's im2col, not one per view.
+        index = cuda.local.array(len(shape), numba.int64)
+        for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
+            to_index(i, shape, index)
+            dst[i] = src[index_to_position(index, src_strides, offsets[index[part_axis]])]
+
+    return cat_views_kernel
+
+
 def _fill_source() -> Callable[..., None]:
     def fill_kernel(dst, dst_offset, dst_strides, value, shape):  # pragma: no cover
         # dst[index] = value for every index of shape (x.fill_(0), zeros on the GPU)
@@ -451,6 +467,7 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
 _HELPERS = {
     "copy": _copy_source,
     "fill": _fill_source,
+    "cat_views": _cat_views_source,
     "where": _where_source,
     "gather": _gather_source,
     "scatter": _scatter_source,
@@ -536,6 +553,7 @@ def kernel_sources(
     out.append(("copy", _copy_source(), (arr, i64, tup, arr, i64, tup, tup)))
     out.append(("copy 1-d", _copy_source(), (arr, i64, tup1, arr, i64, tup1, tup1)))
     out.append(("fill", _fill_source(), (arr, i64, tup, el, tup)))
+    out.append(("cat_views", _cat_views_source(), (arr, arr, ints, tup3, tup3, i64)))
     out.append(
         ("where", _where_source(), (arr, boolean, i64, tup, arr, i64, tup, arr, i64, tup, tup))
     )
