@@ -346,6 +346,7 @@ def side_by_side(mode: str, budget: float) -> list[Row]:
             fns: dict[str, Any] = {"torchlight": lambda ta=ta: ta @ ta}
             if torch is not None:
                 torch.backends.cuda.matmul.allow_tf32 = False  # fp32 against fp32
+                torch.backends.cudnn.allow_tf32 = False  # (convolutions too)
                 pa = torch.from_numpy(a).cuda()
                 fns["torch"] = lambda pa=pa: pa @ pa
             if cupy is not None:
