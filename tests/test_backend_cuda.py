@@ -323,3 +323,21 @@ def test_gpu_check_runs_its_tiny_version_in_the_simulator(tmp_path: Path) -> Non
     ):
         assert name in rows, f"no row {name!r} in:\n{report}"
         assert float(rows[name][1]) > 0, rows[name]  # the torchlight CUDA time, in ms
+
+
+def test_gpu_check_states_rates_as_shares_of_the_peaks() -> None:
+    """The report's rate cells on a GPU: GFLOP/s against the fp32 peak, GB/s against the
+    memory bandwidth (not for transfers, which cross PCIe), '-' without a time."""
+    from benchmarks.gpu_check import Device, Row, _rate
+
+    h200 = Device("H200", fp32_tflops=66.9, bandwidth_gbs=4800.0, notes=[])
+    matmul = Row("matmul 4096 float32", 2 * 4096**3, "flop", {})
+    assert _rate(matmul, 0.01, h200) == "13,743.9 GFLOP/s (20.5%)"
+    add = Row("elementwise add of 10,000,000 float32", 3 * 4 * 10**7, "byte", {})
+    assert _rate(add, 50e-6, h200) == "2,400.0 GB/s (50%)"
+    upload = Row("host -> device, 40,000,000 bytes (pageable)", 4 * 10**7, "byte", {})
+    assert _rate(upload, 0.004, h200) == "10.0 GB/s"
+    step = Row("CNN training step", 0, "", {})
+    assert _rate(step, 0.002, h200) == "-" and _rate(matmul, None, h200) == "-"
+    simulator = Device("simulator", None, None, [])
+    assert _rate(matmul, 0.01, simulator) == "13,743.9 GFLOP/s"
