@@ -572,8 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.skip_tests:
         report += ["(skipped: --skip-tests)", ""]
     else:
-        report += [*run_tests(mode, 110.0 if mode == "gpu" else 30.0), ""]
-    report += ["## 2. The `--device` benchmark", "", *bench_backends(mode, 90.0), ""]
+        report += [*run_tests(mode, 140.0 if mode == "gpu" else 30.0), ""]
+    report += ["## 2. The `--device` benchmark", "", *bench_backends(mode, 80.0), ""]
     rows = side_by_side(mode, budget)
     report += ["## 3. torchlight CUDA vs PyTorch CUDA vs CuPy", "", *table(rows, device), ""]
     report += [
