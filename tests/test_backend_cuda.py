@@ -255,21 +255,28 @@ def test_coalesce_merges_the_dimensions_every_operand_walks_as_one() -> None:
     assert coalesce((), [(), ()]) == ((1,), [(0,), (0,)])
 
 
+@pytest.mark.parametrize("transposed", [False, True], ids=["row-major", "transposed"])
 @pytest.mark.parametrize("kernel", ["small", "tiled", "blocked"])
-def test_each_matmul_kernel_on_a_ragged_batched_problem(cu, kernel: str) -> None:
-    """Each matmul kernel, launched directly on a small ragged batched problem (A's batch
-    contiguous, B broadcast over the batch with stride 0), as the backend launches it. The
-    public API picks the small kernel for the op table's shapes, and the others for large
-    products: K = 11 makes the tiled (8 wide in the simulator) and blocked kernels (BK = 8) take
-    a partial second step along k."""
+def test_each_matmul_kernel_on_a_ragged_batched_problem(cu, kernel: str, transposed: bool) -> None:
+    """Each matmul kernel, launched directly on a small ragged batched problem, as the backend
+    launches it: A's batch contiguous, B broadcast over the batch (stride 0); row-major, or both
+    transposed views (x @ W.T, G.T @ x in training), which the blocked kernel loads along the
+    other axis. The public API picks the small kernel for the op table's shapes, and the others
+    for large products: K = 11 makes the tiled (8 wide in the simulator) and blocked kernels
+    (BK = 8) take a partial second step along k."""
     from torchlight.backends.cuda_backend import BM, BN, MM_THREADS, matmul_kernels
 
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=(2, 5, 11)), rng.normal(size=(11, 7))
-    A, B = cu.from_numpy(a), cu.from_numpy(b)
+    if transposed:  # the same matrices, stored transposed
+        A, B = cu.from_numpy(a.transpose(0, 2, 1).copy()), cu.from_numpy(b.T.copy())
+        a_strides, b_strides = (55, 1, 5), (0, 1, 11)
+    else:
+        A, B = cu.from_numpy(a), cu.from_numpy(b)
+        a_strides, b_strides = (55, 11, 1), (0, 7, 1)
     out = cu.empty((2, 5, 7), np.float64)
     small, tiled, blocked = matmul_kernels("float64", cu.tile)
-    args = (out.buffer, A.buffer, 0, (55, 11, 1), B.buffer, 0, (0, 7, 1), 5, 7, 11)
+    args = (out.buffer, A.buffer, 0, a_strides, B.buffer, 0, b_strides, 5, 7, 11)
     if kernel == "small":
         small[2, 32](*args)  # 64 threads for 70 outputs: the grid-stride loop takes the rest
     elif kernel == "tiled":

@@ -403,7 +403,22 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
         row_b = cuda.local.array(TN, dtype)
         next_a = cuda.local.array(LOADS_A, dtype)
         next_b = cuda.local.array(LOADS_B, dtype)
+        # Which tile element each thread loads (the same every step): neighbouring threads
+        # take neighbouring elements in memory, so each warp's loads coalesce. For a row-major
+        # A that is along k; for a transposed A (a_strides[1] == 1) along i; likewise for B.
+        a_row = cuda.local.array(LOADS_A, numba.int32)
+        a_col = cuda.local.array(LOADS_A, numba.int32)
+        b_row = cuda.local.array(LOADS_B, numba.int32)
+        b_col = cuda.local.array(LOADS_B, numba.int32)
         t = cuda.threadIdx.x
+        a_transposed = a_strides[1] == 1 and a_strides[2] != 1
+        b_transposed = b_strides[1] == 1 and b_strides[2] != 1
+        for n in range(LOADS_A):
+            e = t + n * MM_THREADS
+            a_row[n], a_col[n] = (e % BM, e // BM) if a_transposed else (e // BK, e % BK)
+        for n in range(LOADS_B):
+            e = t + n * MM_THREADS
+            b_row[n], b_col[n] = (e % BK, e // BK) if b_transposed else (e // BN, e % BN)
         ti = t // (BN // TN)
         tj = t % (BN // TN)
         row0 = cuda.blockIdx.y * BM
@@ -419,17 +434,13 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
             if step < steps:  # load tile `step` into registers
                 k0 = step * BK
                 for n in range(LOADS_A):
-                    # neighbouring threads read neighbouring k of a row of A (coalesced when A
-                    # is row-major)
-                    e = t + n * MM_THREADS
-                    i = row0 + e // BK
-                    k = k0 + e % BK
+                    i = row0 + a_row[n]
+                    k = k0 + a_col[n]
                     inside = i < M and k < K
                     next_a[n] = a[pa + i * a_strides[1] + k * a_strides[2]] if inside else 0
                 for n in range(LOADS_B):
-                    e = t + n * MM_THREADS
-                    k = k0 + e // BN
-                    j = col0 + e % BN
+                    k = k0 + b_row[n]
+                    j = col0 + b_col[n]
                     inside = k < K and j < N
                     next_b[n] = b[pb + k * b_strides[1] + j * b_strides[2]] if inside else 0
             if step > 0:  # multiply tile step - 1, already in shared memory
@@ -443,14 +454,12 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
                             acc[x, y] += col_a[x] * row_b[y]
             cuda.syncthreads()  # everyone is done reading the tiles
             if step < steps:
-                # (the padding shifts each k-row of tile_a by 4 banks, so that these stores
-                # do not collide in one shared-memory bank)
+                # (the padding shifts each k-row of tile_a by 4 banks, so that the stores of a
+                # row-major A do not collide in one shared-memory bank)
                 for n in range(LOADS_A):
-                    e = t + n * MM_THREADS
-                    tile_a[e % BK, e // BK] = next_a[n]
+                    tile_a[a_col[n], a_row[n]] = next_a[n]
                 for n in range(LOADS_B):
-                    e = t + n * MM_THREADS
-                    tile_b[e // BN, e % BN] = next_b[n]
+                    tile_b[b_row[n], b_col[n]] = next_b[n]
             cuda.syncthreads()  # the new tiles are complete
         for x in range(TM):
             i = row0 + ti + x * (BM // TM)
