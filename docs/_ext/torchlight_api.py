@@ -195,7 +195,7 @@ def write_api_pages(_app: Any = None) -> None:
         members = module_members_rst(module_name, home)
         if module_name in HAND_WRITTEN:
             (api / f"_{module_name}.members.rst").write_text(members)
-            index.append(f"   {HAND_WRITTEN[module_name]} <../{HAND_WRITTEN[module_name]}>")
+            index.append(f"   {module_name} (Autograd API) <../{HAND_WRITTEN[module_name]}>")
             continue
         page = [
             _title(f"``{module_name}``"),
