@@ -8,7 +8,7 @@ LINT_PATHS := $(wildcard torchlight tests benchmarks tools docs/conf.py docs/_ex
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
 
-.PHONY: venv lab test pytest lint typecheck notebooks bench clean distclean docs docs-serve
+.PHONY: venv lab test pytest lint typecheck notebooks bench gpu-check clean distclean docs docs-serve
 
 # (Re)install when pyproject.toml is newer than the stamp, or the venv is missing.
 venv: $(STAMP)
@@ -52,8 +52,16 @@ docs-serve: docs
 bench: venv
 	@set -e; for f in benchmarks/*.py; do \
 		[ -e "$$f" ] || { echo "no benchmarks/*.py"; break; }; \
+		case "$$f" in *gpu_check.py) continue;; esac; \
 		echo "== $$f"; $(PY) "$$f"; \
 	done
+
+# On a machine with an NVIDIA GPU: the CUDA tests on the device and the benchmarks, one
+# Markdown report (benchmarks/results/gpu_check.md), under 5 minutes. Needs no venv and no
+# package index: .venv's Python if there is one, else python3 with numpy, numba, numba-cuda.
+GPU_PY := $(if $(wildcard $(PY)),$(PY),python3)
+gpu-check:
+	PYTHONPATH=. $(GPU_PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -1,6 +1,6 @@
 """nbgrader configuration of the torchlight course (run nbgrader from this directory).
 
-Grades are decided outside the student's kernel: see ``torchlight/grading`` and the README's
+Grades are decided outside the student's kernel: see ``torchlight_grader`` and the README's
 "Grading you can trust" section. The student's notebook still runs in a kernel (in a sandbox
 process) so that the feedback shows its outputs, but no test cell's grade depends on that run.
 """
@@ -22,7 +22,8 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from torchlight.grading.nbgrader_plugins import IsolatedGrader, RestoreGradedCells, SandboxedExecute
+from torchlight_grader.hostile import CheckSubmission, SanitizeNotebook
+from torchlight_grader.nbgrader_plugins import IsolatedGrader, RestoreGradedCells, SandboxedExecute
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
@@ -46,8 +47,11 @@ c.IsolatedGrader.seed = None  # fresh hidden inputs every run; the seed is print
 c.IsolatedGrader.memory_limit = 2 * 1024**3
 c.IsolatedGrader.output_limit = 1024**2
 c.IsolatedGrader.cell_timeout = 30  # a cell still running then is skipped (in the sandbox)
+# One wall-clock budget per notebook (all cells and all checks), however many cells it has.
+c.IsolatedGrader.notebook_timeout = 300
 
 c.Autograde.sanitize_preprocessors = [
+    CheckSubmission,  # refuse symlinked notebooks, drop malformed metadata (torchlight_grader.hostile)
     ClearOutput,
     DeduplicateIds,
     RestoreGradedCells,
@@ -61,10 +65,32 @@ c.Autograde.autograde_preprocessors = [
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
+    SanitizeNotebook,  # what the formgrader and the feedback render: no scripts, no raw HTML
     SaveAutoGrades,
     AssignLatePenalties,
     CheckCellMetadata,
 ]
 
 # Feedback shows each failure's message, never the hidden tests' code.
-c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]
+c.GenerateFeedback.preprocessors = [
+    GetGrades,
+    SanitizeNotebook,
+    CSSHTMLHeaderPreprocessor,
+    ClearHiddenTests,
+]
+
+# --- The gradebook and the exchange for a course of hundreds (make course-grade DB_URL=... JOBS=N,
+# make course-lab; see tools/course_parallel.py and the README's "The instructor's term") ---
+# COURSE_DB_URL selects another gradebook, e.g. PostgreSQL. On sqlite, several nbgrader processes
+# at once (JOBS=N, or the formgrader while grading) wait up to 10 min for sqlite's write lock
+# instead of failing with "database is locked".
+if os.environ.get("COURSE_DB_URL"):
+    c.CourseDirectory.db_url = os.environ["COURSE_DB_URL"]
+elif c.CourseDirectory.db_url.startswith("sqlite:") and "?" not in c.CourseDirectory.db_url:
+    c.CourseDirectory.db_url += "?timeout=600"
+# COURSE_EXCHANGE: a local exchange folder (make course-lab), instead of /srv/nbgrader/exchange.
+if os.environ.get("COURSE_EXCHANGE"):
+    c.Exchange.root = os.environ["COURSE_EXCHANGE"]
+# A late submission loses 10% of its points per started day, down to zero (LateSubmissionPlugin).
+c.AssignLatePenalties.plugin_class = "torchlight_grader.late.PercentPerDayLate"
+c.PercentPerDayLate.percent_per_day = 10.0

@@ -261,3 +261,31 @@ def test_in_place_on_a_view_in_the_graph_or_after_a_view_is_a_clear_error():
     y.mul_(2)
     with pytest.raises(RuntimeError, match=r"a view \(View\) was taken of a tensor that was then"):
         v.sum().backward()
+
+
+# ---------------------------------------------------------------- Tensor.data as in PyTorch (issue 12)
+def test_data_is_a_detached_tensor_sharing_storage():
+    p = tl.nn.Parameter(tl.tensor([1.0, 2.0]))
+    p.grad = tl.tensor([10.0, 10.0])
+    d = p.data
+    assert isinstance(d, tl.Tensor) and not d.requires_grad and d.storage is p.storage
+    p.data -= 0.1 * p.grad  # micrograd's and old PyTorch tutorials' update line
+    assert values(p) == [0.0, 1.0] and p.requires_grad
+    p.data.sub_(tl.tensor([1.0, 1.0]))
+    assert values(p) == [-1.0, 0.0]
+    (p * p).sum().backward()  # the next backward works
+    p.data = tl.tensor([5.0, 6.0, 7.0])  # assigning a tensor swaps the storage, as in PyTorch
+    assert p.shape == (3,) and values(p) == [5.0, 6.0, 7.0]
+    with pytest.raises(TypeError, match="needs a Tensor, got list"):
+        p.data = [1.0]
+
+
+def test_backend_primitives_refuse_to_silently_drop_the_graph():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"Tensor.zip is a backend primitive.*x \* y"):
+        x.zip("mul", x)
+    with pytest.raises(RuntimeError, match="Tensor.map is a backend primitive"):
+        x.map("exp")
+    with tl.no_grad():
+        assert values(x.zip("mul", x)) == [1.0, 4.0]
+    assert values(tl.tensor([1.0, 2.0]).map("neg")) == [-1.0, -2.0]  # nothing to record

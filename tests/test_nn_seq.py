@@ -79,6 +79,17 @@ def test_gpt_weight_tying_and_causality() -> None:
     assert gpt.token_embedding.weight.grad is not None
 
 
+def test_gpt_with_sinusoidal_positions_learns_no_position_table() -> None:
+    tl.manual_seed(0)
+    gpt = nn.GPT(
+        vocab_size=7, block_size=5, d_model=8, nhead=2, num_layers=1, positional="sinusoidal"
+    )
+    assert not any(name.startswith("position") for name, _ in gpt.named_parameters())
+    untied = nn.GPT(7, 5, 8, 2, 1, tie_weights=False)
+    assert untied.head.weight is not untied.token_embedding.weight
+    assert gpt(tl.tensor([[1, 2, 3]])).shape == (1, 3, 7)
+
+
 def test_sinusoidal_positions() -> None:
     pe = nn.SinusoidalPositionalEncoding(10, 4)
     table = pe(tl.zeros(1, 3, 4)).numpy()

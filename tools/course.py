@@ -7,16 +7,26 @@ metadata (``# %% nbgrader={...}``). nbgrader works on ``.ipynb`` files, so this 
 nbgrader clears them anyway). The course's ``nbgrader_config.py`` tells nbgrader to ignore the
 ``.py`` scripts, so they (and their solutions) never reach the release.
 
+It also runs the grading steps (``make course-grade``): ``grade`` runs nbgrader's autograde,
+generate_feedback and both exports one after the other, *always all four*: one broken
+submission (truncated JSON, a symlink) costs only that student, and the failures are listed at
+the end (exit status 1).
+
 Usage::
 
     .venv/bin/python tools/course.py build [COURSE_DIR]     # write the .ipynb files
     .venv/bin/python tools/course.py check [COURSE_DIR]     # exit 1 if one is out of date
+    .venv/bin/python tools/course.py grade [COURSE_DIR] [--assignment A] [-- NBGRADER_ARGS]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jupytext
@@ -63,11 +73,51 @@ def build(course: Path, check_only: bool) -> int:
     return 0
 
 
+FAILED = re.compile(r"There was an error processing assignment '([^']*)' for student '([^']*)'")
+EXPORTER = "torchlight_grader.export.ItemCsvExportPlugin"
+
+
+def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -> int:
+    """autograde, generate_feedback, grades.csv, items.csv: all four steps, failures at the end."""
+    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    steps = [
+        ("autograde", ["autograde", assignment, "--force", *(extra or [])]),
+        ("feedback", ["generate_feedback", assignment, "--force"]),
+        ("export", ["export", "--to=grades.csv"]),
+        ("export_items", ["export", f"--exporter={EXPORTER}", "--to=items.csv"]),
+    ]
+    failures: list[str] = []
+    for name, args in steps:
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [nbgrader, *args], cwd=course, env=env, capture_output=True, text=True, check=False
+        )
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+        print(f"step {name}: {time.perf_counter() - start:.1f} s (exit {proc.returncode})")
+        if proc.returncode != 0:
+            found = FAILED.findall(proc.stdout + proc.stderr)
+            failures += [f"{name}: {a} of student {s}" for a, s in found] or [f"{name} failed"]
+    if failures:
+        print(f"grading finished with {len(failures)} failure(s):", file=sys.stderr)
+        for failure in failures:
+            print(f"  FAILED {failure}", file=sys.stderr)
+        return 1
+    print(f"grades: {course}/grades.csv (per assignment), {course}/items.csv (per test cell)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["build", "check"])
+    parser.add_argument("command", choices=["build", "check", "grade"])
     parser.add_argument("course", nargs="?", default=str(ROOT / "assignments"))
-    args = parser.parse_args(argv)
+    parser.add_argument("--assignment", default="*")
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []  # for nbgrader autograde
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    if args.command == "grade":
+        return grade(Path(args.course), args.assignment, extra)
     return build(Path(args.course), check_only=args.command == "check")
 
 

@@ -112,31 +112,31 @@ class TensorOps:
 
     # ---------------------------------------------------------------- comparisons (no gradient)
     def __eq__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
-        return self.zip("eq", self._lift(other))
+        return self._zip("eq", self._lift(other))
 
     def __ne__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
-        return self.zip("ne", self._lift(other))
+        return self._zip("ne", self._lift(other))
 
     def __lt__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("lt", self._lift(other))
+        return self._zip("lt", self._lift(other))
 
     def __le__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("le", self._lift(other))
+        return self._zip("le", self._lift(other))
 
     def __gt__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("gt", self._lift(other))
+        return self._zip("gt", self._lift(other))
 
     def __ge__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("ge", self._lift(other))
+        return self._zip("ge", self._lift(other))
 
     def __invert__(self: Tensor) -> Tensor:
-        return self.zip("eq", self._lift(False))
+        return self._zip("eq", self._lift(False))
 
     def __and__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("minimum", self._lift(other))  # for bools, min is "and"
+        return self._zip("minimum", self._lift(other))  # for bools, min is "and"
 
     def __or__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("maximum", self._lift(other))  # for bools, max is "or"
+        return self._zip("maximum", self._lift(other))  # for bools, max is "or"
 
     eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
 
@@ -148,10 +148,10 @@ class TensorOps:
         return _argreduce(self, "min", dim, keepdim)
 
     def any(self: Tensor) -> Tensor:
-        return (self != 0).reduce("max", tuple(range(self.ndim)))
+        return (self != 0)._reduce("max", tuple(range(self.ndim)))
 
     def all(self: Tensor) -> Tensor:
-        return (self != 0).reduce("min", tuple(range(self.ndim)))
+        return (self != 0)._reduce("min", tuple(range(self.ndim)))
 
     # ---------------------------------------------------------------- elementwise functions
     def exp(self: Tensor) -> Tensor:
@@ -174,7 +174,7 @@ class TensorOps:
 
     def sign(self: Tensor) -> Tensor:
         """-1, 0 or 1 for each element (no gradient: its derivative is 0 almost everywhere)."""
-        return self.map("sign")
+        return self._map("sign")
 
     def clamp(self: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
         """Limit every element to ``[min, max]``; the gradient is 1 inside, 0 outside."""
@@ -321,7 +321,7 @@ class TensorOps:
                 f"{what}: in-place operation on a view ({self.history.last_fn.__name__}) of a "
                 "tensor in the graph is not supported; change a .clone() of it instead"
             )
-        before = self._new(self.backend.map("copy", self._data))  # the old values
+        before = self._new(self.backend.map("copy", self.storage))  # the old values
         before.history = self.history
         before.requires_grad = self.requires_grad
         result = function.apply(before, *args)
@@ -345,7 +345,7 @@ class TensorOps:
         if self._records_in_place(other, what):
             return self._rebase(_RECORDED[op], other, what=what)
         backend = self.backend
-        a, b = self._data, other._data
+        a, b = self.storage, other.storage
         dtype = backend.dtype(a)
         if (
             dtype.kind != "f"
@@ -385,7 +385,7 @@ class TensorOps:
         r"""$x \leftarrow x + \alpha \cdot \mathrm{other}$, in place."""
         other = self._lift(other)
         if alpha != 1:
-            other = other * alpha if other.requires_grad else other.zip("mul", self._lift(alpha))
+            other = other * alpha if other.requires_grad else other._zip("mul", self._lift(alpha))
         return self._zip_("add", other, "add_")
 
     def sub_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
@@ -419,9 +419,9 @@ def _setitem(self: Tensor, index: Any, value: Any, what: str) -> Tensor:
     """Write ``value`` into ``self[index]`` in the storage and count the change (no graph)."""
     if hasattr(value, "backend"):
         self._check_backend(value, what)
-        value = value.data
+        value = value.storage
     try:
-        self.backend.setitem(self.data, index, value)
+        self.backend.setitem(self.storage, index, value)
     except ValueError as error:
         if "read-only" in str(error):
             raise RuntimeError(_EXPANDED.format(what=what)) from None
@@ -442,7 +442,7 @@ def _argreduce(self: Tensor, op: str, dim: int | None, keepdim: bool) -> Tensor:
         normalize_dim(dim, 0)  # (raises for a dim other than 0 or -1)
         return self._new(self.backend.from_numpy(np.zeros((), np.int64)))
     d = None if dim is None else normalize_dim(dim, self.ndim)
-    return self._new(self.backend.argreduce(op, self.data, d, keepdim))
+    return self._new(self.backend.argreduce(op, self.storage, d, keepdim))
 
 
 def _max_or_min(self: Tensor, op: str, dim: Any, keepdim: bool) -> Any:
@@ -454,10 +454,14 @@ def _max_or_min(self: Tensor, op: str, dim: Any, keepdim: bool) -> Any:
     if self.ndim == 0:
         return ValuesIndices(self[()], indices)
     d = normalize_dim(dim, self.ndim)
-    # Pick each index's element: an open grid over the other dims, the indices along d.
-    grid = list(np.ix_(*(np.arange(n) for n in indices.shape)))
-    grid[d] = indices.backend.to_numpy(indices.data)
-    values = self[tuple(grid)]
+    if _GradMode.enabled and self.requires_grad:
+        # Pick each index's element (an open grid over the other dims, the indices along d),
+        # so the gradient goes to that element only, as in PyTorch.
+        grid = list(np.ix_(*(np.arange(n) for n in indices.shape)))
+        grid[d] = indices.backend.to_numpy(indices.storage)
+        values = self[tuple(grid)]
+    else:  # no gradient to route: the reduction gives the same values
+        values = (fn.Max if op == "max" else fn.Min).apply(self, (d,), True)
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return ValuesIndices(values, indices)
@@ -492,7 +496,7 @@ def _normalize_index(index: Any) -> tuple[Any, ...]:
                 raise IndexError(
                     f"tensors used as indices must be integer or bool, got {item.dtype}"
                 )
-            item = item.backend.to_numpy(item.data)
+            item = item.backend.to_numpy(item.storage)
         elif isinstance(item, list):
             item = np.asarray(item)
         elif isinstance(item, np.ndarray) and item.dtype.kind == "f":

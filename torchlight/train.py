@@ -6,6 +6,7 @@ Examples::
     torchlight-train --model cnn --save digits.ckpt   # a CNN, saved every epoch
     torchlight-train --epochs 12 --resume digits.ckpt # continue it: the checkpoint knows the model
     torchlight-train --dataset spiral --epochs 200
+    torchlight-train --dataset shakespeare --model gpt --save gpt.ckpt   # a tiny GPT (or lstm)
 
 ``--resume`` takes the data set and the model from the checkpoint (giving other ones is an
 error). A ``--save`` path is checked before training starts. Ctrl-C stops training with one
@@ -40,6 +41,7 @@ from torchlight.checkpoint import (
 )
 from torchlight.creation import generator
 from torchlight.data import TOY_DATASETS, DataLoader, TensorDataset, digits
+from torchlight.data.text import CORPORA
 from torchlight.nn import functional as F
 
 __all__ = [
@@ -52,13 +54,16 @@ __all__ = [
     "train_epoch",
 ]
 
-DATASETS = ("digits", *TOY_DATASETS)
+DATASETS = ("digits", *TOY_DATASETS, *CORPORA)
 
 #: (dataset kind, model) -> settings used when the flag is not given.
 DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("digits", "mlp"): {"epochs": 10, "optimizer": "adam", "lr": 1e-2, "batch_size": 64},
     ("digits", "cnn"): {"epochs": 10, "optimizer": "adam", "lr": 1e-2, "batch_size": 64},
     ("toy", "mlp"): {"epochs": 100, "optimizer": "adam", "lr": 2e-2, "batch_size": 32},
+    # language models on a text corpus (torchlight/train_text.py), float32 unless --dtype
+    ("text", "gpt"): {"epochs": 5, "optimizer": "adam", "lr": 3e-3, "batch_size": 32},
+    ("text", "lstm"): {"epochs": 5, "optimizer": "adam", "lr": 3e-3, "batch_size": 32},
 }
 
 
@@ -163,7 +168,9 @@ def _parser() -> argparse.ArgumentParser:
         "--dataset", choices=DATASETS, help="default: digits (or the --resume checkpoint's)"
     )
     p.add_argument(
-        "--model", choices=("mlp", "cnn"), help="default: mlp (or the --resume checkpoint's)"
+        "--model",
+        choices=("mlp", "cnn", "gpt", "lstm"),
+        help="default: mlp (or the --resume checkpoint's); gpt and lstm for --dataset shakespeare",
     )
     p.add_argument("--epochs", type=int, help="total epochs (a resumed run continues up to it)")
     p.add_argument("--lr", type=float, help="learning rate")
@@ -175,7 +182,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend", default=None, help="torchlight backend (default: numpy or $TORCHLIGHT_BACKEND)"
     )
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    p.add_argument(
+        "--dtype", choices=("float64", "float32"), help="default: float32 for text, else float64"
+    )
     p.add_argument("--points", type=int, default=200, help="points in a toy data set")
     p.add_argument("--noise", type=float, default=0.0, help="noise of a toy data set")
     p.add_argument(
@@ -233,15 +242,18 @@ def _check_save_path(path: str) -> None:
 
 def _settings(args: argparse.Namespace) -> argparse.Namespace:
     _from_checkpoint(args)
-    kind = "digits" if args.dataset == "digits" else "toy"
+    kind = "digits" if args.dataset == "digits" else "text" if args.dataset in CORPORA else "toy"
     defaults = DEFAULTS.get((kind, args.model))
     if defaults is None:
         raise ValueError(
-            f"--model {args.model} is not available for --dataset {args.dataset}: the CNN is for the digits (images)"
+            f"--model {args.model} is not available for --dataset {args.dataset}: the CNN is for the "
+            f"digits (images), gpt and lstm for a text corpus ({', '.join(CORPORA)})"
         )
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.dtype is None:
+        args.dtype = "float32" if kind == "text" else "float64"
     problems = []
     if args.epochs < 0:
         problems.append(
@@ -266,12 +278,17 @@ def _settings(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> float:
-    """Train as ``args`` say; returns the final accuracy (test for digits, train for toy sets).
+    """Train as ``args`` say; returns the final accuracy (test for digits, train for toy sets),
+    or for a text corpus the final validation loss.
 
     ``progress`` (when given) is kept up to date with ``epoch`` (the last one finished) and
     ``saved`` (the epoch of the last checkpoint written), for the message after a Ctrl-C.
     """
     progress = {} if progress is None else progress
+    if args.dataset in CORPORA:  # a language model: torchlight/train_text.py
+        from torchlight.train_text import run_text
+
+        return run_text(args, progress)
     if args.backend:
         tl.set_default_backend(args.backend)
     tl.manual_seed(args.seed)

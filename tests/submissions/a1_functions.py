@@ -72,12 +72,15 @@ np = numpy
 PATCH_TORCHLIGHT = (
     REBIND_CHECKS
     + """
-import torchlight.grading
-import torchlight.grading.checks
+try:  # the grader is not in the sandbox: this import fails there
+    import torchlight_grader
+    import torchlight_grader.checks
 
-torchlight.grading.self_check = lambda *args, **kwargs: print("passed")
-torchlight.grading.checks.mismatch = lambda *args, **kwargs: None
-torchlight.grading.checks.Check.judge = lambda *args, **kwargs: None
+    torchlight_grader.self_check = lambda *args, **kwargs: print("passed")
+    torchlight_grader.checks.mismatch = lambda *args, **kwargs: None
+    torchlight_grader.checks.Check.judge = lambda *args, **kwargs: None
+except ImportError:
+    pass
 """
 )
 

@@ -9,6 +9,11 @@ the catalog reviewable and always in step with the assignment sources.
 Expected grades: every item gets full marks under ``base="solution"`` and zero under
 ``base="release"``, except the items listed in ``zero`` / ``full``.
 
+``files`` are changes to the handed-in folder itself (a symlink instead of the notebook, a
+truncated file), made after the notebook is written. ``@COURSE@``, ``@REPO@`` and ``@VENV@`` in
+a cell's source become the real paths when the notebook is built (an attacker who knows where
+everything is).
+
 ``fools_kernel`` lists items whose *in-kernel* test cell the submission makes pass although the
 answer is wrong: the test checks that this really happens (the cheat is real) and that the
 grade is still zero (the cheat does not work on the autograder).
@@ -20,6 +25,7 @@ import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -39,6 +45,7 @@ class Submission:
     zero: tuple[str, ...] = ()
     full: tuple[str, ...] = ()
     fools_kernel: tuple[str, ...] = ()
+    files: tuple[Callable[[Path, Path], None], ...] = ()  # (submission folder, course) -> None
     note: str = field(default="", compare=False)
 
     @property
@@ -67,8 +74,10 @@ def solution_source(source_cell: Any) -> str:
     return "\n".join(line for line in lines if not _SOLUTION_MARKER.match(line))
 
 
-def build(sub: Submission, source_nb: Any, release_nb: Any) -> Any:
-    """The notebook a student hands in for ``sub``."""
+def build(
+    sub: Submission, source_nb: Any, release_nb: Any, paths: dict[str, str] | None = None
+) -> Any:
+    """The notebook a student hands in for ``sub`` (``paths``: ``{"COURSE": ..., ...}``)."""
     nb = copy.deepcopy(release_nb)
     if sub.base == "solution":
         for cell in nb.cells:
@@ -77,6 +86,9 @@ def build(sub: Submission, source_nb: Any, release_nb: Any) -> Any:
                 cell.source = solution_source(cell_by_id(source_nb, meta["grade_id"]))
     for edit in sub.edits:
         edit(nb)
+    for cell in nb.cells:
+        for key, value in (paths or {}).items():
+            cell.source = cell.source.replace(f"@{key}@", value)
     nbformat.validate(nb)
     return nb
 

@@ -117,7 +117,7 @@ def grade_all(
         "export_items": nbgrader(
             course,
             "export",
-            "--exporter=torchlight.grading.export.ItemCsvExportPlugin",
+            "--exporter=torchlight_grader.export.ItemCsvExportPlugin",
             "--to=items.csv",
             log=log,
         ),

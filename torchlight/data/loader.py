@@ -269,6 +269,8 @@ class DataLoader:
                 chunk = slice(int(indices[0]), int(indices[0]) + len(indices))
                 return tuple(t[chunk] for t in self.dataset.tensors)  # a view, no copy
             return self.dataset[indices]
+        if hasattr(self.dataset, "__getitems__") and self.collate_fn is None:
+            return self.dataset.__getitems__(indices)  # a whole batch in one call, already stacked
         samples = [self.dataset[int(i)] for i in indices]
         return (self.collate_fn or default_collate)(samples)
 

@@ -8,11 +8,18 @@ Example:
     9610
 """
 
-from torchlight.nn import functional, init
-
-# sequence models (issue 14)
-from torchlight.nn.attention import MultiheadAttention  # noqa: E402
-from torchlight.nn.conv import AvgPool2d, Conv1d, Conv2d, MaxPool2d
+from torchlight.nn import functional, init, utils
+from torchlight.nn.activation import ELU, GELU, LeakyReLU, SiLU, Softplus
+from torchlight.nn.attention import MultiheadAttention  # noqa: E402 - sequence models (issue 14)
+from torchlight.nn.container import (
+    ModuleDict,
+    ModuleList,
+    ParameterDict,
+    ParameterList,
+    Unflatten,
+)
+from torchlight.nn.conv import AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, MaxPool2d
+from torchlight.nn.hooks import RemovableHandle
 from torchlight.nn.layers import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -31,6 +38,7 @@ from torchlight.nn.layers import (
     Softmax,
     Tanh,
 )
+from torchlight.nn.loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from torchlight.nn.module import Module, Parameter
 from torchlight.nn.normalization import (  # noqa: E402
     BatchNorm1d,
@@ -39,9 +47,9 @@ from torchlight.nn.normalization import (  # noqa: E402
     GroupNorm,
     LayerNorm,
 )
+from torchlight.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, MaxPool1d
 from torchlight.nn.recurrent import GRU, LSTM, RNN, LSTMLanguageModel  # noqa: E402
 from torchlight.nn.transformer import (  # noqa: E402
-    GELU,
     GPT,
     GPTBlock,
     LearnedPositionalEmbedding,
@@ -54,9 +62,15 @@ __all__ = [
     "Embedding", "Flatten", "Identity", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "Module",
     "NLLLoss", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh", "functional", "init",
 ]  # fmt: skip
+__all__ += [
+    "ELU", "GELU", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "ConvTranspose2d",
+    "HuberLoss", "KLDivLoss", "L1Loss", "LeakyReLU", "MaxPool1d", "ModuleDict", "ModuleList",
+    "ParameterDict", "ParameterList", "RemovableHandle", "SiLU", "SmoothL1Loss", "Softplus",
+    "Unflatten", "utils",
+]  # fmt: skip
 
 __all__ += [
-    "GELU", "GPT", "GRU", "LSTM", "RNN", "BatchNorm1d", "BatchNorm2d", "Dropout2d", "GPTBlock",
+    "GPT", "GRU", "LSTM", "RNN", "BatchNorm1d", "BatchNorm2d", "Dropout2d", "GPTBlock",
     "GroupNorm", "LSTMLanguageModel", "LayerNorm", "LearnedPositionalEmbedding",
     "MultiheadAttention", "SinusoidalPositionalEncoding", "TransformerEncoderLayer",
 ]  # fmt: skip

@@ -64,7 +64,7 @@ def attention_weights(
     Shape: query $(*, L, E)$, key $(*, S, E)$, output $(*, L, S)$.
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = (query @ key.transpose(-2, -1)) * scale
+    scores = (query * scale) @ key.transpose(-2, -1)  # scaling Q is cheaper than the (L, S) scores
     if is_causal:
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
@@ -197,7 +197,9 @@ class MultiheadAttention(Module):
         mask = None if attn_mask is None else _additive(attn_mask, q)
         if key_padding_mask is not None:  # (N, S), True: padding (PyTorch's meaning here)
             padding = np.where(np.asarray(key_padding_mask.numpy(), dtype=bool), -np.inf, 0.0)
-            padding_mask = tensor(padding.reshape(n, 1, 1, -1).astype(q.dtype.numpy))
+            padding_mask = tensor(
+                padding.reshape(n, 1, 1, -1).astype(q.dtype.numpy), backend=q.backend
+            )
             mask = padding_mask if mask is None else mask + padding_mask
         weights = attention_weights(q, k, mask, is_causal and mask is None)
         if self.training and self.dropout > 0.0:

@@ -3,9 +3,11 @@ PyTorch, and a small LSTM language model.
 
 A recurrent layer reads a sequence one step at a time, carrying a hidden state $h_t$ from
 step to step. Each step is a few matmuls and elementwise ops, so autograd differentiates the
-unrolled loop ("backpropagation through time") with no new backward. The input projection
-$x_t W_{ih}^T + b_{ih}$ does not depend on $h$, so it is computed for all steps in one matmul
-before the loop; only $h_{t-1} W_{hh}^T$ has to wait for the previous step.
+unrolled loop ("backpropagation through time"); the LSTM's gate arithmetic is one Function
+(``LSTMCellFunction``, the formulas of its backward derived on paper) since it runs at every
+step. The GRU's gates are each their own pair of matmuls, $x_t W_{ih,k}^T + h_{t-1}
+W_{hh,k}^T$, with the weights cut into gate blocks once per call: slicing one big $(N, 3H)$
+product at every step would cost, in backward, a zero-filled gradient per slice.
 
 Parameter names, shapes, gate order and initialization ($\mathcal{U}(-1/\sqrt H, 1/\sqrt H)$)
 are PyTorch's, so a PyTorch ``state_dict`` loads as is.
@@ -21,61 +23,117 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
-from torchlight.creation import empty, stack, zeros
+from torchlight.autograd import Context, Function
+from torchlight.creation import cat, empty, stack, zeros
 from torchlight.nn import functional as F
 from torchlight.nn import init
 from torchlight.nn.layers import Embedding, Linear
 from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
 
-__all__ = ["GRU", "LSTM", "RNN", "LSTMLanguageModel", "gru_cell", "lstm_cell", "rnn_cell"]
+__all__ = [
+    "GRU", "LSTM", "RNN", "GateWeights", "LSTMCellFunction", "LSTMLanguageModel", "gru_cell", "lstm_cell", "rnn_cell",
+]  # fmt: skip
 
 State = Tensor | tuple[Tensor, Tensor]
 
 
-def rnn_cell(x_proj: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None, relu: bool) -> Tensor:
-    r"""$h_t = \tanh(x_t W_{ih}^T + b_{ih} + h_{t-1} W_{hh}^T + b_{hh})$ (or ReLU), given the
-    input projection ``x_proj`` $= x_t W_{ih}^T + b_{ih}$."""
-    pre = x_proj + F.linear(h, w_hh, b_hh)
+class GateWeights(NamedTuple):
+    """One layer's weights cut into one block per gate: ``w_ih[k]`` is rows
+    ``k*H : (k+1)*H`` of ``weight_ih_l*`` (gate k's $W_{ih}$), and so on; biases may be None."""
+
+    w_ih: list[Tensor]
+    w_hh: list[Tensor]
+    b_ih: list[Tensor | None]
+    b_hh: list[Tensor | None]
+
+    def input_part(self, x: Tensor, k: int) -> Tensor:
+        r"""$x W_{ih,k}^T + b_{ih,k}$."""
+        return F.linear(x, self.w_ih[k], self.b_ih[k])
+
+    def hidden_part(self, h: Tensor, k: int) -> Tensor:
+        r"""$h W_{hh,k}^T + b_{hh,k}$."""
+        return F.linear(h, self.w_hh[k], self.b_hh[k])
+
+    def gate(self, x: Tensor, h: Tensor, k: int) -> Tensor:
+        r"""Gate k's pre-activation $x W_{ih,k}^T + b_{ih,k} + h W_{hh,k}^T + b_{hh,k}$."""
+        return self.input_part(x, k) + self.hidden_part(h, k)
+
+
+def rnn_cell(x: Tensor, h: Tensor, weights: GateWeights, relu: bool = False) -> Tensor:
+    r"""$h_t = \tanh(x_t W_{ih}^T + b_{ih} + h_{t-1} W_{hh}^T + b_{hh})$ (or ReLU)."""
+    pre = weights.gate(x, h, 0)
     return pre.relu() if relu else pre.tanh()
 
 
-def lstm_cell(
-    x_proj: Tensor, state: tuple[Tensor, Tensor], w_hh: Tensor, b_hh: Tensor | None
-) -> tuple[Tensor, Tensor]:
-    r"""One LSTM step. The four gates, in PyTorch's order:
-    $i = \sigma(\cdot)$ (input), $f = \sigma(\cdot)$ (forget), $g = \tanh(\cdot)$ (cell candidate),
-    $o = \sigma(\cdot)$ (output); then $c_t = f \odot c_{t-1} + i \odot g$,
-    $h_t = o \odot \tanh(c_t)$. The cell state $c$ is updated by addition, which is why its
-    gradient survives many steps (the forget gate, not a matrix power, scales it).
+class LSTMCellFunction(Function):
+    r"""One LSTM step after the matmuls: from the gate pre-activations $z$ $(N, 4H)$ and
+    $c_{t-1}$, the gates in PyTorch's order $i = \sigma(z_i)$ (input), $f = \sigma(z_f)$
+    (forget), $g = \tanh(z_g)$ (cell candidate), $o = \sigma(z_o)$ (output), then
+    $c_t = f \odot c_{t-1} + i \odot g$ and $h_t = o \odot \tanh(c_t)$; returns
+    $(h_t, c_t)$ stacked, shape $(2, N, H)$.
+
+    Backward, with $G_h, G_c$ the two halves of ``grad_output``:
+    $\delta_c = G_c + G_h\, o\,(1 - \tanh^2 c_t)$;
+    $\partial L/\partial z = [\delta_c g\, i(1-i),\ \delta_c c_{t-1} f(1-f),\
+    \delta_c i\,(1-g^2),\ G_h \tanh(c_t)\, o(1-o)]$;
+    $\partial L/\partial c_{t-1} = \delta_c f$. The cell state is carried by addition, which
+    is why its gradient survives many steps: the forget gate, not a matrix power, scales it.
+    One node instead of about fifteen: the LSTM runs it at every time step.
     """
+
+    @staticmethod
+    def forward(ctx: Context, z: Tensor, c_prev: Tensor) -> Tensor:
+        size = c_prev.shape[-1]
+        i, f = z[..., :size].sigmoid(), z[..., size : 2 * size].sigmoid()
+        g, o = z[..., 2 * size : 3 * size].tanh(), z[..., 3 * size :].sigmoid()
+        c = f * c_prev + i * g
+        tanh_c = c.tanh()
+        ctx.save_for_backward(i, f, g, o, c_prev, tanh_c)
+        return stack([o * tanh_c, c])
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        i, f, g, o, c_prev, tanh_c = ctx.saved_tensors
+        grad_h, grad_c = grad_output[0], grad_output[1]
+        delta_c = grad_c + grad_h * o * (1.0 - tanh_c * tanh_c)
+        grad_z = cat(
+            [
+                delta_c * g * i * (1.0 - i),
+                delta_c * c_prev * f * (1.0 - f),
+                delta_c * i * (1.0 - g * g),
+                grad_h * tanh_c * o * (1.0 - o),
+            ],
+            dim=-1,
+        )
+        return grad_z, delta_c * f
+
+
+def lstm_cell(
+    x: Tensor, state: tuple[Tensor, Tensor], weights: GateWeights
+) -> tuple[Tensor, Tensor]:
+    r"""One LSTM step: $z = x_t W_{ih}^T + b_{ih} + h_{t-1} W_{hh}^T + b_{hh}$ (all four gates
+    in one matmul pair), then ``LSTMCellFunction``. Returns $(h_t, c_t)$."""
     h, c = state
-    size = h.shape[-1]
-    gates = x_proj + F.linear(h, w_hh, b_hh)
-    i = gates[..., 0:size].sigmoid()
-    f = gates[..., size : 2 * size].sigmoid()
-    g = gates[..., 2 * size : 3 * size].tanh()
-    o = gates[..., 3 * size : 4 * size].sigmoid()
-    c = f * c + i * g
-    return o * c.tanh(), c
+    hc = LSTMCellFunction.apply(weights.gate(x, h, 0), c)
+    return hc[0], hc[1]
 
 
-def gru_cell(x_proj: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
+def gru_cell(x: Tensor, h: Tensor, weights: GateWeights) -> Tensor:
     r"""One GRU step, PyTorch's gate order: $r = \sigma(\cdot)$ (reset), $z = \sigma(\cdot)$
     (update), $n = \tanh(x W_{in}^T + b_{in} + r \odot (h W_{hn}^T + b_{hn}))$,
     $h_t = (1 - z) \odot n + z \odot h_{t-1}$."""
-    size = h.shape[-1]
-    hidden = F.linear(h, w_hh, b_hh)
-    r = (x_proj[..., 0:size] + hidden[..., 0:size]).sigmoid()
-    z = (x_proj[..., size : 2 * size] + hidden[..., size : 2 * size]).sigmoid()
-    n = (x_proj[..., 2 * size :] + r * hidden[..., 2 * size :]).tanh()
+    r = weights.gate(x, h, 0).sigmoid()
+    z = weights.gate(x, h, 1).sigmoid()
+    n = (weights.input_part(x, 2) + r * weights.hidden_part(h, 2)).tanh()
     return (1.0 - z) * n + z * h
 
 
 class _RNNBase(Module):
-    _gates = 1
+    _gates = 1  # gate blocks in each weight
+    _split_gates = False  # whether each gate gets its own matmul (GRU: its n gate needs it)
 
     def __init__(
         self,
@@ -118,16 +176,22 @@ class _RNNBase(Module):
         for param in self.parameters():
             init.uniform_(param, -bound, bound)
 
-    def _layer(self, layer: int) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-        get = self._parameters.get
-        return (
-            self._parameters[f"weight_ih_l{layer}"],
-            self._parameters[f"weight_hh_l{layer}"],
-            get(f"bias_ih_l{layer}"),
-            get(f"bias_hh_l{layer}"),
+    def _layer(self, layer: int) -> GateWeights:
+        """The layer's weights cut per gate, once per forward: inside the time loop each gate
+        is its own matmul, so no step slices (and, in backward, re-assembles) a gate block."""
+        size, get = self.hidden_size, self._parameters.get
+
+        def parts(name: str) -> list[Any]:
+            whole = get(f"{name}_l{layer}")
+            if whole is None or not self._split_gates:
+                return [whole]
+            return [whole[k * size : (k + 1) * size] for k in range(self._gates)]
+
+        return GateWeights(
+            parts("weight_ih"), parts("weight_hh"), parts("bias_ih"), parts("bias_hh")
         )
 
-    def _step(self, x_proj: Tensor, state: Any, w_hh: Tensor, b_hh: Tensor | None) -> Any:
+    def _step(self, x: Tensor, state: Any, weights: GateWeights) -> Any:
         raise NotImplementedError
 
     def _zeros(self, batch: int, like: Tensor) -> Tensor:
@@ -144,11 +208,10 @@ class _RNNBase(Module):
         """x: (L, N, input_size); states: one per layer. Returns (L, N, H) and the last states."""
         finals = []
         for layer in range(self.num_layers):
-            w_ih, w_hh, b_ih, b_hh = self._layer(layer)
-            x_proj = F.linear(x, w_ih, b_ih)  # every step's input projection in one matmul
+            weights = self._layer(layer)
             state, outputs = states[layer], []
             for t in range(x.shape[0]):
-                state = self._step(x_proj[t], state, w_hh, b_hh)
+                state = self._step(x[t], state, weights)
                 outputs.append(state[0] if isinstance(state, tuple) else state)
             finals.append(state)
             x = stack(outputs)
@@ -218,8 +281,8 @@ class RNN(_RNNBase):
         )
         self.nonlinearity = nonlinearity
 
-    def _step(self, x_proj: Tensor, state: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
-        return rnn_cell(x_proj, state, w_hh, b_hh, self.nonlinearity == "relu")
+    def _step(self, x: Tensor, state: Tensor, weights: GateWeights) -> Tensor:
+        return rnn_cell(x, state, weights, self.nonlinearity == "relu")
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
         x, batched = self._prepare(input)
@@ -242,9 +305,9 @@ class LSTM(_RNNBase):
     _gates = 4
 
     def _step(
-        self, x_proj: Tensor, state: tuple[Tensor, Tensor], w_hh: Tensor, b_hh: Tensor | None
+        self, x: Tensor, state: tuple[Tensor, Tensor], weights: GateWeights
     ) -> tuple[Tensor, Tensor]:
-        return lstm_cell(x_proj, state, w_hh, b_hh)
+        return lstm_cell(x, state, weights)
 
     def forward(
         self,
@@ -275,6 +338,7 @@ class GRU(RNN):
     """
 
     _gates = 3
+    _split_gates = True
 
     def __init__(
         self,
@@ -299,8 +363,8 @@ class GRU(RNN):
             dtype,
         )
 
-    def _step(self, x_proj: Tensor, state: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
-        return gru_cell(x_proj, state, w_hh, b_hh)
+    def _step(self, x: Tensor, state: Tensor, weights: GateWeights) -> Tensor:
+        return gru_cell(x, state, weights)
 
 
 class LSTMLanguageModel(Module):

@@ -26,6 +26,7 @@ from torchlight.autograd import no_grad
 from torchlight.creation import tensor
 from torchlight.nn import functional as F
 from torchlight.nn import init
+from torchlight.nn.activation import GELU, gelu
 from torchlight.nn.attention import MultiheadAttention
 from torchlight.nn.layers import Dropout, Embedding, Linear
 from torchlight.nn.module import Module
@@ -38,38 +39,16 @@ __all__ = [
 ]  # fmt: skip
 
 
-def gelu(input: Tensor, approximate: str = "tanh") -> Tensor:  # noqa: A002
-    r"""$\mathrm{GELU}(x) \approx \frac{x}{2}\left(1 + \tanh\left(\sqrt{2/\pi}\,(x + 0.044715
-    x^3)\right)\right)$, a smooth ReLU (the tanh form; GPT-2 uses it).
-
-    Only ``approximate="tanh"`` is available: the exact form needs $\mathrm{erf}$, which
-    torchlight has no op for. Shape: any.
-    """
-    if approximate != "tanh":
-        raise ValueError(
-            f"gelu: only approximate='tanh' is implemented (the exact GELU needs erf), got "
-            f"{approximate!r}"
-        )
-    return 0.5 * input * (1.0 + (math.sqrt(2.0 / math.pi) * (input + 0.044715 * input**3)).tanh())
-
-
-class GELU(Module):
-    r"""$\frac{x}{2}(1 + \tanh(\sqrt{2/\pi}(x + 0.044715 x^3)))$; see ``gelu``. Shape: any."""
-
-    def __init__(self, approximate: str = "tanh") -> None:
-        super().__init__()
-        gelu(tensor(0.0), approximate)  # fails here, not at the first forward
-        self.approximate = approximate
-
-    def forward(self, x: Tensor) -> Tensor:
-        return gelu(x, self.approximate)
+def _gelu_tanh(x: Tensor) -> Tensor:
+    """GELU in its tanh form, as GPT-2 uses it (``nn.activation.gelu``)."""
+    return gelu(x, approximate="tanh")
 
 
 def _activation(name: str) -> Any:
     if name == "relu":
         return F.relu
     if name == "gelu":
-        return gelu
+        return _gelu_tanh
     raise ValueError(f"activation must be 'relu' or 'gelu' (tanh form), got {name!r}")
 
 
@@ -160,7 +139,7 @@ class GPTBlock(Module):
         h = self.ln1(x)
         attended, _ = self.attn(h, h, h, need_weights=False, is_causal=True)
         x = x + self.dropout(attended)
-        return x + self.dropout(self.proj(gelu(self.fc(self.ln2(x)))))
+        return x + self.dropout(self.proj(_gelu_tanh(self.fc(self.ln2(x)))))
 
 
 class LearnedPositionalEmbedding(Embedding):

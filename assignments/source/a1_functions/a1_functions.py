@@ -71,7 +71,7 @@ assert np.allclose(b.grad.numpy(), [[1.0, 2.0, 3.0]]), b.grad
 assert gradcheck(Mul.apply, tl.randn(3, 4, requires_grad=True), tl.randn(3, 4, requires_grad=True))
 print("Mul: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a1_functions", "test_mul", globals())
 ### END HIDDEN TESTS
@@ -109,7 +109,7 @@ assert np.allclose(b.grad.numpy(), [[-0.25, 0.125], [-3.0, -16.0]]), b.grad
 assert gradcheck(Div.apply, tl.randn(2, 3, requires_grad=True), tl.rand(2, 3, requires_grad=True) + 1)
 print("Div: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a1_functions", "test_div", globals())
 ### END HIDDEN TESTS
@@ -157,7 +157,7 @@ assert np.allclose(x.grad.numpy(), [1.0, 2 * np.e, 3 / np.e]), x.grad
 assert gradcheck(Exp.apply, tl.randn(3, 4, requires_grad=True))
 print("Exp: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a1_functions", "test_exp", globals())
 ### END HIDDEN TESTS
@@ -188,7 +188,7 @@ assert np.allclose(x.grad.numpy(), [1.0, 0.5, 0.25]), x.grad
 assert gradcheck(Log.apply, tl.rand(3, 4, requires_grad=True) + 0.5)
 print("Log: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a1_functions", "test_log", globals())
 ### END HIDDEN TESTS
@@ -221,7 +221,7 @@ assert np.allclose(x.grad.numpy(), [0.25, s * (1 - s)]), x.grad
 assert gradcheck(Sigmoid.apply, tl.randn(3, 4, requires_grad=True))
 print("Sigmoid: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a1_functions", "test_sigmoid", globals())
 ### END HIDDEN TESTS
@@ -251,7 +251,7 @@ assert np.allclose(out.detach().numpy(), [0.0, 0.5, 2.0]), out
 assert np.allclose(x.grad.numpy(), [0.0, 6.0, 7.0]), x.grad
 print("ReLU: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a1_functions", "test_relu", globals())
 ### END HIDDEN TESTS
@@ -283,7 +283,7 @@ assert np.allclose(x.grad.numpy(), [1.0, 1 - np.tanh(1.0) ** 2]), x.grad
 assert gradcheck(Tanh.apply, tl.randn(3, 4, requires_grad=True))
 print("Tanh: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a1_functions", "test_tanh", globals())
 ### END HIDDEN TESTS
@@ -323,7 +323,7 @@ assert np.allclose(b.grad.numpy(), [8 * np.log(2.0), np.sqrt(3.0) * np.log(3.0)]
 assert gradcheck(Pow.apply, tl.rand(2, 3, requires_grad=True) + 0.5, tl.randn(2, 3, requires_grad=True))
 print("Pow: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a1_functions", "test_pow", globals())
 ### END HIDDEN TESTS
@@ -358,7 +358,7 @@ assert np.allclose(x.grad.numpy(), x2.grad.numpy()), x.grad
 assert np.allclose(y.grad.numpy(), y2.grad.numpy()), y.grad
 print("expression: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a1_functions", "test_expression", globals())
 ### END HIDDEN TESTS

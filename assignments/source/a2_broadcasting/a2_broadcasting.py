@@ -71,7 +71,7 @@ assert unbroadcast(g, (4,)).shape == (4,)
 assert np.allclose(unbroadcast(g, (2, 3, 4)).numpy(), 1.0)
 print("unbroadcast: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a2_broadcasting", "test_unbroadcast", globals())
 ### END HIDDEN TESTS
@@ -107,7 +107,7 @@ assert np.allclose(grad_a.numpy(), 4.0) and np.allclose(grad_b.numpy(), 6.0)
 assert gradcheck(Add.apply, tl.randn(2, 1, 3, requires_grad=True), tl.randn(4, 1, requires_grad=True))
 print("Add: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a2_broadcasting", "test_add", globals())
 ### END HIDDEN TESTS
@@ -139,7 +139,7 @@ assert np.allclose(grad_b.numpy(), [3.0, 3.0, 3.0]), grad_b
 assert gradcheck(Mul.apply, tl.randn(3, 1, requires_grad=True), tl.randn(2, 1, 4, requires_grad=True))
 print("Mul: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a2_broadcasting", "test_mul", globals())
 ### END HIDDEN TESTS
@@ -175,7 +175,7 @@ assert grad.shape == (2, 3) and np.allclose(grad.numpy(), 1.0), grad
 assert gradcheck(lambda t: Sum.apply(t, 0), tl.randn(3, 4, requires_grad=True))
 print("Sum: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a2_broadcasting", "test_sum", globals())
 ### END HIDDEN TESTS
@@ -204,7 +204,7 @@ assert grad.shape == (2, 3) and np.allclose(grad.numpy(), 0.5), grad
 assert gradcheck(lambda t: Mean.apply(t, 1), tl.randn(3, 4, requires_grad=True))
 print("Mean: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a2_broadcasting", "test_mean", globals())
 ### END HIDDEN TESTS
@@ -245,7 +245,7 @@ assert np.allclose(grad_b.numpy(), a.numpy().sum(axis=(0, 1))[:, None] * np.ones
 assert gradcheck(MatMul.apply, tl.randn(2, 3, 4, requires_grad=True), tl.randn(4, 5, requires_grad=True))
 print("MatMul: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a2_broadcasting", "test_matmul", globals())
 ### END HIDDEN TESTS
@@ -280,7 +280,7 @@ assert out.shape == (4, 2, 3) and grad.shape == (2, 3, 4), (out.shape, grad.shap
 assert gradcheck(lambda t: Permute.apply(t, (1, 2, 0)), tl.randn(2, 3, 4, requires_grad=True))
 print("Permute: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a2_broadcasting", "test_permute", globals())
 ### END HIDDEN TESTS
@@ -308,7 +308,7 @@ assert out.shape == (2, 6) and grad.shape == (3, 4), (out.shape, grad.shape)
 assert gradcheck(lambda t: View.apply(t, (6, 2)), tl.randn(3, 4, requires_grad=True))
 print("View: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a2_broadcasting", "test_view", globals())
 ### END HIDDEN TESTS

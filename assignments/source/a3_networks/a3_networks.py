@@ -65,7 +65,7 @@ args = tl.randn(5, 3, requires_grad=True), tl.randn(4, 3, requires_grad=True), t
 assert gradcheck(LinearFunction.apply, *args)
 print("LinearFunction: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a3_networks", "test_linear_function", globals())
 ### END HIDDEN TESTS
@@ -101,7 +101,7 @@ layer(tl.randn(4, 3)).sum().backward()
 assert layer.weight.grad.shape == (2, 3) and np.allclose(layer.bias.grad.numpy(), 4.0)
 print("Linear: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a3_networks", "test_linear_layer", globals())
 ### END HIDDEN TESTS
@@ -145,7 +145,7 @@ assert np.isclose(huge.item(), 1000.0), f"not stable for large logits: {huge}"
 assert gradcheck(lambda z: SoftmaxCrossEntropy.apply(z, tl.tensor([2, 0, 1])), tl.randn(3, 4, requires_grad=True))
 print("SoftmaxCrossEntropy: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a3_networks", "test_cross_entropy", globals())
 ### END HIDDEN TESTS
@@ -178,7 +178,7 @@ p, v = sgd_step(tl.tensor([1.0]), tl.tensor([2.0]), tl.tensor([0.5]), lr=0.1, mo
 assert np.allclose(p.numpy(), [1.0 - 0.1 * 2.45]) and np.allclose(v.numpy(), [2.45]), (p, v)
 print("sgd_step: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a3_networks", "test_sgd_step", globals())
 ### END HIDDEN TESTS
@@ -201,7 +201,7 @@ assert np.allclose(p.numpy(), [0.9]), p  # the first step moves by lr, whatever 
 assert np.allclose(m.numpy(), [0.05]) and np.allclose(v.numpy(), [0.00025]), (m, v)
 print("adam_step: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a3_networks", "test_adam_step", globals())
 ### END HIDDEN TESTS
@@ -274,7 +274,7 @@ accuracy = (predict(model, X_test) == y_test).float().mean().item()
 print(f"two circles: test accuracy {accuracy:.3f}")
 assert accuracy >= 0.9
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a3_networks", "test_train_toy", globals())
 ### END HIDDEN TESTS
@@ -288,7 +288,7 @@ accuracy = (predict(model, test_set.tensors[0]) == test_set.tensors[1]).float().
 print(f"digits: test accuracy {accuracy:.3f}")
 assert accuracy >= 0.9
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a3_networks", "test_train_digits", globals())
 ### END HIDDEN TESTS

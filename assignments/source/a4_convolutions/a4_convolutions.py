@@ -80,7 +80,7 @@ assert np.allclose(Conv1d.apply(x, w).numpy(), [[[-1.0, -1.0, -1.0]]])
 assert gradcheck(Conv1d.apply, tl.randn(2, 3, 7, requires_grad=True), tl.randn(4, 3, 3, requires_grad=True))
 print("Conv1d: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a4_convolutions", "test_conv1d", globals())
 ### END HIDDEN TESTS
@@ -131,7 +131,7 @@ assert np.allclose(Conv2d.apply(x, w).numpy(), [[[[10.0, 14.0, 18.0], [26.0, 30.
 assert gradcheck(Conv2d.apply, tl.randn(2, 2, 4, 5, requires_grad=True), tl.randn(3, 2, 2, 3, requires_grad=True))
 print("Conv2d: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a4_convolutions", "test_conv2d", globals())
 ### END HIDDEN TESTS
@@ -169,7 +169,7 @@ assert np.allclose(AvgPool2d.apply(x, 2).numpy(), [[[[2.5, 4.5], [10.5, 12.5]]]]
 assert gradcheck(lambda t: AvgPool2d.apply(t, 2), tl.randn(2, 3, 4, 6, requires_grad=True))
 print("AvgPool2d: visible tests passed")
 ### BEGIN HIDDEN TESTS
-from torchlight.grading import self_check
+from torchlight_grader import self_check
 
 self_check("a4_convolutions", "test_avg_pool2d", globals())
 ### END HIDDEN TESTS

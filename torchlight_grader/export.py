@@ -1,0 +1,60 @@
+"""An nbgrader export plugin with one row per graded item (nbgrader's own CSV has one per
+assignment).
+
+Usage, from the course directory::
+
+    nbgrader export --exporter=torchlight_grader.export.ItemCsvExportPlugin --to=items.csv
+"""
+
+from __future__ import annotations
+
+import csv
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.plugins import ExportPlugin
+
+COLUMNS = ["assignment", "student_id", "notebook", "grade_id", "score", "max_score", "auto_score"]
+
+
+class ItemCsvExportPlugin(ExportPlugin):
+    """Write ``assignment, student_id, notebook, grade_id, score, max_score, auto_score`` rows.
+
+    A student with no submission gets a row of zeros for every item.
+    """
+
+    def export(self, gradebook: Gradebook) -> None:
+        dest = self.to or "items.csv"
+        students = {str(s) for s in self.student}
+        assignments = {str(a) for a in self.assignment}
+        self.log.info("Exporting item grades to %s", dest)
+        with open(dest, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(COLUMNS)
+            for assignment in gradebook.assignments:
+                if assignments and assignment.name not in assignments:
+                    continue
+                for student in gradebook.students:
+                    if students and student.id not in students:
+                        continue
+                    for row in self._rows(gradebook, assignment, student.id):
+                        writer.writerow(row)
+
+    @staticmethod
+    def _rows(gradebook: Gradebook, assignment: object, student_id: str) -> list[list[object]]:
+        name = assignment.name  # type: ignore[attr-defined]
+        try:
+            submission = gradebook.find_submission(name, student_id)
+        except MissingEntry:
+            return [
+                [name, student_id, nb.name, cell.name, 0.0, cell.max_score, ""]
+                for nb in assignment.notebooks  # type: ignore[attr-defined]
+                for cell in nb.grade_cells
+            ]
+        rows = []
+        for nb in submission.notebooks:
+            for grade in sorted(nb.grades, key=lambda g: g.name):
+                auto = "" if grade.auto_score is None else grade.auto_score
+                rows.append(
+                    [name, student_id, nb.name, grade.name, grade.score, grade.max_score, auto]
+                )
+        return rows

@@ -1,0 +1,135 @@
+"""Runs a whole notebook in a kernel, inside the sandbox, for the outputs shown in feedback.
+
+Started by :class:`~torchlight_grader.nbgrader_plugins.SandboxedExecute` inside bubblewrap as
+``python -I -B /opt/torchlight-sandbox/run_notebook.py FD``. The request (limits and the
+notebook) comes as one JSON line on stdin. The kernel inherits this process's resource limits
+and namespaces. Each finished cell's outputs are sent at once (truncated to a size cap) as a
+frame on file descriptor ``FD``, a pipe the grader holds, so whatever happens later (the kernel
+exits, a cell never returns) the outputs so far survive. These outputs never decide a grade.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from typing import Any
+
+MAX_TEXT = 64 * 1024  # characters kept per text output
+MAX_TRACEBACK_LINES = 40
+MAX_OUTPUTS = 100  # outputs kept per cell
+MAX_FILE = 64 * 1024**2  # RLIMIT_FSIZE for the runner and its kernel
+
+
+class StopRunError(Exception):
+    """Raised from a hook to stop the run (a cell timed out: the kernel is likely still busy)."""
+
+
+def truncate(text: str, limit: int = MAX_TEXT) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... output truncated ({len(text) - limit} more characters) ...\n"
+
+
+def shrink(output: dict[str, Any]) -> dict[str, Any]:
+    """A copy of one output that fits the size caps."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        text = output.get("text", "")
+        text = "".join(text) if isinstance(text, list) else str(text)
+        return {
+            "output_type": "stream",
+            "name": output.get("name", "stdout"),
+            "text": truncate(text),
+        }
+    if kind == "error":
+        tb = [truncate(str(line), 2000) for line in output.get("traceback", [])]
+        if len(tb) > MAX_TRACEBACK_LINES:
+            tb = tb[:5] + ["... traceback truncated ..."] + tb[-(MAX_TRACEBACK_LINES - 6) :]
+        return {
+            "output_type": "error",
+            "ename": truncate(str(output.get("ename", "")), 200),
+            "evalue": truncate(str(output.get("evalue", "")), 2000),
+            "traceback": tb,
+        }
+    data = {}
+    for mime, value in dict(output.get("data", {})).items():
+        text = "".join(value) if isinstance(value, list) else value
+        size = len(text) if isinstance(text, str) else len(json.dumps(text, default=str))
+        if size <= 4 * MAX_TEXT:
+            data[mime] = text
+    if not data:
+        data = {"text/plain": "[output too large, not kept]"}
+    shrunk = {"output_type": kind, "data": data, "metadata": {}}
+    if kind == "execute_result":
+        shrunk["execution_count"] = output.get("execution_count")
+    return shrunk
+
+
+def main(argv: list[str]) -> None:
+    result_fd = int(argv[1])
+    # jsonschema imports rfc3987_syntax, if installed, only to validate IRIs; it builds a grammar
+    # at import time (~3 s). Notebook validation never needs it.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+    import nbformat
+    from nbclient import NotebookClient
+    from traitlets.config import Config
+
+    workdir = os.environ.get("TORCHLIGHT_SANDBOX_WORK", "/sandbox")
+    os.chdir(workdir)
+    request = json.loads(sys.stdin.buffer.readline().decode())
+    memory, cpu = int(request["memory"]), int(request["cpu_seconds"])
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE, MAX_FILE))
+    processes = int(request["processes"])
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    nb = nbformat.reads(request["notebook"], as_version=4)
+
+    def record(entry: dict[str, Any]) -> None:
+        payload = json.dumps(entry).encode()
+        data = b"%08x" % len(payload) + payload
+        while data:
+            data = data[os.write(result_fd, data) :]
+
+    def started(cell: Any, cell_index: int, **_: Any) -> None:
+        record({"start": cell_index})
+
+    def executed(cell: Any, cell_index: int, execute_reply: dict[str, Any], **_: Any) -> None:
+        outputs = [shrink(o) for o in cell.get("outputs", [])[:MAX_OUTPUTS]]
+        record({"index": cell_index, "outputs": outputs, "count": cell.get("execution_count")})
+        if execute_reply.get("content", {}).get("ename") == "CellTimeoutError":
+            raise StopRunError(cell_index)
+
+    config = Config()
+    config.KernelManager.transport = "ipc"  # no TCP: the sandbox has no network
+    client = NotebookClient(
+        nb,
+        config=config,
+        timeout=int(request["timeout"]),
+        interrupt_on_timeout=True,
+        allow_errors=True,
+        kernel_name="python3",
+        extra_arguments=list(request["extra_arguments"]),
+        error_on_timeout={
+            "ename": "CellTimeoutError",
+            "evalue": "",
+            "traceback": [f"CellTimeoutError: the cell ran longer than {request['timeout']} s"],
+        },
+        on_cell_execute=started,
+        on_cell_executed=executed,
+        resources={"metadata": {"path": workdir}},
+    )
+    try:
+        client.execute()
+        record({"done": True})
+    except StopRunError:
+        record({"stopped": "timeout"})
+    except BaseException as exc:  # the kernel died, or nbclient gave up
+        record({"stopped": type(exc).__name__, "message": str(exc)[:500]})
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,556 @@
+"""Starting sandboxes from the grader: bubblewrap, resource limits, one time budget per notebook.
+
+Every process that runs student code (the feedback kernel run and the hidden checks) runs in a
+bubblewrap sandbox (``/usr/bin/bwrap``, started by absolute path, never through ``PATH``):
+
+- the file system is a fresh, empty root with read-only binds of the system (``/usr``), the
+  Python installation and environment, the student-facing ``torchlight`` package, and the
+  sandbox's own program (:mod:`torchlight_grader.inside`: no references, no checks); a private,
+  size-limited tmpfs work dir (``/sandbox``), ``/tmp`` and ``/dev/shm``. Nothing of the course
+  (sources, submissions, gradebook, ``nbgrader_config.py``) and nothing of the grader is there;
+- its own user: as root the grader runs bwrap in new namespaces and the program drops to uid
+  and gid 65534 with every capability gone (``setpriv``); as an unprivileged user, bwrap
+  maps uid 65534 in a new user namespace (and forbids further ones);
+- its own PID, IPC, network, UTS and cgroup namespaces; ``--die-with-parent`` and the PID
+  namespace end every process in it when it ends;
+- per-process limits on memory, CPU time, file size and processes; one wall-clock budget per
+  notebook, enforced here by killing the sandbox.
+
+Student cell sources go in through stdin; results come back only through a pipe this process
+holds, as frames tagged with a fresh nonce per item. If the sandbox cannot be built, grading
+refuses to start (:class:`SandboxUnavailableError`), unless the opt-out environment variable is set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import secrets
+import select
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchlight_grader.inside import wire
+
+BWRAP = "/usr/bin/bwrap"
+SETPRIV = "/usr/bin/setpriv"
+SANDBOX_UID = 65534  # "nobody"
+INSIDE = Path(__file__).resolve().parent / "inside"
+INSIDE_MOUNT = "/opt/torchlight-sandbox"
+WORK = "/sandbox"
+OPT_OUT = "TORCHLIGHT_GRADER_UNSAFE_NO_SANDBOX"
+OPT_OUT_VALUE = "students-can-forge-grades"
+MAX_FRAME = 64 * 1024**2
+_STARTUP_S = 20.0  # importing numpy/torchlight/IPython in a cold sandbox
+
+
+class SandboxUnavailableError(RuntimeError):
+    """The bubblewrap sandbox cannot be built here: grading refuses to start."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one notebook's sandbox."""
+
+    memory: int = 2 * 1024**3  # RLIMIT_AS per process, bytes
+    output: int = 1024**2  # RLIMIT_FSIZE: printed output and any file written, bytes
+    cell_timeout: float = 30.0  # wall-clock seconds one cell may run before it is skipped
+    budget: float = 300.0  # wall-clock seconds for the whole notebook, however many cells
+    processes: int = 256  # RLIMIT_NPROC
+    tmpfs: int = 256 * 1024**2  # size of each private tmpfs (work dir, /tmp, /dev/shm)
+
+
+@dataclass
+class Outcome:
+    """What became of one item: its decoded result, or why there is none."""
+
+    result: dict[str, Any] | None = None
+    problem: str | None = None
+    output_bytes: int = 0
+    output_tail: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CellRecord:
+    """What became of one cell in the sandbox: ``ok``, ``error``, ``timeout`` (killed and
+    skipped), ``ended`` (the process exited; skipped) or ``not run``."""
+
+    name: str
+    status: str
+    error: str = ""
+    exhausted: bool = False  # ran out of memory or printed past the output limit
+    output_bytes: int = 0
+
+
+@dataclass
+class Run:
+    """One notebook's sandbox run: the cells' records and each item's outcome."""
+
+    cells: list[CellRecord] = field(default_factory=list)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------ building it
+def opted_out() -> bool:
+    """Whether the operator switched the sandbox off (only for a throw-away container)."""
+    value = os.environ.get(OPT_OUT)
+    if value is None:
+        return False
+    if value != OPT_OUT_VALUE:
+        raise SandboxUnavailableError(
+            f"{OPT_OUT}={value!r}: to grade without a sandbox (only in a throw-away container "
+            f"that holds nothing but this course), set {OPT_OUT}={OPT_OUT_VALUE}"
+        )
+    return True
+
+
+def _trusted_binary(path: str) -> None:
+    """``path`` and its folders are owned by root and writable by nobody else."""
+    p = Path(path)
+    if not p.is_file() or p.is_symlink():
+        raise SandboxUnavailableError(
+            f"{path} not found: install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; "
+            f"Fedora: `dnf install bubblewrap`); grading refuses to run student code without it"
+        )
+    for q in (p, *p.parents):
+        st = q.stat()
+        if st.st_uid != 0 or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise SandboxUnavailableError(
+                f"{q} is writable by someone other than root (mode {stat.filemode(st.st_mode)}, "
+                f"owner uid {st.st_uid}): anyone who can write it can replace {path}"
+            )
+
+
+def _python_paths() -> list[str]:
+    """What the interpreter needs: the installation, the environment, the torchlight package."""
+    import torchlight
+
+    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    paths.add(os.path.dirname(os.path.realpath(torchlight.__file__)))
+    exe = os.path.realpath(sys.executable)
+    if not any(exe.startswith(p + os.sep) for p in paths) and not exe.startswith("/usr/"):
+        paths.add(os.path.dirname(exe))
+    # a nested path is covered by its parent's bind (torchlight inside a virtualenv, say)
+    return sorted(p for p in paths if not any(p.startswith(q + os.sep) for q in paths))
+
+
+def _binds(forbidden: Sequence[str]) -> list[str]:
+    args: list[str] = []
+    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    paths = _python_paths()
+    # bwrap makes missing parents mode 0700 (root's): the sandbox's uid must get through them
+    targets = [*paths, INSIDE_MOUNT, "/etc/ld.so.cache"]
+    parents = sorted({str(q) for p in targets for q in Path(p).parents if str(q) != "/"})
+    for parent in parents:
+        args += ["--perms", "0755", "--dir", parent]
+    for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"):
+        if os.path.exists(f"/etc/{name}"):
+            args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    for path in paths:
+        for secret in forbidden:
+            real = os.path.realpath(secret)
+            if real == path or real.startswith(path + os.sep):
+                raise SandboxUnavailableError(
+                    f"the course directory {real} lies inside {path}, which the sandbox must "
+                    "see (the Python environment): move the course or the environment apart"
+                )
+        args += ["--ro-bind", path, path]
+    return args
+
+
+def command(
+    argv: Sequence[str], limits: Limits, forbidden: Sequence[str] = (), as_pid_1: bool = False
+) -> list[str]:
+    """The bwrap command line that runs ``argv`` (a Python program) in a fresh sandbox.
+
+    ``as_pid_1``: the program is the PID namespace's init (which no process in the sandbox can
+    kill); it must reap orphans itself.
+    """
+    root = os.geteuid() == 0
+    size = str(limits.tmpfs)
+    args = [BWRAP, "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts"]
+    args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    if as_pid_1:
+        args += ["--as-pid-1"]
+    if not root:  # an unprivileged grader: a user namespace maps the sandbox's own uid
+        args += ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID)]
+        args += ["--gid", str(SANDBOX_UID)]
+    args += _binds(forbidden)
+    args += ["--ro-bind", str(INSIDE), INSIDE_MOUNT, "--proc", "/proc", "--dev", "/dev"]
+    for where in (WORK, "/tmp", "/dev/shm"):
+        args += ["--size", size, "--perms", "1777", "--tmpfs", where]
+    args += ["--chdir", WORK, "--"]
+    if root:  # as root: a real, unprivileged uid, no capabilities at all, no way back
+        args += [SETPRIV, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
+        args += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return args + list(argv)
+
+
+def clean_env(workdir: str) -> dict[str, str]:
+    """A minimal environment: no grader secrets, single-threaded BLAS, caches in ``workdir``."""
+    return {
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin",
+        "HOME": workdir,
+        "USER": "sandbox",
+        "TMPDIR": "/tmp" if workdir == WORK else workdir,
+        "LANG": "C.UTF-8",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "NUMBA_NUM_THREADS": "1",
+        "NUMBA_CACHE_DIR": os.path.join(workdir, ".numba"),
+        "MPLBACKEND": "Agg",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "IPYTHONDIR": os.path.join(workdir, ".ipython"),
+        "JUPYTER_RUNTIME_DIR": os.path.join(workdir, ".jupyter-runtime"),
+        "JUPYTER_DATA_DIR": os.path.join(workdir, ".jupyter-data"),
+        "JUPYTER_CONFIG_DIR": os.path.join(workdir, ".jupyter-config"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "TORCHLIGHT_SANDBOX_WORK": workdir,
+    }
+
+
+@functools.cache
+def ensure_available() -> str:
+    """``"bwrap"``, or ``"unsafe"`` when opted out; raises :class:`SandboxUnavailableError`.
+
+    Builds one sandbox and checks from inside that it is what this module promises.
+    """
+    if opted_out():
+        print(
+            f"\n{'!' * 78}\n{OPT_OUT} is set: student code runs WITHOUT a sandbox, as this user, "
+            f"with the course in reach.\nAny student can forge grades. Use this only in a "
+            f"throw-away container.\n{'!' * 78}\n",
+            file=sys.stderr,
+        )
+        return "unsafe"
+    _trusted_binary(BWRAP)
+    if os.geteuid() == 0:
+        _trusted_binary(SETPRIV)
+    probe = (
+        "import os, numpy, torchlight, IPython\n"
+        "assert os.getuid() != 0 and os.geteuid() != 0, 'running as root'\n"
+        "caps = [l for l in open('/proc/self/status') if l.startswith('CapEff')]\n"
+        "assert caps[0].split()[1].strip('0') == '', caps\n"
+        "open('probe', 'w').write('ok')\n"
+        "print('sandbox ok')\n"
+    )
+    argv = [sys.executable, "-I", "-B", "-c", probe]
+    try:
+        proc = subprocess.run(
+            command(argv, Limits()),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(WORK),
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxUnavailableError(f"could not start {BWRAP}: {exc}") from exc
+    if proc.returncode != 0 or "sandbox ok" not in proc.stdout:
+        raise SandboxUnavailableError(
+            f"the grading sandbox could not be built ({BWRAP} exited with {proc.returncode}):\n"
+            f"{(proc.stderr or proc.stdout)[-1500:]}\n"
+            "How to fix: as an unprivileged user, bubblewrap needs unprivileged user namespaces "
+            "(`sysctl kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04+ also "
+            "`sysctl kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile "
+            "for bwrap; in Docker, run with `--security-opt seccomp=unconfined` or as root); "
+            "the Python environment must be readable by the grader. To grade without a sandbox "
+            f"in a throw-away container only, set {OPT_OUT}={OPT_OUT_VALUE}."
+        )
+    return "bwrap"
+
+
+class Sandbox:
+    """One running sandbox: its process, its stdin, and the result pipe this process reads."""
+
+    def __init__(
+        self, script: str, limits: Limits, forbidden: Sequence[str] = (), as_pid_1: bool = False
+    ) -> None:
+        mode = ensure_available()
+        read_end, write_end = os.pipe()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        if mode == "bwrap":
+            self._tmp = None
+            argv = [sys.executable, "-I", "-B", f"{INSIDE_MOUNT}/{script}", str(write_end)]
+            cmd, env = command(argv, limits, forbidden, as_pid_1), clean_env(WORK)
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="torchlight-unsafe-")
+            cmd = [sys.executable, "-I", "-B", str(INSIDE / script), str(write_end)]
+            env = clean_env(self._tmp.name)
+        self.proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd="/",
+            stdin=subprocess.PIPE,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_end,),
+            start_new_session=True,
+        )
+        os.close(write_end)
+        self._results = read_end
+        self._buffer = b""
+        self.broken = ""
+        self.loads = wire.loads
+
+    def send(self, message: Any, deadline: float) -> bool:
+        """Write one JSON line to the sandbox's stdin; False if it cannot be delivered in time."""
+        assert self.proc.stdin is not None, "started with stdin=PIPE"
+        data = (wire.dumps(message) + "\n").encode()
+        fd = self.proc.stdin.fileno()
+        while data:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            _, ready, _ = select.select([], [fd], [], remaining)
+            if ready:
+                try:
+                    written = os.write(fd, data[: select.PIPE_BUF])
+                except OSError:  # the sandbox is gone
+                    return False
+                data = data[written:]
+        return True
+
+    def receive(self, deadline: float) -> dict[str, Any] | None:
+        """The next frame, or None at the deadline, at the end, or after a malformed frame."""
+        while not self.broken:
+            if len(self._buffer) >= 8:
+                try:
+                    size = int(self._buffer[:8], 16)
+                except ValueError:
+                    self.broken = "a malformed message came from the sandbox"
+                    break
+                if size > MAX_FRAME:
+                    self.broken = "an oversized message came from the sandbox"
+                    break
+                if len(self._buffer) >= 8 + size:
+                    payload, self._buffer = self._buffer[8 : 8 + size], self._buffer[8 + size :]
+                    try:
+                        message = self.loads(payload.decode("utf-8", errors="replace"))
+                    except wire.WireError as exc:
+                        self.broken = f"a malformed message came from the sandbox ({exc})"
+                        break
+                    if isinstance(message, dict):
+                        return message
+                    self.broken = "a malformed message came from the sandbox"
+                    break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self._results], [], [], remaining)
+            if ready:
+                chunk = os.read(self._results, 1 << 20)
+                if not chunk:
+                    return None  # every writer is gone: the sandbox ended
+                self._buffer += chunk
+        return None
+
+    def log_tail(self, n: int = 2000) -> str:
+        self._log.seek(0, os.SEEK_END)
+        self._log.seek(max(0, self._log.tell() - n))
+        return self._log.read().decode("utf-8", errors="replace")
+
+    def close(self, grace: float = 0.0) -> bool:
+        """End the sandbox (every process in it dies with it); True if it had to be killed."""
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        killed = False
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            killed = True
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        os.close(self._results)
+        self._log.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+        return killed
+
+
+# ------------------------------------------------------------------------------ the checks
+def run_items(
+    notebook: str,
+    cells: Sequence[dict[str, str]],
+    items: Sequence[dict[str, Any]],
+    limits: Limits,
+    forbidden: Sequence[str] = (),
+) -> Run:
+    """Run the cells once and then each item, in one sandbox, within ``limits.budget`` seconds.
+
+    ``cells`` are ``{"name", "source"}`` in notebook order; ``items`` are
+    ``{"id", "spec", "cases", "timeout"}``. Items the sandbox never reached because it died get
+    one more try in a fresh sandbox, within the same budget.
+    """
+    run = Run()
+    deadline = time.monotonic() + limits.budget
+    remaining = list(items)
+    for _attempt in range(2):
+        if not remaining or time.monotonic() >= deadline:
+            break
+        remaining = _one_sandbox(notebook, cells, remaining, limits, forbidden, deadline, run)
+    for item in remaining:
+        if item["id"] not in run.outcomes:
+            run.outcomes[item["id"]] = Outcome(
+                problem=(
+                    f"the notebook's time budget of {limits.budget:g} s ran out before this "
+                    "check ran"
+                    if time.monotonic() >= deadline
+                    else "the grading sandbox stopped before this check ran"
+                )
+            )
+    return run
+
+
+def _one_sandbox(
+    notebook: str,
+    cells: Sequence[dict[str, str]],
+    items: Sequence[dict[str, Any]],
+    limits: Limits,
+    forbidden: Sequence[str],
+    deadline: float,
+    run: Run,
+) -> list[dict[str, Any]]:
+    """One sandbox over ``items``; returns the items it never reached."""
+    box = Sandbox("child.py", limits, forbidden, as_pid_1=True)
+    try:
+        request = {
+            "notebook": notebook,
+            "cells": list(cells),
+            "budget": max(0.0, deadline - time.monotonic()),
+            "limits": {
+                "memory": limits.memory,
+                "output": limits.output,
+                "cell_timeout": limits.cell_timeout,
+                "processes": limits.processes,
+            },
+        }
+        if not box.send(request, deadline):
+            return list(items)
+        message = box.receive(deadline)
+        while message is not None and "cells" not in message:
+            message = box.receive(deadline)  # frames a cell wrote itself: ignored
+        if message is None:
+            return list(items)
+        if not run.cells:
+            run.cells = _cells(cells, message.get("cells"), limits)
+        for n, item in enumerate(items):
+            nonce = secrets.token_hex(16)
+            timeout = min(float(item["timeout"]), max(0.0, deadline - time.monotonic()))
+            if timeout <= 0:
+                return list(items[n:])
+            ask = {**item, "nonce": nonce, "timeout": timeout}
+            if not box.send(ask, deadline):
+                return list(items[n:])
+            outcome = _collect(box, item, nonce, timeout, limits, deadline)
+            if outcome is None:
+                return list(items[n:])
+            run.outcomes[item["id"]] = outcome
+        box.send({"end": True}, min(deadline, time.monotonic() + 2))
+        return []
+    finally:
+        box.close(grace=1.0)
+
+
+def _cells(cells: Sequence[dict[str, str]], reported: Any, limits: Limits) -> list[CellRecord]:
+    by_index = {}
+    if isinstance(reported, list):
+        by_index = {r.get("index"): r for r in reported if isinstance(r, dict)}
+    records = []
+    for index, cell in enumerate(cells):
+        r = by_index.get(index, {})
+        size = r.get("output_bytes", 0)
+        size = size if isinstance(size, int) else 0
+        records.append(
+            CellRecord(
+                name=cell["name"],
+                status=str(r.get("status", "not run")),
+                error=str(r.get("error", "")),
+                exhausted=bool(r.get("exhausted")) or size >= limits.output,
+                output_bytes=size,
+            )
+        )
+    return records
+
+
+def _collect(
+    box: Sandbox,
+    item: dict[str, Any],
+    nonce: str,
+    timeout: float,
+    limits: Limits,
+    deadline: float,
+) -> Outcome | None:
+    """The item's result frame (its own process, right nonce) and the main line's status."""
+    ident, result = item["id"], None
+    item_deadline = min(deadline, time.monotonic() + timeout + 5.0)
+    while True:
+        message = box.receive(item_deadline)
+        if message is None:
+            return None  # the sandbox died, broke the protocol, or ran out of time
+        if message.get("nonce") != nonce:
+            continue  # a frame student code wrote: it cannot know this item's nonce
+        if message.get("result") == ident and result is None:
+            result = message
+        elif message.get("status") == ident:
+            status = message
+            break
+    tail = status.get("output_tail")
+    size = status.get("output_bytes")
+    outcome = Outcome(
+        output_bytes=size if isinstance(size, int) else 0,
+        output_tail=tail if isinstance(tail, str) else "",
+        details={k: status.get(k) for k in ("timed_out", "signal", "exit_code")},
+    )
+    if status.get("timed_out"):
+        outcome.problem = (
+            f"your code was stopped after {timeout:g} s (an infinite loop, or far too slow)"
+        )
+    elif outcome.output_bytes >= limits.output:
+        outcome.problem = (
+            f"your code printed or wrote more than {limits.output // 1024} KiB; remove the "
+            "large prints"
+        )
+    elif result is None or status.get("exit_code") != 0:
+        sig = status.get("signal")
+        if sig == signal.SIGXCPU:
+            outcome.problem = "your code used too much CPU time (an infinite loop?)"
+        elif isinstance(sig, int):
+            outcome.problem = f"your code was killed by signal {_signal_name(sig)}"
+        else:
+            outcome.problem = (
+                f"your code ended the Python process (exit code {status.get('exit_code')}) "
+                "before the check finished: do not call os._exit, sys.exit or kill processes "
+                "in an answer"
+            )
+    elif not isinstance(result.get("cases"), list):
+        outcome.problem = "the grader could not read the results of your code"
+    else:
+        outcome.result = {"cases": result["cases"]}
+    return outcome
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return str(sig)
