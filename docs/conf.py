@@ -37,7 +37,7 @@ nitpick_ignore_regex = [
     # Types from other libraries: no intersphinx (no network), so these are plain text.
     ("py:class", r"(numpy|np|ipywidgets|widgets|traitlets|anywidget|argparse)(\..*)?"),
     ("py:class", r"(collections\.abc|typing|types|os|pathlib|tqdm|array)(\..*)?"),
-    ("py:class", r"Dim"),  # tensor_ops' alias for int | Sequence[int] | None
+    ("py:class", r"Dims?"),  # the modules' alias for int | Sequence[int] | None
     ("py:class", r"(optional|callable|Path|PathLike|IO|Any|ndarray|ArrayLike|DTypeLike)"),
     ("py:class", r"(TextIO|BinaryIO|Callable|Iterable|Iterator|Sequence|Mapping|Generator)(\[.*)?"),
     ("py:class", r"(Hashable|Protocol|NamedTuple|TypeVar|Literal)(\[.*)?"),

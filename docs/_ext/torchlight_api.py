@@ -141,7 +141,13 @@ def module_members_rst(module_name: str, home: dict[int, str]) -> str:
                 f"   Alias of :{role}:`{canonical}`.\n"
             )
             continue
-        if kind == "class":
+        if kind == "class" and obj is importlib.import_module("torchlight").Tensor:
+            # Tensor's methods live in mixins (tensor_ops, tensor_extras...): show them all here.
+            bodies.append(
+                f".. autoclass:: {full}\n   :members:\n   :inherited-members: object\n"
+                "   :show-inheritance:\n"
+            )
+        elif kind == "class":
             bodies.append(f".. autoclass:: {full}\n   :members:\n   :show-inheritance:\n")
         elif kind == "exception":
             bodies.append(f".. autoexception:: {full}\n   :show-inheritance:\n")
@@ -173,6 +179,19 @@ _DISPLAY_MATH = re.compile(r"^([ \t]*)\$\$(.+?)\$\$[ \t]*$", re.S | re.M)
 _TRAILING_UNDERSCORE = re.compile(r"(?<![\w`*\\])([A-Za-z][\w.]*_)(?![\w`])")
 
 
+def _join_wrapped_math(text: str) -> str:
+    """Join a line that opens a ``$`` formula without closing it with the lines that close it."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        line = lines[i]
+        while line.count("$") % 2 == 1 and i + 1 < len(lines) and lines[i + 1].strip():
+            i += 1
+            line = line + " " + lines[i].strip()
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+
 def dollars_to_math(text: str) -> str:
     """``$x$`` and ``$$x$$`` (the house style for formulas in docstrings) -> reST math.
 
@@ -185,6 +204,8 @@ def dollars_to_math(text: str) -> str:
         return f"\n{indent}.. math:: {body}\n"
 
     text = _DISPLAY_MATH.sub(display, text)
+    # Inline math that a docstring wraps over two lines of one paragraph: join it first.
+    text = _join_wrapped_math(text)
     out = []
     for line in text.split("\n"):
         if line.lstrip().startswith(".. math::"):
@@ -217,6 +238,10 @@ def write_api_pages(_app: Any = None) -> None:
         _write_if_changed(api / f"{module_name}.rst", "\n".join(page))
         index.append(f"   {module_name}")
     _write_if_changed(api / "index.rst", "\n".join(index) + "\n")
+    written = {f"{m}.rst" for m in PUBLIC_MODULES} | {f"_{m}.members.rst" for m in HAND_WRITTEN}
+    for stale in api.glob("*.rst"):  # a module that was renamed or removed since the last build
+        if stale.name != "index.rst" and stale.name not in written:
+            stale.unlink()
 
 
 API_INTRO = """Every name in each public module's ``__all__``, generated from the docstrings (Google style:
@@ -263,7 +288,9 @@ def write_included_sections(_app: Any = None) -> None:
             "things PyTorch's way (`tl.tensor`, `requires_grad=`, `.backward()`, `.grad`, "
             "`nn.Module`, `optim.SGD`); {doc}`api/index` lists every name.\n"
         )
-    _write_if_changed(generated / "pytorch.md", pytorch.replace("\n#", "\n##"))
+    # The README's ### subsections become ## under this page's own # title.
+    pytorch = re.sub(r"^###", "##", pytorch, flags=re.M)
+    _write_if_changed(generated / "pytorch.md", pytorch)
     course = ROOT / "assignments" / "README.md"
     text = course.read_text()
     body = text.split("\n", 1)[1] if text.startswith("# ") else text  # the page has its own title
@@ -296,11 +323,26 @@ def resolve_short_names(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     domain = env.get_domain("py")
     matches = [name for name in domain.objects if name == target or name.endswith("." + target)]
     homes_only = [m for m in matches if not domain.objects[m].aliased] or matches
-    if len(homes_only) != 1:
+    if len(homes_only) == 1:
+        return domain.resolve_xref(
+            env, node["refdoc"], app.builder, node["reftype"], homes_only[0], node, contnode
+        )
+    # A name the code has but the API does not list (a helper of the module, a method of the
+    # class the docstring is in): shown as code, without a link. Unknown names still warn.
+    owner: Any = None
+    try:
+        owner = importlib.import_module(node.get("py:module") or "")
+        for part in (node.get("py:class") or "").split("."):
+            owner = getattr(owner, part) if part else owner
+    except (ImportError, ValueError, AttributeError):
         return None
-    return domain.resolve_xref(
-        env, node["refdoc"], app.builder, node["reftype"], homes_only[0], node, contnode
-    )
+    import torchlight
+
+    if inspect.isclass(owner) and owner in torchlight.Tensor.__mro__:
+        owner = torchlight.Tensor  # a Tensor mixin's docstring names a method of Tensor
+    for part in target.split("."):
+        owner = getattr(owner, part, None)
+    return contnode if owner is not None else None
 
 
 def setup(app: Any) -> dict[str, Any]:
