@@ -22,12 +22,10 @@ release = version = torchlight.__version__
 
 extensions = [
     "sphinx.ext.autodoc",
-    "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
-    "sphinx.ext.viewcode",
     "myst_nb",
-    "torchlight_api",
+    "torchlight_api",  # docs/_ext: the API pages from each module's __all__ (autosummary's job)
 ]
 
 exclude_patterns = ["_build", "api/_*.rst", "_generated/*", "**/.ipynb_checkpoints"]
@@ -38,7 +36,8 @@ nitpicky = True  # every cross-reference must resolve (make docs and the test us
 nitpick_ignore_regex = [
     # Types from other libraries: no intersphinx (no network), so these are plain text.
     ("py:class", r"(numpy|np|ipywidgets|widgets|traitlets|anywidget|argparse)(\..*)?"),
-    ("py:class", r"(collections\.abc|typing|types|os|pathlib|tqdm)(\..*)?"),
+    ("py:class", r"(collections\.abc|typing|types|os|pathlib|tqdm|array)(\..*)?"),
+    ("py:class", r"Dims?"),  # the modules' alias for int | Sequence[int] | None
     ("py:class", r"(optional|callable|Path|PathLike|IO|Any|ndarray|ArrayLike|DTypeLike)"),
     ("py:class", r"(TextIO|BinaryIO|Callable|Iterable|Iterator|Sequence|Mapping|Generator)(\[.*)?"),
     ("py:class", r"(Hashable|Protocol|NamedTuple|TypeVar|Literal)(\[.*)?"),
@@ -63,7 +62,6 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_custom_sections = [("Shape", "notes_style")]  # house style: a `Shape:` section
 napoleon_use_rtype = False
-autosummary_generate = False  # the pages come from __all__ (see _ext/torchlight_api.py)
 
 # ---------------------------------------------------------------- notebooks and markdown
 nb_execution_mode = "off"  # the stored outputs are the tutorial; nbval checks they are current

@@ -366,12 +366,6 @@ def test_stored_pictures_show_before_any_cell_runs(jupyter_lab, browser, tmp_pat
             "() => window.jupyterapp.shell.currentWidget.content.model.cells.get(0).trusted"
         )
         assert trusted is False, "the copy should be untrusted, as on a student's machine"
-        text = page.locator(".jp-OutputArea-output").all_inner_texts()
-        shown_as_text = [t for t in text if "IPython.core.display.SVG object" in t]
-        assert not shown_as_text, f"{len(shown_as_text)} SVG outputs shown as text"
-        images = page.evaluate(IMAGES_SHOWN)
-        assert images, "no stored picture rendered as an image"
-        assert all(i["complete"] and i["w"] > 0 and i["h"] > 0 for i in images), images
         if name == "02_autograd.ipynb":  # the erratum's formula: one $$ line, no stray >=
             erratum = page.locator(".jp-MarkdownOutput", has_text="product rule needs").first
             expect_text = erratum.inner_text()
@@ -383,6 +377,12 @@ def test_stored_pictures_show_before_any_cell_runs(jupyter_lab, browser, tmp_pat
             assert "03_neural_networks.ipynb" in (link.get_attribute("href") or ""), (
                 link.get_attribute("href")
             )
+        text = page.locator(".jp-OutputArea-output").all_inner_texts()
+        shown_as_text = [t for t in text if "IPython.core.display.SVG object" in t]
+        assert not shown_as_text, f"{len(shown_as_text)} SVG outputs shown as text"
+        images = page.evaluate(IMAGES_SHOWN)
+        assert images, "no stored picture rendered as an image"
+        assert all(i["complete"] and i["w"] > 0 and i["h"] > 0 for i in images), images
         picture = page.locator(".jp-OutputArea-output img[src^='data:image/svg+xml']").first
         picture.scroll_into_view_if_needed()
         picture.screenshot(path=str(tmp_path / f"{name}.png"))

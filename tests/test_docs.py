@@ -96,7 +96,12 @@ def test_every_public_name_is_documented(site):
                 continue
             if f"{module_name}.{name}" not in documented:
                 missing.append(f"{module_name}.{name}")
-            if (inspect.isclass(obj) or inspect.isfunction(obj)) and not inspect.getdoc(obj):
+            explicit = hasattr(module, "__all__")  # its API, not just the names it defines
+            if (
+                explicit
+                and (inspect.isclass(obj) or inspect.isfunction(obj))
+                and not inspect.getdoc(obj)
+            ):
                 no_docstring.append(f"{module_name}.{name}")
     assert not missing, f"public names without an entry in the docs: {missing}"
     assert not no_docstring, f"public names without a docstring: {no_docstring}"
@@ -108,13 +113,15 @@ def test_every_public_name_is_documented(site):
     } <= documented
 
 
-def test_public_modules_cover_the_package():
-    """A new public subpackage of torchlight must be added to PUBLIC_MODULES (docs/_ext)."""
+def test_public_modules_are_discovered_from_the_package():
+    """Pages come from the package itself: a new module gets one without editing the docs."""
     import torchlight
 
-    lazy = set(getattr(torchlight, "_SUBMODULES", ())) - {"grading"}  # grading leaves torchlight
-    listed = {m.split(".")[1] for m in torchlight_api.PUBLIC_MODULES if m.count(".") >= 1}
-    assert lazy <= listed, f"not in docs/_ext/torchlight_api.py PUBLIC_MODULES: {lazy - listed}"
+    modules = set(torchlight_api.PUBLIC_MODULES)
+    lazy = {f"torchlight.{name}" for name in torchlight._SUBMODULES} - {"torchlight.grading"}
+    assert lazy <= modules, lazy - modules
+    assert torchlight_api.PUBLIC_MODULES[0] == "torchlight.autograd"  # the Autograd API page
+    assert not any(m.startswith("torchlight.grading") for m in modules)  # the grader's, not API
 
 
 def _free_port() -> int:

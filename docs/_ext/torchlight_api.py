@@ -25,38 +25,39 @@ from typing import Any
 DOCS = Path(__file__).resolve().parent.parent
 ROOT = DOCS.parent
 
-#: Public modules, lowest level first: an object is documented on the first page exporting it.
-PUBLIC_MODULES = [
-    "torchlight.autograd",
-    "torchlight.functions",
-    "torchlight.shape",
-    "torchlight.backends",
-    "torchlight.nn.functional",
-    "torchlight.nn.init",
-    "torchlight.nn",
-    "torchlight.nn.utils",
-    "torchlight.optim",
-    "torchlight.optim.lr_scheduler",
-    "torchlight.data",
-    "torchlight.data.text",
-    "torchlight.tokenizers",
-    "torchlight.viz.graph",
-    "torchlight.viz.layout",
-    "torchlight.viz.replay",
-    "torchlight.viz.svg",
-    "torchlight.viz.view",
-    "torchlight.viz.widgets",
-    "torchlight.viz.training",
-    "torchlight.viz.modules",
-    "torchlight.viz.plots",
-    "torchlight.viz.ticker",
-    "torchlight.viz",
-    "torchlight.checkpoint",
-    "torchlight.train",
-    "torchlight.train_text",
-    "torchlight.generate",
-    "torchlight",
-]
+#: Modules without ``__all__`` whose classes and functions are public all the same.
+WITHOUT_ALL = ["torchlight.functions", "torchlight.shape"]
+#: Not part of torchlight's API: the grader leaves the package (see the course guide).
+EXCLUDED = ("torchlight.grading",)
+
+
+def discover_public_modules() -> list[str]:
+    """Every importable, non-private ``torchlight`` module (but the grader's).
+
+    The Autograd API comes first, then by depth: an object is documented on the first page
+    that exports it, so ``torchlight.nn.Linear`` is documented there and
+    ``torchlight.nn.layers`` links to it. A new module gets a page by itself.
+    """
+    import pkgutil
+
+    import torchlight
+
+    found = {"torchlight", *WITHOUT_ALL}
+    for info in pkgutil.walk_packages(torchlight.__path__, "torchlight."):
+        name = info.name
+        if name.startswith(EXCLUDED) or any(part.startswith("_") for part in name.split(".")):
+            continue
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an optional dependency is missing: no page for it here
+            continue
+        parent, _, last = name.rpartition(".")
+        if getattr(importlib.import_module(parent), last, module) is not module:
+            continue  # shadowed (torchlight.data.digits is the function): exported by its parent
+        found.add(name)  # a page even without public names: its docstring explains the module
+    ordered = sorted(found - {"torchlight.autograd"}, key=lambda m: (m.count("."), m))
+    return ["torchlight.autograd", *ordered]
+
 
 #: Modules whose members are shown on a hand-written page (which includes the generated part).
 HAND_WRITTEN = {"torchlight.autograd": "autograd"}
@@ -73,9 +74,13 @@ def public_names(module_name: str) -> list[str]:
         name
         for name, obj in vars(module).items()
         if not name.startswith("_")
-        and (inspect.isclass(obj) or inspect.isfunction(obj))
+        and (inspect.isclass(obj) or _kind(obj) == "function")
         and getattr(obj, "__module__", None) == module_name
     ]
+
+
+#: Public modules, in the order that decides where an object is documented.
+PUBLIC_MODULES = discover_public_modules()
 
 
 def _kind(obj: Any) -> str:
@@ -83,7 +88,8 @@ def _kind(obj: Any) -> str:
         return "module"
     if inspect.isclass(obj):
         return "exception" if issubclass(obj, BaseException) else "class"
-    if inspect.isfunction(obj) or inspect.isbuiltin(obj) or hasattr(obj, "__wrapped__"):
+    wrapped = getattr(obj, "py_func", getattr(obj, "__wrapped__", obj))  # numba, lru_cache
+    if inspect.isfunction(wrapped) or inspect.isbuiltin(obj):
         return "function"
     return "data"  # a value (a dtype, a dict of settings), shown with its repr
 
@@ -135,7 +141,13 @@ def module_members_rst(module_name: str, home: dict[int, str]) -> str:
                 f"   Alias of :{role}:`{canonical}`.\n"
             )
             continue
-        if kind == "class":
+        if kind == "class" and obj is importlib.import_module("torchlight").Tensor:
+            # Tensor's methods live in mixins (tensor_ops, tensor_extras...): show them all here.
+            bodies.append(
+                f".. autoclass:: {full}\n   :members:\n   :inherited-members: object\n"
+                "   :show-inheritance:\n"
+            )
+        elif kind == "class":
             bodies.append(f".. autoclass:: {full}\n   :members:\n   :show-inheritance:\n")
         elif kind == "exception":
             bodies.append(f".. autoexception:: {full}\n   :show-inheritance:\n")
@@ -167,6 +179,19 @@ _DISPLAY_MATH = re.compile(r"^([ \t]*)\$\$(.+?)\$\$[ \t]*$", re.S | re.M)
 _TRAILING_UNDERSCORE = re.compile(r"(?<![\w`*\\])([A-Za-z][\w.]*_)(?![\w`])")
 
 
+def _join_wrapped_math(text: str) -> str:
+    """Join a line that opens a ``$`` formula without closing it with the lines that close it."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        line = lines[i]
+        while line.count("$") % 2 == 1 and i + 1 < len(lines) and lines[i + 1].strip():
+            i += 1
+            line = line + " " + lines[i].strip()
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+
 def dollars_to_math(text: str) -> str:
     """``$x$`` and ``$$x$$`` (the house style for formulas in docstrings) -> reST math.
 
@@ -179,6 +204,8 @@ def dollars_to_math(text: str) -> str:
         return f"\n{indent}.. math:: {body}\n"
 
     text = _DISPLAY_MATH.sub(display, text)
+    # Inline math that a docstring wraps over two lines of one paragraph: join it first.
+    text = _join_wrapped_math(text)
     out = []
     for line in text.split("\n"):
         if line.lstrip().startswith(".. math::"):
@@ -201,7 +228,7 @@ def write_api_pages(_app: Any = None) -> None:
         members = module_members_rst(module_name, home)
         if module_name in HAND_WRITTEN:
             (api / f"_{module_name}.members.rst").write_text(members)
-            index.append(f"   {HAND_WRITTEN[module_name]} <../{HAND_WRITTEN[module_name]}>")
+            index.append(f"   {module_name} (Autograd API) <../{HAND_WRITTEN[module_name]}>")
             continue
         page = [
             _title(f"``{module_name}``"),
@@ -211,6 +238,10 @@ def write_api_pages(_app: Any = None) -> None:
         _write_if_changed(api / f"{module_name}.rst", "\n".join(page))
         index.append(f"   {module_name}")
     _write_if_changed(api / "index.rst", "\n".join(index) + "\n")
+    written = {f"{m}.rst" for m in PUBLIC_MODULES} | {f"_{m}.members.rst" for m in HAND_WRITTEN}
+    for stale in api.glob("*.rst"):  # a module that was renamed or removed since the last build
+        if stale.name != "index.rst" and stale.name not in written:
+            stale.unlink()
 
 
 API_INTRO = """Every name in each public module's ``__all__``, generated from the docstrings (Google style:
@@ -257,8 +288,9 @@ def write_included_sections(_app: Any = None) -> None:
             "things PyTorch's way (`tl.tensor`, `requires_grad=`, `.backward()`, `.grad`, "
             "`nn.Module`, `optim.SGD`); {doc}`api/index` lists every name.\n"
         )
-    # the README's "### subsection" becomes "## subsection" under the page's "# Coming from PyTorch"
-    _write_if_changed(generated / "pytorch.md", pytorch.replace("\n### ", "\n## "))
+    # The README's ### subsections become ## under this page's own # title.
+    pytorch = re.sub(r"^###", "##", pytorch, flags=re.M)
+    _write_if_changed(generated / "pytorch.md", pytorch)
     course = ROOT / "assignments" / "README.md"
     text = course.read_text()
     body = text.split("\n", 1)[1] if text.startswith("# ") else text  # the page has its own title
@@ -273,7 +305,48 @@ def process_docstring(
     lines[:] = text.split("\n")
 
 
+def resolve_short_names(app: Any, env: Any, node: Any, contnode: Any) -> Any:
+    """Resolve ``:class:`ToyTrainer``` written in a module whose objects are documented on
+    another page (the context is then the page's module): the one object of that name.
+    An ambiguous or unknown name stays unresolved, and nitpicky mode reports it."""
+    if node.get("refdomain") != "py" or node.get("reftype") not in (
+        "class",
+        "func",
+        "meth",
+        "exc",
+        "obj",
+        "data",
+        "attr",
+    ):
+        return None
+    target = node["reftarget"].lstrip("~.")
+    domain = env.get_domain("py")
+    matches = [name for name in domain.objects if name == target or name.endswith("." + target)]
+    homes_only = [m for m in matches if not domain.objects[m].aliased] or matches
+    if len(homes_only) == 1:
+        return domain.resolve_xref(
+            env, node["refdoc"], app.builder, node["reftype"], homes_only[0], node, contnode
+        )
+    # A name the code has but the API does not list (a helper of the module, a method of the
+    # class the docstring is in): shown as code, without a link. Unknown names still warn.
+    owner: Any = None
+    try:
+        owner = importlib.import_module(node.get("py:module") or "")
+        for part in (node.get("py:class") or "").split("."):
+            owner = getattr(owner, part) if part else owner
+    except (ImportError, ValueError, AttributeError):
+        return None
+    import torchlight
+
+    if inspect.isclass(owner) and owner in torchlight.Tensor.__mro__:
+        owner = torchlight.Tensor  # a Tensor mixin's docstring names a method of Tensor
+    for part in target.split("."):
+        owner = getattr(owner, part, None)
+    return contnode if owner is not None else None
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.connect("missing-reference", resolve_short_names)
     app.connect("builder-inited", write_api_pages)
     app.connect("builder-inited", copy_notebooks)
     app.connect("builder-inited", write_included_sections)

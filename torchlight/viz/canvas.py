@@ -191,7 +191,7 @@ class HTMLCanvas(widgets.HTML):
 
 
 def make_canvas(height: int) -> Any:
-    """A :class:`GraphCanvas` (clickable) when anywidget is installed, else an :class:`HTMLCanvas`."""
+    """A ``GraphCanvas`` (clickable) when anywidget is installed, else an ``HTMLCanvas``."""
     if anywidget is not None:
         return GraphCanvas(height=height)
     return HTMLCanvas(height)

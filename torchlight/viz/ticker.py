@@ -60,7 +60,7 @@ function render({ model, el }) {
   button.className = "jupyter-button tl-ticker-button";
   const show = () => {
     const playing = model.get("playing");
-    button.textContent = playing ? "⏸ " + model.get("pause_label") : "▶ " + model.get("play_label");
+    button.textContent = playing ? "‖ " + model.get("pause_label") : "▶ " + model.get("play_label");
     button.title = playing ? "pause" : "start";
     button.disabled = model.get("disabled");
   };
