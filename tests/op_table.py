@@ -8,6 +8,7 @@ so that central differences never straddle a kink (relu at 0, |x| at 0, ties in 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +99,28 @@ def _np_sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def _np_normalize(a: np.ndarray, axes: tuple[int, ...], eps: float = 1e-5) -> np.ndarray:
+    mean = a.mean(axis=axes, keepdims=True)
+    return (a - mean) / np.sqrt(a.var(axis=axes, keepdims=True) + eps)
+
+
+def _np_lstm_cell(z: np.ndarray, c: np.ndarray) -> np.ndarray:
+    i, f, g, o = np.split(z, 4, axis=-1)
+    sig = _np_sigmoid
+    c_new = sig(f) * c + sig(i) * np.tanh(g)
+    return np.stack([sig(o) * np.tanh(c_new), c_new])
+
+
+_ATTN_MASK = np.array([[True, False, True, True], [True, True, False, False], [False] * 3 + [True]])
+
+
+def _np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    scores = np.where(keep.astype(bool), scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True) @ v
+
+
 REDUCE_SHAPES = (((2, 3),), ((4,),), ((2, 3, 4),))
 
 OPS: list[Op] = [
@@ -167,10 +190,16 @@ OPS: list[Op] = [
         (((3, 2),), ((4, 2, 3),)),
     ),
     Op("max_all", lambda a: a.max(), lambda a: np.max(a), (real,), REDUCE_SHAPES),
-    Op("max_dim", lambda a: a.max(1), lambda a: np.max(a, 1), (real,), (((2, 3),), ((2, 3, 4),))),
+    Op(
+        "max_dim",
+        lambda a: a.max(1).values,
+        lambda a: np.max(a, 1),
+        (real,),
+        (((2, 3),), ((2, 3, 4),)),
+    ),
     Op(
         "min_dim_keep",
-        lambda a: a.min(0, keepdim=True),
+        lambda a: a.min(0, keepdim=True).values,
         lambda a: np.min(a, 0, keepdims=True),
         (real,),
         REDUCE_SHAPES,
@@ -305,6 +334,265 @@ OPS: list[Op] = [
         (real, real),
         (((2, 3), (2, 3)), ((4,), (4,))),
     ),
+    # sequence models (issue 14): normalization, attention, GELU
+    Op(
+        "layer_norm",
+        lambda a, w, b: tl.nn.functional.layer_norm(a, 4, w, b),
+        lambda a, w, b: _np_normalize(a, (-1,)) * w + b,
+        (real, real, real),
+        (((2, 3, 4), (4,), (4,)),),
+    ),
+    Op(
+        "batch_norm_train",
+        lambda a, w, b: tl.nn.functional.batch_norm(a, None, None, w, b, training=True),
+        lambda a, w, b: _np_normalize(a, (0, 2)) * w[:, None] + b[:, None],
+        (real, real, real),
+        (((4, 3, 2), (3,), (3,)),),
+    ),
+    Op(
+        "group_norm",
+        lambda a, w, b: tl.nn.functional.group_norm(a, 2, w, b),
+        lambda a, w, b: (
+            _np_normalize(a.reshape(2, 2, 6), (-1,)).reshape(2, 4, 3) * w[:, None] + b[:, None]
+        ),
+        (real, real, real),
+        (((2, 4, 3), (4,), (4,)),),
+    ),
+    Op(
+        "sdpa_causal",
+        lambda q, k, v: tl.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+        lambda q, k, v: _np_attention(q, k, v, np.tril(np.ones((q.shape[-2], k.shape[-2])))),
+        (real, real, real),
+        (((2, 4, 3), (2, 4, 3), (2, 4, 2)), ((3, 2), (5, 2), (5, 3))),
+    ),
+    Op(
+        "sdpa_bool_mask",
+        lambda q, k, v: tl.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=tl.tensor(_ATTN_MASK)
+        ),
+        lambda q, k, v: _np_attention(q, k, v, _ATTN_MASK),
+        (real, real, real),
+        (((2, 3, 2), (2, 4, 2), (2, 4, 3)),),
+    ),
+    Op(
+        "lstm_cell",
+        lambda z, c: tl.nn.recurrent.LSTMCellFunction.apply(z, c),
+        lambda z, c: _np_lstm_cell(z, c),
+        (real, real),
+        (((3, 8), (3, 2)),),
+    ),
+    _unary(
+        "gelu_tanh",
+        lambda a: tl.nn.functional.gelu(a, approximate="tanh"),
+        lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a**3))),
+    ),
+]
+
+# --------------------------------------------------------------------------- PyTorch's other ops
+# (torchlight/ops_*.py and tensor_extras.py: elementwise math, reductions, layout, indexing)
+
+SMALL_UNARY = (((4,),), ((2, 3),))
+_GATHER_INDEX = np.array([[0, 2, 0], [1, 1, 0]])
+_SCATTER_INDEX = np.array([[2, 0], [1, 2]])  # unique per column: scatter's result is defined
+
+
+def _np_scatter_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = a.copy()
+    np.add.at(out, (_SCATTER_INDEX, np.arange(2)[None, :]), b[:2, :2])
+    return out
+
+
+def _np_scatter(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = a.copy()
+    out[_SCATTER_INDEX, np.arange(2)[None, :]] = b[:2, :2]
+    return out
+
+
+def _np_logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
+    m = np.max(a, axis, keepdims=True)
+    return np.squeeze(m, axis) + np.log(np.sum(np.exp(a - m), axis))
+
+
+def _np_lower_median(a: np.ndarray, axis: int) -> np.ndarray:
+    return np.take(np.sort(a, axis), (a.shape[axis] - 1) // 2, axis)
+
+
+def _erf(a: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[float])(a)
+
+
+def _not_near_half(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Values at least 0.1 from an integer or a half: floor and round do not jump within eps."""
+    return rng.integers(-3, 3, shape) + rng.choice([0.2, 0.3, 0.7, 0.8], shape)
+
+
+def _op(
+    name: str, tl_fn: Callable[..., Any], np_fn: Callable[..., Any], *shapes: Any, **kw: Any
+) -> Op:
+    samplers = kw.pop("samplers", (real,) * len(shapes[0]))
+    return Op(name, tl_fn, np_fn, samplers, shapes, **kw)
+
+
+OPS += [
+    # elementwise math
+    Op("sin", lambda a: a.sin(), np.sin, (real,), SMALL_UNARY),
+    Op("cos", lambda a: a.cos(), np.cos, (real,), SMALL_UNARY),
+    Op("log1p", lambda a: a.log1p(), np.log1p, (positive,), SMALL_UNARY),
+    Op("expm1", lambda a: a.expm1(), np.expm1, (real,), SMALL_UNARY),
+    Op("erf", lambda a: a.erf(), _erf, (real,), SMALL_UNARY),
+    Op("floor", lambda a: a.floor(), np.floor, (_not_near_half,), SMALL_UNARY),
+    Op("round", lambda a: a.round(), np.round, (_not_near_half,), SMALL_UNARY),
+    Op("rsqrt", lambda a: a.rsqrt(), lambda a: 1 / np.sqrt(a), (positive,), SMALL_UNARY),
+    Op("reciprocal", lambda a: a.reciprocal(), np.reciprocal, (away_from_zero,), SMALL_UNARY),
+    Op("square", lambda a: a.square(), np.square, (real,), SMALL_UNARY),
+    _op("add_alpha", lambda a, b: a.add(b, alpha=2), lambda a, b: a + 2 * b, ((2, 3), (3,))),
+    _op("sub_alpha", lambda a, b: a.sub(b, alpha=0.5), lambda a, b: a - 0.5 * b, ((2, 3), (2, 3))),
+    _op(
+        "softmax_method",
+        lambda a: a.softmax(-1),
+        lambda a: np.exp(a) / np.exp(a).sum(-1, keepdims=True),
+        ((2, 3),),
+    ),
+    _op(
+        "log_softmax_method",
+        lambda a: a.log_softmax(0),
+        lambda a: a - np.log(np.exp(a).sum(0)),
+        ((3, 2),),
+    ),
+    # reductions
+    _op("prod_all", lambda a: a.prod(), np.prod, ((2, 3),), ((5,),)),
+    _op(
+        "prod_dim",
+        lambda a: a.prod(1, keepdim=True),
+        lambda a: np.prod(a, 1, keepdims=True),
+        ((2, 5),),
+        ((2, 0),),
+    ),
+    _op("logsumexp", lambda a: a.logsumexp(-1), lambda a: _np_logsumexp(a, -1), ((2, 3),), ((4,),)),
+    _op("norm", lambda a: a.norm(), lambda a: np.sqrt(np.sum(a * a)), ((2, 3),)),
+    _op("norm_dim", lambda a: a.norm(dim=1), lambda a: np.linalg.norm(a, axis=1), ((2, 3),)),
+    _op(
+        "norm_p1",
+        lambda a: a.norm(1),
+        lambda a: np.sum(np.abs(a)),
+        ((2, 3),),
+        samplers=(away_from_zero,),
+    ),
+    _op(
+        "norm_p3_keep",
+        lambda a: a.norm(3, 0, True),
+        lambda a: np.sum(np.abs(a) ** 3, 0, keepdims=True) ** (1 / 3),
+        ((2, 3),),
+        samplers=(away_from_zero,),
+    ),
+    _op("norm_inf", lambda a: a.norm(math.inf), lambda a: np.max(np.abs(a)), ((2, 3),)),
+    _op("cumsum", lambda a: a.cumsum(-1), lambda a: np.cumsum(a, -1), ((5,),), ((2, 3),)),
+    _op("cumsum_dim0", lambda a: a.cumsum(0), lambda a: np.cumsum(a, 0), ((4, 2),)),
+    _op("amax", lambda a: a.amax((0, 1)), lambda a: np.max(a, (0, 1)), ((2, 3, 2),)),
+    _op(
+        "amin",
+        lambda a: a.amin(-1, keepdim=True),
+        lambda a: np.min(a, -1, keepdims=True),
+        ((2, 3),),
+    ),
+    _op("median_all", lambda a: a.median(), lambda a: _np_lower_median(a.ravel(), 0), ((2, 3),)),
+    _op(
+        "median_dim",
+        lambda a: a.median(1).values,
+        lambda a: _np_lower_median(a, 1),
+        ((3, 4),),
+        ((2, 3),),
+    ),
+    # layout
+    _op(
+        "chunk",
+        lambda a: tl.cat(a.chunk(2, 1)[::-1], 1),
+        lambda a: np.concatenate([a[:, 2:], a[:, :2]], 1),
+        ((2, 3),),
+    ),
+    _op(
+        "split_sizes",
+        lambda a: tl.cat(a.split([1, 2], 0)[::-1], 0),
+        lambda a: np.concatenate([a[1:], a[:1]], 0),
+        ((3, 2),),
+    ),
+    _op("unbind", lambda a: tl.stack(a.unbind(1)[::-1], 1), lambda a: a[:, ::-1], ((2, 3),)),
+    _op("narrow", lambda a: a.narrow(1, 1, 2), lambda a: a[:, 1:3], ((2, 4),)),
+    _op("repeat", lambda a: a.repeat(2, 1, 3), lambda a: np.tile(a, (2, 1, 3)), ((2, 3),)),
+    _op("flip", lambda a: a.flip(0, -1), lambda a: np.flip(a, (0, -1)), ((2, 3),), ((2, 3, 2),)),
+    _op(
+        "roll", lambda a: a.roll((1, -1), (0, 1)), lambda a: np.roll(a, (1, -1), (0, 1)), ((3, 4),)
+    ),
+    _op("roll_flat", lambda a: a.roll(2), lambda a: np.roll(a, 2), ((2, 3),)),
+    _op("movedim", lambda a: a.movedim(0, -1), lambda a: np.moveaxis(a, 0, -1), ((2, 3, 4),)),
+    _op("tril", lambda a: a.tril(), np.tril, ((3, 4),), ((2, 3, 3),)),
+    _op("triu_diagonal", lambda a: a.triu(1), lambda a: np.triu(a, 1), ((3, 3),)),
+    _op("mT", lambda a: a.mT, lambda a: np.swapaxes(a, -1, -2), ((2, 3, 4),)),
+    _op("t", lambda a: a.t(), lambda a: a.T, ((2, 3),), ((3,),)),
+    _op(
+        "expand_as",
+        lambda a: a.expand_as(tl.zeros(2, 3)),
+        lambda a: np.broadcast_to(a, (2, 3)),
+        ((3,),),
+    ),
+    _op("reshape_as", lambda a: a.reshape_as(tl.zeros(3, 2)), lambda a: a.reshape(3, 2), ((2, 3),)),
+    _op(
+        "view_as",
+        lambda a: a.view_as(tl.zeros(3, 2)),
+        lambda a: a.reshape(3, 2),
+        ((2, 3),),
+        tags=frozenset({"contiguous_only"}),
+    ),
+    # indexing and sorting (the values: the gradient goes back to the elements picked)
+    _op(
+        "gather",
+        lambda a: a.gather(1, tl.tensor(_GATHER_INDEX)),
+        lambda a: np.take_along_axis(a, _GATHER_INDEX, 1),
+        ((2, 4),),
+    ),
+    _op(
+        "scatter_add",
+        lambda a, b: a.scatter_add(0, tl.tensor(_SCATTER_INDEX), b),
+        _np_scatter_add,
+        ((3, 2), (2, 3)),
+    ),
+    _op(
+        "scatter",
+        lambda a, b: a.scatter(0, tl.tensor(_SCATTER_INDEX), b),
+        _np_scatter,
+        ((3, 2), (2, 2)),
+    ),
+    _op(
+        "index_select",
+        lambda a: a.index_select(0, tl.tensor([2, 0, 2])),
+        lambda a: a[[2, 0, 2]],
+        ((3, 2),),
+    ),
+    _op(
+        "masked_fill",
+        lambda a: a.masked_fill(a > 0, 0.5),
+        lambda a: np.where(a > 0, 0.5, a),
+        ((2, 3),),
+        samplers=(away_from_zero,),
+    ),
+    _op("sort", lambda a: a.sort(0, descending=True).values, lambda a: -np.sort(-a, 0), ((3, 2),)),
+    _op(
+        "topk", lambda a: a.topk(2).values, lambda a: -np.sort(-a, -1)[..., :2], ((2, 4),), ((3,),)
+    ),
+    # function forms built of the above
+    _op(
+        "einsum_matmul",
+        lambda a, b: tl.einsum("ij,kj->ik", a, b),
+        lambda a, b: np.einsum("ij,kj->ik", a, b),
+        ((2, 3), (4, 3)),
+    ),
+    _op(
+        "einsum_batch_trace",
+        lambda a: tl.einsum("bii->b", a),
+        lambda a: np.einsum("bii->b", a),
+        ((2, 3, 3),),
+    ),
+    _op("outer", lambda a, b: tl.outer(a, b), np.outer, ((3,), (2,))),
 ]
 
 OPS_BY_NAME = {op.name: op for op in OPS}

@@ -175,7 +175,7 @@ def test_in_place_ops_write_into_storage_even_when_operands_overlap(name: str) -
     # that storage, another view of it (shifted, transposed) or a broadcast row.
     on = backend(name)
     x = tl.arange(12.0, backend=on).reshape(3, 4)
-    storage = x.data
+    storage = x.storage
     expected = np.arange(12.0).reshape(3, 4)
     with tl.no_grad():
         x.add_(x, alpha=0.5)
@@ -192,7 +192,7 @@ def test_in_place_ops_write_into_storage_even_when_operands_overlap(name: str) -
     y_expected = np.arange(9.0).reshape(3, 3)
     np.testing.assert_allclose(x.to("numpy").numpy(), expected, rtol=1e-15)
     np.testing.assert_array_equal(y.to("numpy").numpy(), y_expected + y_expected.T)
-    assert x.data is storage  # in place: the same storage, not a new one
+    assert x.storage is storage  # in place: the same storage, not a new one
     i = tl.tensor([1, 2], backend=on)
     with pytest.raises(
         RuntimeError, match="has dtype torchlight.float64, which cannot be stored in place"

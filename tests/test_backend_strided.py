@@ -152,10 +152,10 @@ def test_scalar_zip_ops_agree_with_the_numpy_backend(op) -> None:
 def test_tensors_on_the_strided_backend_print_their_layout() -> None:
     x = tl.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], backend="strided")
     assert (
-        repr(x.T.data)
+        repr(x.T.storage)
         == "StridedStorage(shape=(3, 2), strides=(1, 3), offset=0, dtype=float64, buffer of 6)"
     )
-    assert x[1, ::2].data.offset == 3 and x[1, ::2].data.strides == (2,)
+    assert x[1, ::2].storage.offset == 3 and x[1, ::2].storage.strides == (2,)
     assert x.device == "strided" and "device='strided'" in repr(x)
 
 

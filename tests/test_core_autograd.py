@@ -64,7 +64,7 @@ def test_leaf_vs_intermediate():
     with pytest.raises(AttributeError, match="non-leaf.*only leaf tensors.*retain_grad"):
         _ = b.grad
     c = a.detach()
-    assert c.data is a.data or np.shares_memory(c.numpy(), a.detach().numpy())
+    assert c.storage is a.storage or np.shares_memory(c.numpy(), a.detach().numpy())
     assert not c.requires_grad and c.history is None
 
 
@@ -172,13 +172,12 @@ def test_topological_sort_of_a_deep_graph_needs_no_recursion():
     assert x.grad.item() == 1.0
 
 
-# ---------------------------------------------------------------- whose memory .grad is
+# ---------------------------------------------------------------- .grad is a leaf's own copy
 class Handover(Function):
     """Identity whose backward returns a fresh gradient, remembered (weakly or not) by the test."""
 
     keep: str | bool = False
     kept: list = []
-    weak: list = []
 
     @staticmethod
     def forward(ctx, x):
@@ -188,21 +187,12 @@ class Handover(Function):
     def backward(ctx, grad_output):
         grad = grad_output * 1.0
         if Handover.keep == "base":  # a view into a larger array the Function keeps
-            base = np.concatenate([grad.data, grad.data])
+            base = np.concatenate([grad.storage, grad.storage])
             grad = grad._new(base[: grad.shape[0]])
             Handover.kept.append(base)
         elif Handover.keep:  # the tensor, or only its storage
-            Handover.kept.append(grad if Handover.keep == "tensor" else grad.data)
-        Handover.weak.append(weakref.ref(grad))
+            Handover.kept.append(grad if Handover.keep == "tensor" else grad.storage)
         return grad
-
-
-def test_a_gradient_nothing_else_holds_becomes_grad_uncopied():
-    # PyTorch's AccumulateGrad hands such a gradient over; so does this engine.
-    x = tl.tensor([1.0, 2.0], requires_grad=True)
-    Handover.keep, Handover.weak = False, []
-    Handover.apply(x).sum().backward()
-    assert Handover.weak[0]() is x.grad
 
 
 @pytest.mark.parametrize("keep", ["tensor", "storage", "base"])
@@ -211,8 +201,8 @@ def test_a_gradient_someone_else_holds_is_copied(keep):
     Handover.keep, Handover.kept = keep, []
     Handover.apply(x).sum().backward()
     kept = Handover.kept[0]
-    storage = kept.data if keep == "tensor" else kept
-    assert x.grad is not kept and not np.shares_memory(x.grad.data, storage)
+    storage = kept.storage if keep == "tensor" else kept
+    assert x.grad is not kept and not np.shares_memory(x.grad.storage, storage)
     storage[:] = 7.0  # changing what the Function kept leaves .grad alone
     assert values(x.grad) == [1.0, 1.0]
 
@@ -226,7 +216,7 @@ class Transposed(Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        return grad_output._new(np.asfortranarray(grad_output.data * 1.0))
+        return grad_output._new(np.asfortranarray(grad_output.storage * 1.0))
 
 
 def test_a_leaf_gradient_is_laid_out_row_major():
@@ -239,7 +229,7 @@ def test_leaves_given_the_same_gradient_get_their_own_copies():
     a = tl.tensor([1.0, 2.0], requires_grad=True)
     b = tl.tensor([3.0, 4.0], requires_grad=True)
     (a + b).backward(tl.tensor([1.0, 1.0]))  # Add passes grad_output to both inputs
-    assert not np.shares_memory(a.grad.data, b.grad.data)
+    assert not np.shares_memory(a.grad.storage, b.grad.storage)
     a.grad.mul_(5.0)  # gradient clipping on one leaf, say
     assert values(b.grad) == [1.0, 1.0]
 
@@ -248,7 +238,7 @@ def test_a_gradient_given_to_backward_is_not_taken_over():
     x = tl.tensor([1.0, 2.0], requires_grad=True)
     seed = tl.tensor([1.0, 1.0])
     (x * 1.0).backward(seed)
-    assert not np.shares_memory(x.grad.data, seed.data)
+    assert not np.shares_memory(x.grad.storage, seed.storage)
     x.grad.zero_()
     assert values(seed) == [1.0, 1.0]
 
@@ -257,7 +247,7 @@ def test_a_retained_gradient_and_a_leaf_gradient_do_not_share_memory():
     x = tl.tensor([1.0, 2.0], requires_grad=True)
     y = (x + tl.zeros(2)).retain_grad()  # Add's backward passes y's gradient on to x as it is
     y.sum().backward()
-    assert not np.shares_memory(x.grad.data, y.grad.data)
+    assert not np.shares_memory(x.grad.storage, y.grad.storage)
 
 
 def test_a_broadcast_view_gradient_is_copied_into_writable_memory():
@@ -562,7 +552,7 @@ class KeepsOutput(Function):
         return grad_output
 
 
-def test_apply_records_a_fresh_result_in_place_and_copies_the_handle_otherwise():
+def test_apply_returns_a_fresh_graph_node_and_leaves_what_forward_made_alone():
     x = tl.tensor([1.0, 2.0], requires_grad=True)
     KeepsOutput.made, Handover.keep = [], False
     y = Identity.apply(x)
@@ -570,7 +560,7 @@ def test_apply_records_a_fresh_result_in_place_and_copies_the_handle_otherwise()
     z = KeepsOutput.apply(x)
     kept = KeepsOutput.made[0]()
     assert z is not kept and kept.history is None and z.grad_fn is KeepsOutput
-    w = Handover.apply(x)  # forward returns x.map("copy") and keeps nothing: w is that tensor
+    w = Handover.apply(x)
     assert w.grad_fn is Handover and w.requires_grad
     (y + z + w).sum().backward()
     assert values(x.grad) == [3.0, 3.0]
@@ -583,3 +573,15 @@ def test_a_result_saved_for_backward_is_still_checked_for_in_place_changes():
         y.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an in-place operation"):
         y.sum().backward()
+
+
+def test_the_freed_graph_error_names_a_function_that_saved_tensors():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * x).sum()  # Sum saves no tensor, Mul saves both inputs
+    y.backward()
+    with pytest.raises(RuntimeError, match="saved for backward by Mul were freed"):
+        y.backward()
+    z = (x + 1).sum()  # nothing saved: a second backward works, as in PyTorch
+    z.backward()
+    z.backward()
+    assert values(x.grad) == [2.0 + 2.0, 4.0 + 2.0]

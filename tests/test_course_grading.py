@@ -7,15 +7,19 @@ pieces it relies on, in seconds.
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from torchlight_grader import registry
+from torchlight_grader import registry, sandbox
 from torchlight_grader.grader import Cell, grade, rng_for
 from torchlight_grader.inside import wire
 from torchlight_grader.sandbox import Limits
 
+ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions")
 SETUP = Cell(
     "locked",
@@ -158,3 +162,100 @@ def test_wire_round_trips_exactly() -> None:
 def test_wire_rejects_malformed_results(raw: str) -> None:
     with pytest.raises(wire.WireError):
         wire.loads(raw)
+
+
+def test_one_time_budget_per_notebook_however_many_cells() -> None:
+    """Six cells of 2 s each next to a correct answer: the notebook stops at its 5 s budget,
+    and the checks it never reached say so."""
+    import time
+
+    exp = unary("Exp", 'x.map("exp")', "grad_output * out", save="out")
+    cells = [("exp", exp)] + [("mul", "import time\ntime.sleep(2)")] * 6
+    start = time.monotonic()
+    verdicts = grade(
+        "a1_functions",
+        [SETUP, *(Cell("answer", g, s) for g, s in cells)],
+        ["test_exp", "test_mul"],
+        seed=0,
+        limits=Limits(cell_timeout=4, budget=5),
+    )
+    assert time.monotonic() - start < 9  # the budget, plus starting and ending the sandbox
+    assert not verdicts["test_exp"].passed
+    assert "time budget of 5 s ran out" in verdicts["test_exp"].message
+
+
+def test_the_sandbox_sees_no_course_no_grader_and_runs_as_nobody(tmp_path: Path) -> None:
+    """From inside: uid 65534 without capabilities, its own PID and network namespaces, a
+    read-only environment, and neither the grader nor this directory in sight."""
+    probe = f"""
+import os, socket, sys
+assert os.getuid() == 65534 and os.getgid() == 65534, os.getuid()
+caps = [l for l in open("/proc/self/status") if l.startswith("CapEff")][0]
+assert int(caps.split()[1], 16) == 0, caps
+assert os.getpid() < 10, os.getpid()
+assert not os.path.exists({str(tmp_path)!r})
+assert not os.path.exists({str(ROOT / "torchlight_grader")!r})
+assert not os.path.exists({str(ROOT / "assignments")!r})
+try:
+    import torchlight_grader
+except ImportError:
+    pass
+else:
+    raise AssertionError("the grader is importable")
+for path in (sys.prefix, os.path.dirname(os.__file__)):
+    try:
+        open(os.path.join(path, "x.pth"), "w")
+    except OSError:
+        pass
+    else:
+        raise AssertionError(path + " is writable")
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=1)
+except OSError:
+    pass
+else:
+    raise AssertionError("network")
+open("/sandbox/scratch", "w").write("the private work dir is writable")
+print("contained")
+"""
+    (tmp_path / "secret").write_text("grades")
+    argv = [sys.executable, "-I", "-B", "-c", probe]
+    proc = subprocess.run(
+        sandbox.command(argv, Limits(), forbidden=[str(tmp_path)]),
+        capture_output=True,
+        text=True,
+        env=sandbox.clean_env(sandbox.WORK),
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0 and "contained" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_grading_fails_closed_without_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(sandbox.SandboxUnavailableError, match="install bubblewrap"):
+        sandbox._trusted_binary("/nonexistent/bwrap")
+    monkeypatch.setenv(sandbox.OPT_OUT, "yes")
+    with pytest.raises(sandbox.SandboxUnavailableError, match=sandbox.OPT_OUT_VALUE):
+        sandbox.opted_out()
+    monkeypatch.setenv(sandbox.OPT_OUT, sandbox.OPT_OUT_VALUE)
+    assert sandbox.opted_out()
+
+
+def test_a_grader_installed_in_the_environment_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Installed into site-packages next to torchlight, the grader's folder would be bound with
+    the environment: the sandbox sees it empty."""
+    import os
+
+    base = os.path.realpath(sys.base_prefix)
+    monkeypatch.setattr(sandbox, "_python_paths", lambda: sorted({base, str(ROOT)}))
+    grader = ROOT / "torchlight_grader"
+    probe = f"import os; assert os.listdir({str(grader)!r}) == [], 'grader visible'; print('ok')"
+    proc = subprocess.run(
+        sandbox.command([sys.executable, "-I", "-B", "-c", probe], Limits()),
+        capture_output=True,
+        text=True,
+        env=sandbox.clean_env(sandbox.WORK),
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]

@@ -143,3 +143,71 @@ def test_dataloader_stacks_samples_of_a_generic_dataset():
     assert batches[1][0].tolist() == [[2.0, 4.0], [3.0, 9.0]] and batches[1][1].tolist() == [0, 1]
     with pytest.raises(ValueError, match="batch_size"):
         DataLoader(Squares(), batch_size=0)
+
+
+# --------------------------------------------------------------------------- PyTorch's Dataset API
+class OneTensor(tl.data.Dataset):
+    """A Dataset whose samples are single tensors (no tuple), as in many PyTorch tutorials."""
+
+    def __len__(self):
+        return 5
+
+    def __getitem__(self, i):
+        return tl.tensor([float(i), 10.0 * i, 100.0 * i])
+
+
+def test_a_dataset_returning_one_tensor_gives_batches_of_samples():
+    # Before the fix the loader zipped over each tensor's elements: a tuple of 3 tensors of shape
+    # (2,) instead of one batch of shape (2, 3).
+    batches = list(DataLoader(OneTensor(), batch_size=2))
+    assert [type(b) for b in batches] == [tl.Tensor] * 3
+    assert [b.shape for b in batches] == [(2, 3), (2, 3), (1, 3)]
+    np.testing.assert_array_equal(batches[1].numpy(), [[2, 20, 200], [3, 30, 300]])
+
+
+def test_default_collate_follows_pytorch():
+    from torchlight.data import default_collate
+
+    x, y = default_collate([(tl.zeros(2), 1), (tl.ones(2), 0)])
+    assert x.shape == (2, 2) and y.dtype is tl.int64 and y.tolist() == [1, 0]
+    assert default_collate([0.5, 1.5]).dtype is tl.float64
+    d = default_collate([{"a": np.zeros(3), "s": "x"}, {"a": np.ones(3), "s": "y"}])
+    assert d["a"].shape == (2, 3) and d["s"] == ["x", "y"]
+    with pytest.raises(TypeError, match="collate_fn"):
+        default_collate([object()])
+
+
+def test_collate_fn_is_used_for_every_batch_also_on_a_tensor_dataset():
+    ds = TensorDataset(tl.arange(6.0), tl.tensor([0, 1, 0, 1, 0, 1]))
+    seen = []
+
+    def collate(samples):
+        seen.append(len(samples))
+        return sum(float(x.item()) for x, _ in samples)
+
+    assert list(DataLoader(ds, batch_size=4, collate_fn=collate)) == [6.0, 9.0]
+    assert seen == [4, 2]
+
+
+def test_subset_concat_and_random_split():
+    from torchlight.data import ConcatDataset, Subset, random_split
+
+    ds = TensorDataset(tl.arange(10.0))
+    sub = Subset(ds, [7, 2, 5])
+    assert len(sub) == 3 and sub[1][0].item() == 2.0
+    assert [float(b.sum()) for (b,) in DataLoader(sub, batch_size=2)] == [9.0, 5.0]
+    both = ConcatDataset([sub, OneTensor()])
+    assert len(both) == 8 and both[3].tolist() == [0.0, 0.0, 0.0] and both[-1][0] == 4.0
+    assert len(sub + sub) == 6
+
+    parts = random_split(ds, [6, 3, 1], generator=np.random.default_rng(0))
+    assert [len(p) for p in parts] == [6, 3, 1]
+    assert sorted(i for p in parts for i in p.indices) == list(range(10))  # disjoint, complete
+    again = random_split(ds, [6, 3, 1], generator=np.random.default_rng(0))
+    assert [p.indices for p in parts] == [p.indices for p in again]
+    # fractions: floor(n * f) each, the remainder one by one to the first subsets (PyTorch's rule)
+    assert [len(p) for p in random_split(TensorDataset(tl.arange(11.0)), [0.5, 0.3, 0.2])] == [
+        6, 3, 2,
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="add up"):
+        random_split(ds, [5, 3])

@@ -14,6 +14,18 @@ CORE_MODULES = [
     "torchlight.dtypes",
     "torchlight.shape",
     "torchlight.tensor",
+    # PyTorch's other ops, function forms and devices
+    "torchlight.cuda",
+    "torchlight.device",
+    "torchlight.functional_forms",
+    "torchlight.ops_einsum",
+    "torchlight.ops_index",
+    "torchlight.ops_math",
+    "torchlight.ops_reduce",
+    "torchlight.ops_shape",
+    "torchlight.return_types",
+    "torchlight.serialization",
+    "torchlight.tensor_extras",
 ]
 
 

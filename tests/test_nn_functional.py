@@ -65,8 +65,8 @@ def test_cross_entropy_matches_numpy_for_each_reduction():
 def test_cross_entropy_and_nll_gradcheck(reduction):
     x = tl.randn(4, 5, requires_grad=True)
     y = tl.tensor([4, 0, 2, 2])
-    assert gradcheck(lambda x: F.cross_entropy(x, y, reduction), x)
-    assert gradcheck(lambda x: F.nll_loss(x, y, reduction), x)
+    assert gradcheck(lambda x: F.cross_entropy(x, y, reduction=reduction), x)
+    assert gradcheck(lambda x: F.nll_loss(x, y, reduction=reduction), x)
 
 
 def test_cross_entropy_gradient_is_softmax_minus_one_hot():

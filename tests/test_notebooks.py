@@ -32,6 +32,7 @@ TUTORIALS = [
     "03_neural_networks",
     "04_backends_and_gpu",
     "05_convolutions",
+    "06_attention_and_transformers",
 ]
 
 #: The headings of the published docs page "Tutorial 2: Autograd", in order

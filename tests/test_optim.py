@@ -17,14 +17,14 @@ GRADS = [[RNG.standard_normal(p.shape) for p in P0] for _ in range(STEPS)]
 def run_torchlight(make_opt) -> list[np.ndarray]:
     params = [nn.Parameter(tl.tensor(p)) for p in P0]
     opt = make_opt(params)
-    storages = [p.data for p in params]
+    storages = [p.storage for p in params]
     for grads in GRADS:
         opt.zero_grad()
         for p, g in zip(params, grads, strict=True):
             p.grad = tl.tensor(g)
         opt.step()
     # updated in place: same Parameter objects, same storage
-    assert all(p.data is s for p, s in zip(params, storages, strict=True))
+    assert all(p.storage is s for p, s in zip(params, storages, strict=True))
     return [p.detach().numpy() for p in params]
 
 
@@ -113,7 +113,7 @@ def test_param_groups_have_their_own_settings():
 def test_sgd_sees_a_changed_learning_rate_and_updates_in_place_per_dtype():
     a = nn.Parameter(tl.ones(2))  # float64
     b = nn.Parameter(tl.ones(2, dtype=tl.float32))
-    storage_a, storage_b = a.data, b.data
+    storage_a, storage_b = a.storage, b.storage
     opt = optim.SGD([a, b], lr=0.25)
     a.grad, b.grad = tl.ones(2), tl.ones(2, dtype=tl.float32)
     opt.step()
@@ -121,7 +121,7 @@ def test_sgd_sees_a_changed_learning_rate_and_updates_in_place_per_dtype():
     opt.step()
     np.testing.assert_array_equal(a.detach().numpy(), [0.25, 0.25])
     np.testing.assert_array_equal(b.detach().numpy(), [0.25, 0.25])
-    assert a.data is storage_a and b.data is storage_b  # the model's own storage, updated
+    assert a.storage is storage_a and b.storage is storage_b  # the model's own storage, updated
     assert b.dtype is tl.float32
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -107,8 +109,8 @@ def test_resume_from_another_setup_is_a_clear_error(tmp_path):
     assert run(["--dataset", "xor", "--epochs", "1", "--save", str(ckpt)]).returncode == 0
     result = run(["--dataset", "spiral", "--epochs", "2", "--resume", str(ckpt)])
     assert result.returncode == 1 and "trained with --dataset xor" in result.stderr
-    result = run(["--epochs", "1", "--resume", str(ckpt)])  # digits MLP: other shapes
-    assert result.returncode == 1 and "error:" in result.stderr and "size mismatch" in result.stderr
+    result = run(["--dataset", "digits", "--epochs", "1", "--resume", str(ckpt)])
+    assert result.returncode == 1 and "trained with --dataset xor" in result.stderr
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes(ckpt.read_bytes()[:100])
     result = run(["--dataset", "xor", "--epochs", "2", "--resume", str(broken)])
@@ -121,7 +123,14 @@ def test_usage_errors():
     result = run(["--dataset", "mnist"])
     assert result.returncode == 2 and "invalid choice" in result.stderr
     result = run(["--lr", "-1"])
-    assert result.returncode == 2 and "--lr" in result.stderr
+    assert result.returncode == 2 and "--lr must be a positive number" in result.stderr
+    assert "--epochs" not in result.stderr.splitlines()[-1]  # a message for the flag that is wrong
+    result = run(["--epochs", "-1"])
+    assert result.returncode == 2 and "--epochs must be 0 or more" in result.stderr
+    assert "--lr must" not in result.stderr and "--batch-size must" not in result.stderr
+    result = run(["--batch-size", "0", "--lr", "0"])
+    assert result.returncode == 2 and "--batch-size must be at least 1, " not in result.stderr
+    assert "got 0\n" in result.stderr and "--lr must be a positive number" in result.stderr
     result = run(["--backend", "abacus"])
     assert result.returncode == 2 and "unknown backend 'abacus'" in result.stderr
 
@@ -147,3 +156,58 @@ def test_build_model_shapes():
     assert isinstance(build_model("cnn", "digits")[0], nn.Conv2d)
     assert build_model("mlp", "digits")[0].in_features == 64
     assert build_model("mlp", "spiral")[-1].out_features == 2
+
+
+def test_resume_alone_takes_the_data_set_and_model_from_the_checkpoint(tmp_path):
+    ckpt = tmp_path / "xor.ckpt"
+    flags = ["--points", "32", "--save", str(ckpt)]
+    assert run(["--dataset", "xor", "--epochs", "1", *flags]).returncode == 0
+    result = run(["--epochs", "2", "--resume", str(ckpt), *flags])  # no --dataset, no --model
+    assert result.returncode == 0, result.stderr
+    assert "resumed from" in result.stdout and "after epoch 1" in result.stdout
+    assert load_checkpoint(ckpt, build_model("mlp", "xor"))["epoch"] == 2
+
+
+def test_a_bad_save_path_fails_before_training(tmp_path):
+    result = run(["--dataset", "xor", "--save", str(tmp_path / "missing" / "x.ckpt")], timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"the folder {tmp_path / 'missing'} does not exist" in result.stderr
+    assert "epoch 1/" not in result.stderr and "Traceback" not in result.stderr  # nothing trained
+    result = run(["--dataset", "xor", "--save", str(tmp_path)], timeout=60)
+    assert result.returncode == 2 and "is a folder; give a file name" in result.stderr
+
+
+def test_ctrl_c_prints_one_line_naming_the_last_checkpoint(tmp_path):
+    ckpt = tmp_path / "long.ckpt"
+    process = start(
+        ["--dataset", "xor", "--points", "32", "--epochs", "100000", "--save", str(ckpt)]
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ckpt.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert ckpt.exists(), "no checkpoint written within 60 s"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    lines = [line.split("\r")[-1].strip() for line in err.splitlines()]
+    message = [line for line in lines if line.startswith("interrupted")]
+    assert len(message) == 1, err
+    assert f"the last checkpoint is {ckpt} (epoch " in message[0]
+    assert f"--resume {ckpt}" in message[0]
+    saved = load_checkpoint(ckpt, build_model("mlp", "xor"))["epoch"]  # intact, readable
+    assert f"(epoch {saved})" in message[0]
+
+
+def test_help_names_the_command_used_without_rst_markup():
+    script = Path(sys.executable).parent / "torchlight-train"
+    assert script.exists(), f"{script} is missing: `make venv` installs the console script"
+    shown = subprocess.run([str(script), "--help"], env=ENV, text=True, capture_output=True)
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: torchlight-train ")
+    assert "``" not in shown.stdout and "python -m" not in shown.stdout
+    assert run(["--help"]).stdout.startswith("usage: python -m torchlight.train ")

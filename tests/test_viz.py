@@ -354,7 +354,9 @@ def test_viewer_function_node_shows_its_chain_rule_step():
     mul = next(n.id for n in viewer.view.graph.nodes if n.label == "Mul")
     click(viewer.canvas, mul)
     assert "c = Mul(b, a)" in viewer.info.value
-    assert "dL/dx = g * y" in viewer.info.value
+    assert r"Local rule (from its docstring): $f(a, b) = a b$, $\partial f/\partial a = b$" in (
+        viewer.info.value
+    )
     assert "tensor([2., 4.])" in viewer.info.value  # what Mul adds to dL/da
 
 
@@ -402,3 +404,38 @@ def test_html_canvas_fallback_shows_the_svg():
     canvas.svg = viz.to_svg(tutorial_graph()[2])
     assert canvas.value.startswith("<div class='tl-canvas'") and "max-height:300px" in canvas.value
     parse(canvas.svg)
+
+
+def test_replay_names_the_function_whose_backward_raised():
+    class Broken(tl.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            raise ValueError("planted")
+
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    y = (Broken.apply(x) * 2).sum()
+    replay = viz.GraphView(y).replay
+    assert replay.error == "Broken.backward raised ValueError: planted"
+    assert len(replay.steps) == 2  # the sum and the product ran
+
+
+def test_every_built_in_and_nn_function_states_its_local_rule():
+    import torchlight.nn.autograd_ops
+    import torchlight.nn.conv_functions  # noqa: F401 - registers the conv Functions
+    from torchlight.viz.view import local_rule
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    ours = {f for f in subclasses(tl.autograd.Function) if f.__module__.startswith("torchlight.")}
+    assert len(ours) >= 40
+    for fn in ours:
+        rule = local_rule(fn)
+        assert rule and "Example" not in rule, fn.__name__
+        assert "grad" in rule or "partial" in rule or "'" in rule, (fn.__name__, rule)

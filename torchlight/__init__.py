@@ -33,6 +33,9 @@ from torchlight.creation import (
     zeros,
     zeros_like,
 )
+
+# PyTorch's function forms (tl.exp, tl.max, tl.einsum, tl.save...) and device names
+from torchlight.device import device
 from torchlight.dtypes import (
     DType,
     bool_,
@@ -43,14 +46,17 @@ from torchlight.dtypes import (
     int64,
     set_default_dtype,
 )
+from torchlight.functional_forms import *  # noqa: F403 - each name is listed in __all__ below
+from torchlight.functional_forms import __all__ as _FUNCTION_FORMS
 from torchlight.tensor import Tensor
 
 bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
+float, double, long, int = float32, float64, int64, int32  # noqa: A001 - PyTorch's aliases
 __version__ = "0.1.0"
 
 # The layers above the core load on first use (`tl.nn`, `tl.viz`...), so `import torchlight`
 # stays fast and never needs the notebook packages.
-_SUBMODULES = ("nn", "optim", "data", "viz", "checkpoint", "train")
+_SUBMODULES = ("nn", "optim", "data", "viz", "checkpoint", "train", "cuda")
 
 
 def __getattr__(name: str) -> object:
@@ -69,3 +75,4 @@ __all__ = [
     "randn_like", "set_default_backend", "set_default_dtype", "shape", "stack", "tensor", "where",
     "zeros", "zeros_like",
 ]  # fmt: skip
+__all__ += ["cuda", "device", "double", "float", "int", "long", *_FUNCTION_FORMS]  # noqa: F405

@@ -12,9 +12,11 @@ $$\frac{\partial L}{\partial x_i} = \sum_{\text{uses of } x_i}
 from __future__ import annotations
 
 import functools
-import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from torchlight.shape import broadcasts_to, unbroadcast
 
 __all__ = [
     "Context",
@@ -23,6 +25,7 @@ __all__ = [
     "History",
     "Variable",
     "backpropagate",
+    "backward_steps",
     "central_difference",
     "enable_grad",
     "gradcheck",
@@ -35,8 +38,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 # --------------------------------------------------------------------------- grad mode
-class _GradMode:
-    enabled = True
+class _GradModeOfThisThread(threading.local):
+    """Whether recording is on, for each thread on its own (as in PyTorch): a ``no_grad()``
+    in one thread must not turn recording off in another."""
+
+    enabled = True  # what a new thread starts with
+
+
+_GradMode = _GradModeOfThisThread()
 
 
 def is_grad_enabled() -> bool:
@@ -90,7 +99,7 @@ class Variable(Protocol):
     @property
     def shape(self) -> tuple[int, ...]: ...
 
-    def _accumulate_grad(self, grad: Any, sole: bool = False) -> None: ...
+    def _accumulate_grad(self, grad: Any) -> None: ...
 
 
 _FREED = (
@@ -112,6 +121,10 @@ class Context:
     _saved: tuple[Any, ...] = ()
     _versions: list[tuple[Any, int] | None] = []
     _freed = False
+    forward_args: tuple[Any, ...] = ()  # what ``apply`` passed to ``forward``, tensors or not
+    #: One flag per ``forward`` argument: whether it is a tensor that requires grad (PyTorch's
+    #: name), so ``backward`` can skip a gradient nobody asked for.
+    needs_input_grad: tuple[bool, ...] = ()
 
     def __init__(self, fn_name: str = "Function") -> None:
         self._fn_name = fn_name
@@ -149,9 +162,14 @@ class Context:
         return self._saved
 
     def release(self) -> None:
-        """Drop the saved values (called by the engine after backward)."""
-        self._saved = ()
-        self._freed = True
+        """Drop the saved values (called by the engine after backward).
+
+        A Function that saved no tensor (``Add``, ``Sum``) keeps working: only reading
+        ``saved_tensors`` after the release raises.
+        """
+        if self._saved:
+            self._saved = ()
+            self._freed = True
 
 
 class _UnrecordedContext(Context):
@@ -168,42 +186,107 @@ class History:
     ``parents`` is the docs page's word for the same tuple.
     """
 
-    __slots__ = ("ctx", "inputs", "last_fn")
+    __slots__ = ("ctx", "input_histories", "inputs", "last_fn")
 
     def __init__(self, last_fn: type[Function], ctx: Context, inputs: tuple[Any, ...]) -> None:
         self.last_fn = last_fn
         self.ctx = ctx
         self.inputs = inputs
+        # Each input's own History now: an in-place op may give an input a new one later.
+        self.input_histories = tuple([t.history for t in inputs])
 
     @property
     def parents(self) -> tuple[Any, ...]:
         return self.inputs
 
+    def recorded_inputs(self) -> list[Any]:
+        """The inputs as they were when this node was recorded.
+
+        An in-place op (``y.add_(1)``) gives ``y`` a new History whose first input is ``y``
+        as it was before; a node that used ``y`` earlier must send its gradient to that
+        earlier ``y``, as in PyTorch. So follow each changed input back to its recorded History.
+        """
+        recorded = []
+        for t, h in zip(self.inputs, self.input_histories, strict=True):
+            while t.history is not h:  # t was changed in place after this node used it
+                if getattr(self.last_fn, "makes_view", False):
+                    raise RuntimeError(
+                        f"a view ({self.last_fn.__name__}) was taken of a tensor that was then "
+                        f"changed in place by {t.history.last_fn.__name__}: the view's gradient "
+                        "would be wrong. Take the view after the in-place change, or change a "
+                        ".clone() of the tensor instead."
+                    )
+                t = t.history.inputs[0]  # the tensor before that in-place op
+            recorded.append(t)
+        return recorded
+
     def chain_rule(self, grad_output: Any) -> list[tuple[Any, Any]]:
         r"""One step of the chain rule: ``(input, dL/dinput)`` for each input that needs it.
 
         Calls ``last_fn.backward(ctx, grad_output)``, checks it returned one gradient per input,
-        and sums broadcast gradients back to each input's shape, so a Function only writes math.
+        and sums broadcast gradients back to each input's shape (``unbroadcast``), so a
+        Function only writes math.
         """
         fn = self.last_fn
         grads = fn.backward(self.ctx, grad_output)
         if not isinstance(grads, tuple):
             grads = (grads,)
-        if len(grads) != len(self.inputs):
-            raise RuntimeError(
-                f"{fn.__name__}.backward returned {len(grads)} gradient(s), but "
-                f"{fn.__name__}.forward took {len(self.inputs)} tensor input(s): return one "
-                "gradient per tensor input, in order (None for an input that needs none)"
-            )
+        inputs = self.recorded_inputs()
+        if len(grads) != len(inputs):
+            grads = _one_per_tensor(fn, self.ctx, grads, len(inputs))
         pairs = []
-        for i, inp in enumerate(self.inputs):
-            grad = grads[i]
-            if grad is not None and inp.requires_grad:
-                pairs.append((inp, inp._gradient_for(grad, fn.__name__, i)))
+        for i, (inp, grad) in enumerate(zip(inputs, grads, strict=True)):
+            if grad is None or not inp.requires_grad:
+                continue
+            grad = _check_gradient(fn, i, inp, grad)
+            if grad.shape != inp.shape:  # the input was broadcast: sum the copies' gradients
+                grad = unbroadcast(grad, inp.shape)
+            if grad.dtype != inp.dtype:
+                grad = grad.to(inp.dtype)
+            pairs.append((inp, grad))
         return pairs
 
     def __repr__(self) -> str:
         return f"History(last_fn={self.last_fn.__name__}, parents={self.inputs!r})"
+
+
+def _check_gradient(fn: type[Function], i: int, inp: Any, grad: Any) -> Any:
+    """``grad`` as a tensor on ``inp``'s backend, of ``inp``'s shape or one it broadcasts to."""
+    grad = inp._lift(grad)  # a number or an array becomes a tensor
+    if grad.backend is not inp.backend:
+        raise RuntimeError(
+            f"{fn.__name__}.backward returned input {i}'s gradient on backend "
+            f"{grad.backend.name!r}, but the input is on {inp.backend.name!r}"
+        )
+    if grad.shape != inp.shape and not broadcasts_to(inp.shape, grad.shape):
+        raise RuntimeError(
+            f"{fn.__name__}.backward returned a gradient of shape {grad.shape} for input {i}, "
+            f"which has shape {inp.shape}: the gradient must have the input's shape (or a "
+            "shape the input broadcasts to)"
+        )
+    return grad
+
+
+def _one_per_tensor(
+    fn: type[Function], ctx: Context, grads: tuple[Any, ...], n_tensors: int
+) -> tuple[Any, ...]:
+    """PyTorch's convention: backward returned one value per ``forward`` argument, ``None``
+    for each argument that is not a tensor. Keep the tensors' gradients."""
+    args = ctx.forward_args
+    if len(grads) != len(args):
+        raise RuntimeError(
+            f"{fn.__name__}.backward returned {len(grads)} gradient(s), but "
+            f"{fn.__name__}.forward took {n_tensors} tensor input(s) ({len(args)} argument(s)): "
+            "return one gradient per tensor input, or one value per forward argument, in order "
+            "(None for an input that needs none and for each argument that is not a tensor)"
+        )
+    for i, (arg, grad) in enumerate(zip(args, grads, strict=True)):
+        if grad is not None and not hasattr(arg, "requires_grad"):
+            raise RuntimeError(
+                f"{fn.__name__}.backward returned a gradient for forward's argument {i}, "
+                f"which is not a tensor (it is a {type(arg).__name__}): return None for it"
+            )
+    return tuple(g for arg, g in zip(args, grads, strict=True) if hasattr(arg, "requires_grad"))
 
 
 class Function:
@@ -241,46 +324,35 @@ class Function:
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run ``forward`` and, if any tensor input requires grad, record a History node."""
-        if not _GradMode.enabled:  # fast path: inside no_grad, or inside another backward
-            result = cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs)
-            if not hasattr(result, "_attach_history"):
-                raise _not_a_tensor(cls, result)
-            return result
-        tensors, record = [], False
+        if not _GradMode.enabled:  # inside no_grad, or inside another forward/backward
+            return _checked(cls, cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs))
+        tensors, needs = [], []
         for a in args:
-            if hasattr(a, "_attach_history"):  # a tensor: an input of the graph
+            is_tensor = hasattr(a, "requires_grad")
+            if is_tensor:  # an input of the graph
                 tensors.append(a)
-                record = record or a.requires_grad
+            needs.append(is_tensor and a.requires_grad)
+        record = any(needs)
         ctx = Context(cls.__name__) if record else _UnrecordedContext(cls.__name__)
+        ctx.forward_args, ctx.needs_input_grad = args, tuple(needs)
         _GradMode.enabled = False  # forward's own ops are not recorded
         try:
             result = cls.forward(ctx, *args, **kwargs)
         finally:
             _GradMode.enabled = True
-        if not hasattr(result, "_attach_history"):
-            raise _not_a_tensor(cls, result)
         if not record:
-            return result
-        references = sys.getrefcount(result)  # ONE_REFERENCE: forward made it and kept no other
-        return result._attach_history(History(cls, ctx, tuple(tensors)), references)
+            return _checked(cls, result)
+        # The graph node: a new tensor on the result's storage, which remembers how it was made.
+        return _checked(cls, result)._with_history(History(cls, ctx, tuple(tensors)))
 
 
-def _not_a_tensor(cls: type[Function], result: Any) -> TypeError:
-    return TypeError(f"{cls.__name__}.forward must return a Tensor, got {type(result).__name__}")
+def _checked(cls: type[Function], result: Any) -> Any:
+    if not hasattr(result, "requires_grad"):
+        raise TypeError(f"{cls.__name__}.forward must return a Tensor, got {type(result).__name__}")
+    return result
 
 
 # --------------------------------------------------------------------------- the engine
-def _references_of_a_local() -> int:
-    held = object()
-    return sys.getrefcount(held)
-
-
-#: What ``sys.getrefcount(x)`` returns when one variable (or one attribute) holds ``x`` and
-#: nothing else does. Measured, not assumed: the count includes the call's own reference, which
-#: differs between CPython versions.
-ONE_REFERENCE = _references_of_a_local()
-
-
 def topological_sort(root: Variable) -> list[Variable]:
     """All tensors that lead to ``root`` and require grad, ordered from the leaves to the root.
 
@@ -292,7 +364,9 @@ def topological_sort(root: Variable) -> list[Variable]:
         return [root] if root.requires_grad else []
     order: list[Variable] = []
     seen = {id(root)}
-    stack: list[tuple[Variable, Iterator[Variable]]] = [(root, iter(root.history.inputs))]
+    stack: list[tuple[Variable, Iterator[Variable]]] = [
+        (root, iter(root.history.recorded_inputs()))
+    ]
     while stack:
         node, inputs = stack[-1]
         for parent in inputs:
@@ -301,7 +375,7 @@ def topological_sort(root: Variable) -> list[Variable]:
                 if parent.history is None:
                     order.append(parent)  # a leaf: nothing comes before it
                 else:
-                    stack.append((parent, iter(parent.history.inputs)))
+                    stack.append((parent, iter(parent.history.recorded_inputs())))
                     break  # visit parent's inputs first; node's iterator resumes afterwards
         else:  # all of node's inputs are in the order
             stack.pop()
@@ -309,42 +383,39 @@ def topological_sort(root: Variable) -> list[Variable]:
     return order
 
 
-def backpropagate(root: Variable, deriv: Any, retain_graph: bool = False) -> None:
-    """Walk the graph from ``root`` (whose gradient is ``deriv``) back to the leaves.
+def backward_steps(root: Variable, grad: Any) -> Iterator[tuple[Any, Any, list[tuple[Any, Any]]]]:
+    """Walk the graph from ``root`` (whose gradient is ``grad``) back to the leaves, yielding
+    ``(node, grad, sends)`` for each node: its complete gradient, and the ``(input, share)``
+    pairs its chain rule passes on (none for a leaf, where the gradient stops).
 
-    Each node's gradient is complete once every node after it in topological order has passed
-    its share back, so one reversed pass suffices. Leaves accumulate into ``.grad``; saved
-    values are released unless ``retain_graph``.
+    In reverse topological order a node's gradient is complete when its turn comes: every node
+    that uses it came earlier and has already sent its share. So one pass suffices: take the
+    node's summed gradient, apply its chain rule, and add each share to its input's gradient.
+    This is the one backward loop: ``backpropagate`` and the graph viewer's replay consume it.
     """
-    previous, _GradMode.enabled = _GradMode.enabled, False  # backward's own ops are not recorded
-    try:
-        _backpropagate(root, deriv, retain_graph)
-    finally:
-        _GradMode.enabled = previous
-
-
-def _backpropagate(root: Variable, deriv: Any, retain_graph: bool) -> None:
-    grads: dict[int, Any] = {id(root): deriv}
+    grads: dict[int, Any] = {id(root): grad}  # summed so far, by node
     for node in reversed(topological_sort(root)):
         grad = grads.pop(id(node), None)
-        if grad is None:
+        if grad is None:  # no gradient reaches it (a backward returned None for it)
             continue
-        history = node.history
-        if history is None:  # a leaf: it may keep a gradient only this loop refers to, uncopied
-            sole = sys.getrefcount(grad) == ONE_REFERENCE  # (counted before grad is passed on)
-            node._accumulate_grad(grad, sole)
-            continue
-        if node._retains_grad:
-            node._accumulate_grad(grad)
-        ctx = history.ctx
-        if ctx._freed:
-            raise RuntimeError(_FREED.format(fn=history.last_fn.__name__))
-        for parent, parent_grad in history.chain_rule(grad):
+        sends = [] if node.history is None else node.history.chain_rule(grad)
+        yield node, grad, sends
+        for parent, share in sends:
             key = id(parent)
-            grads[key] = grads[key] + parent_grad if key in grads else parent_grad
-        parent_grad = None  # let go of the last one: a leaf counts the references to it
-        if not retain_graph:
-            ctx.release()
+            grads[key] = grads[key] + share if key in grads else share
+
+
+def backpropagate(root: Variable, deriv: Any, retain_graph: bool = False) -> None:
+    """Compute the gradients from ``root`` back: leaves accumulate them into ``.grad``.
+
+    Saved values are released as each node is done, unless ``retain_graph``.
+    """
+    with no_grad():  # backward's own ops are not recorded
+        for node, grad, _ in backward_steps(root, deriv):
+            if node.history is None or node._retains_grad:
+                node._accumulate_grad(grad)
+            if node.history is not None and not retain_graph:
+                node.history.ctx.release()
 
 
 # --------------------------------------------------------------------------- checking

@@ -38,7 +38,7 @@ def _output(fn: Callable[..., Any], args: Sequence[Any]) -> Tensor:
 
 
 def _host(t: Tensor) -> np.ndarray:
-    return np.array(t.backend.to_numpy(t.data), dtype=np.float64, order="C")
+    return np.array(t.backend.to_numpy(t.storage), dtype=np.float64, order="C")
 
 
 def _with_element(x: Tensor, flat_index: int, delta: float) -> Tensor:

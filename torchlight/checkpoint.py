@@ -37,7 +37,7 @@ from torchlight.nn.module import Module
 from torchlight.optim import Optimizer
 from torchlight.tensor import Tensor
 
-__all__ = ["CheckpointError", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CheckpointError", "checkpoint_extra", "load_checkpoint", "save_checkpoint"]
 
 FORMAT = "torchlight-checkpoint"
 VERSION = 1
@@ -232,4 +232,25 @@ def load_checkpoint(
     model.load_state_dict(values)  # checked above: cannot fail half-way
     if optimizer is not None and optimizer_state is not None:
         optimizer.load_state_dict(optimizer_state)
+    return dict(header.get("extra", {}))
+
+
+def checkpoint_extra(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``extra`` values saved with a checkpoint, without loading it into a model.
+
+    ``torchlight-train --resume ckpt`` reads the data set and the model from them, to build the
+    model before loading it.
+
+    Raises:
+        CheckpointError: for a missing, corrupt or truncated file.
+
+    Example:
+        >>> import os, tempfile
+        >>> from torchlight import nn
+        >>> path = os.path.join(tempfile.mkdtemp(), "model.ckpt")
+        >>> save_checkpoint(path, nn.Linear(3, 2), epoch=3, dataset="xor")
+        >>> checkpoint_extra(path)
+        {'epoch': 3, 'dataset': 'xor'}
+    """
+    header, _ = _read(os.fspath(path))
     return dict(header.get("extra", {}))

@@ -36,7 +36,11 @@ def generator() -> np.random.Generator:
 
 
 def _make(
-    array: np.ndarray, dtype: Any, requires_grad: bool, backend: str | Backend | None
+    array: np.ndarray,
+    dtype: Any,
+    requires_grad: bool,
+    backend: str | Backend | None,
+    device: Any = None,
 ) -> Tensor:
     if dtype is not None:
         array = array.astype(dtypes.from_any(dtype).numpy, copy=False)
@@ -45,11 +49,24 @@ def _make(
     elif array.dtype.kind in "iu":
         array = array.astype(np.int64, copy=False)
     dtypes.from_any(array.dtype)  # rejects complex, strings, objects with a clear message
-    chosen = get_backend(backend)
+    chosen = _backend_or_device(backend, device)
     out = Tensor(chosen.from_numpy(np.asarray(array, order="C")), chosen)
     if requires_grad:
         out.requires_grad_(True)
     return out
+
+
+def _backend_or_device(backend: str | Backend | None, device: Any) -> Backend:
+    """``device=`` (PyTorch's word: "cpu", "cuda", a backend name) or ``backend=``."""
+    if device is None:
+        return get_backend(backend)
+    chosen = get_backend(str(device))
+    if backend is not None and get_backend(backend) is not chosen:
+        raise ValueError(
+            f"device={str(device)!r} and backend={getattr(backend, 'name', backend)!r} disagree; "
+            "give one of them"
+        )
+    return chosen
 
 
 def _numpy_dtype(dtype: Any) -> Any:
@@ -71,6 +88,7 @@ def tensor(
     dtype: Any = None,
     requires_grad: bool = False,
     backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (nested lists, a number, a numpy array).
 
@@ -83,14 +101,14 @@ def tensor(
                 [3., 4.]], requires_grad=True)
     """
     if isinstance(data, Tensor):
-        data = data.backend.to_numpy(data.data)
+        data = data.backend.to_numpy(data.storage)
     try:
         array = np.array(data)
     except ValueError as error:
         raise ValueError(f"tensor(): nested lists must be rectangular ({error})") from None
     if array.dtype == object:
         raise TypeError(f"tensor(): cannot make a tensor from {type(data).__name__} data")
-    return _make(array, dtype, requires_grad, backend)
+    return _make(array, dtype, requires_grad, backend, device)
 
 
 def full(
@@ -100,6 +118,7 @@ def full(
     dtype: Any = None,
     requires_grad: bool = False,
     backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
     """A tensor of shape ``size`` with every element ``fill_value``."""
     dtype = dtype or (
@@ -110,26 +129,42 @@ def full(
         else None
     )
     array = np.full(_size(tuple(size)), fill_value, dtype=_numpy_dtype(dtype))
-    return _make(array, dtype, requires_grad, backend)
+    return _make(array, dtype, requires_grad, backend, device)
 
 
 def zeros(
-    *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
+    *size: Any,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
-    return _make(np.zeros(_size(size), dtype=_numpy_dtype(dtype)), dtype, requires_grad, backend)
+    return _make(
+        np.zeros(_size(size), dtype=_numpy_dtype(dtype)), dtype, requires_grad, backend, device
+    )
 
 
 def ones(
-    *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
+    *size: Any,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
-    return _make(np.ones(_size(size), dtype=_numpy_dtype(dtype)), dtype, requires_grad, backend)
+    return _make(
+        np.ones(_size(size), dtype=_numpy_dtype(dtype)), dtype, requires_grad, backend, device
+    )
 
 
 def empty(
-    *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
+    *size: Any,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
     """Like :func:`zeros` (torchlight never hands out uninitialized memory)."""
-    return zeros(*size, dtype=dtype, requires_grad=requires_grad, backend=backend)
+    return zeros(*size, dtype=dtype, requires_grad=requires_grad, backend=backend, device=device)
 
 
 def eye(
@@ -139,8 +174,9 @@ def eye(
     dtype: Any = None,
     requires_grad: bool = False,
     backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
-    return _make(np.eye(n, m), dtype, requires_grad, backend)
+    return _make(np.eye(n, m), dtype, requires_grad, backend, device)
 
 
 def arange(
@@ -151,13 +187,14 @@ def arange(
     dtype: Any = None,
     requires_grad: bool = False,
     backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
     """``start, start + step, ...`` up to (not including) ``end``; ints give int64."""
     if end is None:
         start, end = 0, start
     if step == 0:
         raise ValueError("arange: step must be non-zero")
-    return _make(np.arange(start, end, step), dtype, requires_grad, backend)
+    return _make(np.arange(start, end, step), dtype, requires_grad, backend, device)
 
 
 def linspace(
@@ -168,23 +205,32 @@ def linspace(
     dtype: Any = None,
     requires_grad: bool = False,
     backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
-    return _make(np.linspace(start, end, steps), dtype, requires_grad, backend)
+    return _make(np.linspace(start, end, steps), dtype, requires_grad, backend, device)
 
 
 def rand(
-    *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
+    *size: Any,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
     """Uniform samples from [0, 1), drawn from the generator seeded by :func:`manual_seed`."""
-    return _make(generator().random(_size(size)), dtype, requires_grad, backend)
+    return _make(generator().random(_size(size)), dtype, requires_grad, backend, device)
 
 
 def randn(
-    *size: Any, dtype: Any = None, requires_grad: bool = False, backend: str | Backend | None = None
+    *size: Any,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
     """Standard normal samples, drawn from the generator seeded by :func:`manual_seed`."""
-    return _make(generator().standard_normal(_size(size)), dtype, requires_grad, backend)
+    return _make(generator().standard_normal(_size(size)), dtype, requires_grad, backend, device)
 
 
 def randint(
@@ -194,39 +240,59 @@ def randint(
     *,
     dtype: Any = None,
     backend: str | Backend | None = None,
+    device: Any = None,
 ) -> Tensor:
     """Integers uniform in ``[low, high)``."""
-    return _make(generator().integers(low, high, _size(tuple(size))), dtype, False, backend)
+    return _make(generator().integers(low, high, _size(tuple(size))), dtype, False, backend, device)
 
 
-def _like(t: Tensor, dtype: Any) -> dict[str, Any]:
-    return {"dtype": dtype or t.dtype, "backend": t.backend}
+def _like(t: Tensor, dtype: Any, device: Any) -> dict[str, Any]:
+    return {
+        "dtype": dtype or t.dtype,
+        "backend": t.backend if device is None else None,
+        "device": device,
+    }
 
 
-def zeros_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return zeros(t.shape, requires_grad=requires_grad, **_like(t, dtype))
+def zeros_like(
+    t: Tensor, *, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
+    return zeros(t.shape, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
-def ones_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return ones(t.shape, requires_grad=requires_grad, **_like(t, dtype))
+def ones_like(
+    t: Tensor, *, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
+    return ones(t.shape, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
-def empty_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return empty(t.shape, requires_grad=requires_grad, **_like(t, dtype))
+def empty_like(
+    t: Tensor, *, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
+    return empty(t.shape, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
 def full_like(
-    t: Tensor, fill_value: float, *, dtype: Any = None, requires_grad: bool = False
+    t: Tensor,
+    fill_value: float,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
 ) -> Tensor:
-    return full(t.shape, fill_value, requires_grad=requires_grad, **_like(t, dtype))
+    return full(t.shape, fill_value, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
-def rand_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return rand(t.shape, requires_grad=requires_grad, **_like(t, dtype))
+def rand_like(
+    t: Tensor, *, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
+    return rand(t.shape, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
-def randn_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return randn(t.shape, requires_grad=requires_grad, **_like(t, dtype))
+def randn_like(
+    t: Tensor, *, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
+    return randn(t.shape, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

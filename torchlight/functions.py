@@ -25,7 +25,7 @@ class Neg(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
-        return a.map("neg")
+        return a._map("neg")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -38,12 +38,12 @@ class Abs(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
         ctx.save_for_backward(a)
-        return a.map("abs")
+        return a._map("abs")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         (a,) = ctx.saved_tensors
-        return grad_output * a.map("sign")
+        return grad_output * a._map("sign")
 
 
 class Exp(Function):
@@ -51,7 +51,7 @@ class Exp(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
-        out = a.map("exp")
+        out = a._map("exp")
         ctx.save_for_backward(out)
         return out
 
@@ -67,7 +67,7 @@ class Log(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
         ctx.save_for_backward(a)
-        return a.map("log")
+        return a._map("log")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -80,7 +80,7 @@ class Sqrt(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
-        out = a.map("sqrt")
+        out = a._map("sqrt")
         ctx.save_for_backward(out)
         return out
 
@@ -95,7 +95,7 @@ class Sigmoid(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
-        out = a.map("sigmoid")  # the backend computes it stably for large |x|
+        out = a._map("sigmoid")  # the backend computes it stably for large |x|
         ctx.save_for_backward(out)
         return out
 
@@ -111,12 +111,12 @@ class ReLU(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
         ctx.save_for_backward(a)
-        return a.map("relu")
+        return a._map("relu")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         (a,) = ctx.saved_tensors
-        return grad_output.zip("mul", a.zip("gt", a._lift(0)))  # G * [a > 0]
+        return grad_output._zip("mul", a._zip("gt", a._lift(0)))  # G * [a > 0]
 
 
 class Tanh(Function):
@@ -124,7 +124,7 @@ class Tanh(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
-        out = a.map("tanh")
+        out = a._map("tanh")
         ctx.save_for_backward(out)
         return out
 
@@ -143,10 +143,10 @@ class Clamp(Function):
         ctx.lo, ctx.hi = lo, hi
         out = a
         if lo is not None:
-            out = out.zip("maximum", a._lift(lo))
+            out = out._zip("maximum", a._lift(lo))
         if hi is not None:
-            out = out.zip("minimum", a._lift(hi))
-        return out if out is not a else a.map("copy")
+            out = out._zip("minimum", a._lift(hi))
+        return out if out is not a else a._map("copy")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -164,7 +164,7 @@ class Copy(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor) -> Tensor:
-        return a.map("copy")
+        return a._map("copy")
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -179,7 +179,7 @@ class Add(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-        return a.zip("add", b)
+        return a._zip("add", b)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
@@ -187,15 +187,15 @@ class Add(Function):
 
 
 class Sub(Function):
-    r"""$f(a, b) = a - b$."""
+    r"""$f(a, b) = a - b$: the gradients are ``grad_output`` and ``-grad_output``."""
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-        return a.zip("sub", b)
+        return a._zip("sub", b)
 
     @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
-        return grad_output, -grad_output
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor | None]:
+        return grad_output, -grad_output if ctx.needs_input_grad[1] else None
 
 
 class Mul(Function):
@@ -204,12 +204,14 @@ class Mul(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         ctx.save_for_backward(a, b)
-        return a.zip("mul", b)
+        return a._zip("mul", b)
 
     @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, Tensor | None]:
         a, b = ctx.saved_tensors
-        return grad_output * b, grad_output * a
+        grad_a = grad_output * b if ctx.needs_input_grad[0] else None  # (none for a constant)
+        grad_b = grad_output * a if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
 
 
 class Div(Function):
@@ -218,12 +220,14 @@ class Div(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         ctx.save_for_backward(a, b)
-        return a.zip("div", b)
+        return a._zip("div", b)
 
     @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, Tensor | None]:
         a, b = ctx.saved_tensors
-        return grad_output / b, -grad_output * a / (b * b)
+        grad_a = grad_output / b if ctx.needs_input_grad[0] else None  # (none for a constant)
+        grad_b = -grad_output * a / (b * b) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
 
 
 class Pow(Function):
@@ -231,16 +235,20 @@ class Pow(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-        out = a.zip("pow", b)
+        out = a._zip("pow", b)
         ctx.save_for_backward(a, b, out)
         return out
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor | None]:
         a, b, out = ctx.saved_tensors
-        grad_a = grad_output * b * a ** (b - 1)
-        # Only when the exponent itself is learned: ln a is nan for a < 0.
-        grad_b = grad_output * out * a.log() if b.requires_grad else None
+        one = a._lift(1.0)
+        # b a^(b-1) at b = 0 is 0 * 0^-1 = nan at a = 0, but a^0 = 1 is flat: a^1 there gives 0
+        grad_a = grad_output * b * a ** Where.apply(b == 0, one, b - 1)
+        if not ctx.needs_input_grad[1]:  # ln a is nan for a < 0: only when the exponent is learned
+            return grad_a, None
+        # a^b ln a at a = 0 is 0 * -inf, but 0^b is flat for b >= 0: ln 1 there gives 0 (PyTorch)
+        grad_b = grad_output * out * Where.apply((a == 0) & (b >= 0), one, a).log()
         return grad_a, grad_b
 
 
@@ -250,7 +258,7 @@ class Maximum(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         ctx.save_for_backward(a, b)
-        return a.zip("maximum", b)
+        return a._zip("maximum", b)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
@@ -265,7 +273,7 @@ class Minimum(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         ctx.save_for_backward(a, b)
-        return a.zip("minimum", b)
+        return a._zip("minimum", b)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
@@ -325,7 +333,7 @@ class Sum(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool) -> Tensor:
         ctx.shape, ctx.kept = a.shape, _kept_shape(a.shape, dims)
-        return a.reduce("sum", dims, keepdim)
+        return a._reduce("sum", dims, keepdim)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -358,10 +366,12 @@ class Max(Function):
 class View(Function):
     r"""The same elements in a new shape; the gradient is reshaped back."""
 
+    makes_view = True  # the result shares the input's storage
+
     @staticmethod
     def forward(ctx: Context, a: Tensor, shape: tuple[int, ...], copy_ok: bool) -> Tensor:
         ctx.shape = a.shape
-        return a._view(shape, copy_ok)
+        return a._view(shape, copy_ok=copy_ok)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -370,6 +380,8 @@ class View(Function):
 
 class Permute(Function):
     r"""Reorder dimensions (a view); the gradient is permuted by the inverse order."""
+
+    makes_view = True
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, dims: tuple[int, ...]) -> Tensor:
@@ -384,6 +396,8 @@ class Permute(Function):
 class Expand(Function):
     r"""Repeat size-1 dimensions without copying (stride 0); the engine sums the gradient back."""
 
+    makes_view = True
+
     @staticmethod
     def forward(ctx: Context, a: Tensor, shape: tuple[int, ...]) -> Tensor:
         return a._expand(shape)
@@ -396,6 +410,8 @@ class Expand(Function):
 class GetItem(Function):
     r"""``a[index]``: the gradient is scattered back (repeated indices add up)."""
 
+    makes_view = True  # (for basic indexing; a list or tensor index copies)
+
     @staticmethod
     def forward(ctx: Context, a: Tensor, index: tuple[Any, ...]) -> Tensor:
         ctx.shape, ctx.index = a.shape, index
@@ -404,6 +420,28 @@ class GetItem(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         return grad_output._index_add(ctx.shape, ctx.index)
+
+
+class SetItem(Function):
+    r"""``a[index] = value`` as a new tensor: $f(a, v) = a$ with the indexed elements replaced by $v$.
+
+    The replaced elements no longer depend on $a$: $\partial L/\partial a$ is ``grad_output``
+    with them zeroed, and $v$ gets their gradient (the engine sums it to $v$'s shape).
+    In-place writes in the graph (``y[0] = 0``, ``y.fill_(1)``) are recorded as this.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, a: Tensor, value: Tensor, index: tuple[Any, ...]) -> Tensor:
+        ctx.index = index
+        out = a.clone()
+        out[index] = value
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor, None]:
+        grad_a = grad_output.clone()
+        grad_a[ctx.index] = 0
+        return grad_a, grad_output[ctx.index], None  # the index is not a tensor: None
 
 
 class Cat(Function):
@@ -449,7 +487,7 @@ class Cast(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor, dtype: DType) -> Tensor:
         ctx.dtype = a.dtype
-        return a._new(a.backend.astype(a.data, dtype.numpy))
+        return a._new(a.backend.astype(a.storage, dtype.numpy))
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:

@@ -43,7 +43,7 @@ def _format_float(value: float, style: tuple[str, ...] | None) -> str:
 
 def tensor_repr(t: Tensor) -> str:
     """``tensor([4., 6.], requires_grad=True)``, as PyTorch prints it."""
-    values = np.asarray(t.backend.to_numpy(t.data))
+    values = np.asarray(t.backend.to_numpy(t.storage))
     extras = []
     if values.size == 0:
         body = "[]"

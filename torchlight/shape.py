@@ -9,6 +9,7 @@ shape, strides and offset -- never the buffer.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 Shape = tuple[int, ...]
 Strides = tuple[int, ...]
@@ -130,15 +131,61 @@ def normalize_dim(dim: int, ndim: int, what: str = "dim") -> int:
     return dim % max(ndim, 1)
 
 
+def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
+    """Whether an operand of ``shape`` broadcasts to exactly ``target``.
+
+    Example:
+        >>> broadcasts_to((3, 1), (2, 3, 4)), broadcasts_to((3,), (3, 4))
+        (True, False)
+    """
+    try:
+        return broadcast_shape(shape, target) == tuple(target)
+    except ValueError:
+        return False
+
+
 def sum_to_shape_dims(
     big_shape: Sequence[int], shape: Sequence[int]
 ) -> tuple[tuple[int, ...], int]:
     """Which dims of a broadcast gradient to sum to get back to ``shape``.
 
     Returns ``(dims, lead)``: sum over ``dims`` with keepdim, then drop the ``lead`` leading dims.
+
+    Example:
+        >>> sum_to_shape_dims((2, 3, 4), (3, 1))
+        ((0, 2), 1)
     """
     lead = len(big_shape) - len(shape)
     dims = tuple(range(lead)) + tuple(
         lead + d for d, size in enumerate(shape) if size == 1 and big_shape[lead + d] != 1
     )
     return dims, lead
+
+
+def unbroadcast(grad: Any, shape: Sequence[int]) -> Any:
+    r"""Sum a gradient of a broadcast result back to the ``shape`` of the operand.
+
+    Broadcasting copied the operand along some dimensions, so each copy's gradient adds up
+    ($\partial L/\partial x = \sum_{\text{copies}} \partial L/\partial x_{\text{copy}}$): sum over the
+    dims broadcasting added or stretched from 1, then drop the added leading ones.
+
+    Example:
+        >>> import torchlight as tl
+        >>> unbroadcast(tl.ones(2, 3), (3,))
+        tensor([2., 2., 2.])
+    """
+    dims, _ = sum_to_shape_dims(grad.shape, shape)
+    return grad.sum(dims, keepdim=True).reshape(tuple(shape))
+
+
+def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> Shape:
+    """The shape of a reduction of ``shape`` over ``dims``: those dims become 1 (``keepdim``)
+    or disappear.
+
+    Example:
+        >>> reduced_shape((2, 3, 4), (1,), True), reduced_shape((2, 3, 4), (1,), False)
+        ((2, 1, 4), (2, 4))
+    """
+    if keepdim:
+        return tuple(1 if d in dims else n for d, n in enumerate(shape))
+    return tuple(n for d, n in enumerate(shape) if d not in dims)

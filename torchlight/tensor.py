@@ -1,7 +1,8 @@
 """Tensor: backend storage + autograd history + gradient, with Python's operator sugar.
 
-A Tensor is a thin handle. Its elements live in ``data``, a storage object of its ``backend``
-(a numpy array by default); ``history`` says which :class:`~torchlight.autograd.Function` made it
+A Tensor is a thin handle. Its elements live in ``storage``, a storage object of its
+``backend`` (a numpy array by default); ``data`` is, as in PyTorch, a tensor on the same storage
+cut out of the graph; ``history`` says which :class:`~torchlight.autograd.Function` made it
 (``None`` for leaves); ``grad`` accumulates the gradient of leaves that ``requires_grad``.
 Every differentiable method below is a one-line call to a Function in ``functions.py``.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import builtins
 import math
-import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,9 +18,10 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight import functions as fn
-from torchlight.autograd import ONE_REFERENCE, History, backpropagate
+from torchlight.autograd import History, backpropagate, is_grad_enabled
 from torchlight.backends import Backend
-from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape, sum_to_shape_dims
+from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape
+from torchlight.tensor_extras import TensorExtras
 from torchlight.tensor_ops import TensorOps
 
 Number = int | float | bool
@@ -42,7 +43,7 @@ _NON_LEAF_GRAD = (
 )
 
 
-class Tensor(TensorOps):
+class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take alpha=
     """An n-dimensional array that can record the operations applied to it.
 
     Create tensors with the factories (``tl.tensor``, ``tl.zeros``, ``tl.randn``...).
@@ -56,17 +57,19 @@ class Tensor(TensorOps):
 
     __slots__ = (
         "__weakref__",
-        "_data",
         "_grad",
         "_retains_grad",
-        "_shape",
-        "_version_counter",
+        "_version",
         "backend",
         "history",
         "name",
         "requires_grad",
+        "shape",
+        "storage",
     )
     __array_priority__ = 1000  # numpy scalars defer to Tensor's operators
+    history: History | None
+    requires_grad: bool
 
     def __init__(
         self,
@@ -76,42 +79,35 @@ class Tensor(TensorOps):
         history: History | None = None,
         version: _Version | None = None,
     ) -> None:
-        self._data = data
-        self._shape: tuple[int, ...] | None = None
+        self.storage = data  # the backend's object holding the elements
+        self.shape: tuple[int, ...] = backend.shape(data)  # (a storage keeps its shape)
         self.backend = backend
         self.history = history
         self.requires_grad = requires_grad
         self.name: str | None = None
         self._grad: Tensor | None = None
         self._retains_grad = False
-        self._version_counter = version  # made on first use (most tensors never need one)
+        # How many in-place changes this storage has seen: shared by every view of it.
+        self._version = _Version() if version is None else version
 
     # ------------------------------------------------------------------ properties
     @property
-    def _version(self) -> _Version:
-        """The in-place change counter of this storage, shared with every view of it."""
-        counter = self._version_counter
-        if counter is None:
-            counter = self._version_counter = _Version()
-        return counter
-
-    @property
-    def data(self) -> Any:
-        """The backend storage holding the elements (a numpy array on the numpy backend)."""
-        return self._data
+    def data(self) -> Tensor:
+        """This tensor's elements as a tensor cut out of the graph, on the same storage (as in
+        PyTorch): ``with tl.no_grad(): p.data -= lr * p.grad`` or ``p.data.sub_(...)`` update
+        ``p``. Assigning a tensor (``p.data = other``) makes ``p`` use ``other``'s storage."""
+        return Tensor(self.storage, self.backend, version=self._version)
 
     @data.setter
-    def data(self, storage: Any) -> None:
-        self._data = storage
-        self._shape = None
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        # Asked for many times per op; a tensor's storage keeps its shape, so ask the backend once.
-        shape = self._shape
-        if shape is None:
-            shape = self._shape = self.backend.shape(self._data)
-        return shape
+    def data(self, value: Tensor) -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"x.data = ... needs a Tensor, got {type(value).__name__}; wrap it with "
+                "tl.tensor(...)"
+            )
+        if value.storage is not self.storage:  # (``p.data -= g`` assigns p's own storage back)
+            self._version = _Version()
+        self.storage, self.shape, self.backend = value.storage, value.shape, value.backend
 
     def size(self, dim: int | None = None) -> Any:
         """The shape, or the size of one dimension (PyTorch's spelling)."""
@@ -119,7 +115,7 @@ class Tensor(TensorOps):
 
     @property
     def dtype(self) -> dtypes.DType:
-        storage_dtype = self.backend.dtype(self._data)
+        storage_dtype = self.backend.dtype(self.storage)
         # (the table lookup first: asked on every loss call and more; from_any for anything else)
         return dtypes._BY_NUMPY.get(storage_dtype) or dtypes.from_any(storage_dtype)
 
@@ -135,12 +131,15 @@ class Tensor(TensorOps):
 
     @property
     def device(self) -> str:
-        """The name of the backend holding the elements (``"numpy"``, ``"cuda"``...)."""
-        return self.backend.name
+        """The name of the backend holding the elements (``"numpy"``, ``"cuda"``...), as a
+        :class:`~torchlight.device.device` (``.type`` is ``"cpu"`` or ``"cuda"``)."""
+        from torchlight.device import device
+
+        return device(self.backend.name)
 
     def stride(self, dim: int | None = None) -> Any:
         """Steps, in elements, between neighbours along each dimension."""
-        strides = self.backend.strides(self.data)
+        strides = self.backend.strides(self.storage)
         return strides if dim is None else strides[normalize_dim(dim, self.ndim)]
 
     def is_contiguous(self) -> bool:
@@ -181,10 +180,16 @@ class Tensor(TensorOps):
 
     # ------------------------------------------------------------------ autograd
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """Start (or stop) recording operations on this leaf; returns ``self``."""
+        """Start (or stop) recording operations on this leaf; returns ``self``.
+
+        On a non-leaf (which always requires grad) ``requires_grad_(True)`` changes nothing.
+        """
         if self.history is not None:
+            if requires_grad:
+                return self
             raise RuntimeError(
-                "requires_grad can only be changed on leaf tensors; use .detach() first"
+                "requires_grad can only be turned off on leaf tensors; this one was made by "
+                f"{self.history.last_fn.__name__}: use .detach() to get a tensor without history"
             )
         if requires_grad and not self.dtype.is_floating_point:
             raise TypeError(
@@ -212,7 +217,7 @@ class Tensor(TensorOps):
                 "create the inputs with requires_grad=True (outside tl.no_grad())"
             )
         if gradient is None:
-            dtype = self.backend.dtype(self._data)
+            dtype = self.backend.dtype(self.storage)
             # (a scalar loss, the common case, without np.ones's Python wrapper)
             ones = np.ones(self.shape, dtype) if self.shape else np.array(1, dtype)
             deriv = Tensor(self.backend.from_numpy(ones), self.backend)
@@ -225,50 +230,18 @@ class Tensor(TensorOps):
                 )
         backpropagate(self, deriv, retain_graph=retain_graph)
 
-    def _accumulate_grad(self, grad: Tensor, sole: bool = False) -> None:
-        """Add ``grad`` into ``.grad``; ``sole``: the engine holds the only reference to ``grad``."""
-        if self._grad is not None:
-            self._grad = self._grad + grad
-        elif sole and _owns_memory(grad._data) and sys.getrefcount(grad._data) == ONE_REFERENCE:
-            # Nothing else can see this gradient or its memory, so it becomes .grad as it is,
-            # uncopied (PyTorch's AccumulateGrad does the same).
-            self._grad = grad
+    def _accumulate_grad(self, grad: Tensor) -> None:
+        """Add ``grad`` into ``.grad`` (the engine calls this on leaves, and on retained non-leaves)."""
+        if self._grad is None:
+            # Its own contiguous copy: the incoming gradient may be a read-only broadcast view,
+            # or the very tensor another input receives (Add passes grad_output to both).
+            self._grad = grad.clone()
         else:
-            # A fresh copy: the incoming gradient may be a read-only broadcast view, or the
-            # very tensor another leaf receives (Add passes grad_output to both inputs).
-            self._grad = grad.map("copy")
-
-    def _gradient_for(self, grad: Any, fn_name: str, index: int) -> Tensor:
-        """Check (and fix up) the gradient a Function's backward returned for this input."""
-        if not isinstance(grad, Tensor):
-            grad = self._lift(grad)
-        backend = self.backend
-        if grad.backend is not backend:
-            raise RuntimeError(
-                f"{fn_name}.backward returned input {index}'s gradient on backend "
-                f"{grad.backend.name!r}, but the input is on {self.backend.name!r}"
-            )
-        # (the shapes asked of the backend and the cache, without the property calls: every
-        # gradient of every step comes through here)
-        shape = self._shape if self._shape is not None else self.shape
-        if backend.shape(grad._data) != shape:
-            if grad.ndim >= self.ndim and _broadcasts_to(self.shape, grad.shape):
-                # Broadcasting copied the input along these dims: sum the copies' gradients.
-                dims, _ = sum_to_shape_dims(grad.shape, self.shape)
-                grad = grad.reduce("sum", dims, keepdim=True).reshape(self.shape)
-            else:
-                raise RuntimeError(
-                    f"{fn_name}.backward returned a gradient of shape {grad.shape} for input "
-                    f"{index}, which has shape {self.shape}: the gradient must have the input's "
-                    "shape (or a shape the input broadcasts to)"
-                )
-        if backend.dtype(grad._data) != backend.dtype(self._data):
-            grad = grad.to(self.dtype)
-        return grad
+            self._grad = self._grad + grad
 
     def detach(self) -> Tensor:
         """A new tensor on the same storage, cut out of the graph (no history, no grad)."""
-        return Tensor(self.data, self.backend, version=self._version)
+        return Tensor(self.storage, self.backend, version=self._version)
 
     def clone(self) -> Tensor:
         """A copy into fresh storage that stays in the graph (gradients flow back through it)."""
@@ -288,21 +261,16 @@ class Tensor(TensorOps):
     def _new(self, data: Any) -> Tensor:
         return Tensor(data, self.backend)
 
-    def _attach_history(self, history: History, references: int = 0) -> Tensor:
-        """The result of a recorded Function: ``self`` with ``history`` when ``references`` (the
-        caller's ``sys.getrefcount(self)``) says only the caller holds it, else a new tensor
-        sharing ``self``'s storage (``self`` may be an input, or saved for backward)."""
-        if references == ONE_REFERENCE and self.history is None and not self.requires_grad:
-            self.history, self.requires_grad = history, True
-            return self
-        return Tensor(self._data, self.backend, True, history, self._version)
+    def _with_history(self, history: History) -> Tensor:
+        """A graph node: a new tensor on this storage (and version counter) made by ``history``."""
+        return Tensor(self.storage, self.backend, True, history, self._version)
 
     def _lift(self, value: Any) -> Tensor:
         """A Python number/list/array as a tensor on this backend (numbers keep self's dtype)."""
         if isinstance(value, Tensor):
             return value
         if isinstance(value, (int, float)):  # bool is an int too
-            own = self.backend.dtype(self._data)
+            own = self.backend.dtype(self.storage)
             # A Python number takes a float tensor's dtype: float32 * 2.5 stays float32.
             array = np.asarray(value, dtype=own if own.kind == "f" else None)
         else:
@@ -311,7 +279,7 @@ class Tensor(TensorOps):
 
     def _to_backend(self, backend: Backend) -> Tensor:
         """Backend primitive: a copy of the elements on ``backend``, through host memory."""
-        return Tensor(backend.from_numpy(self.backend.to_numpy(self.data)), backend)
+        return Tensor(backend.from_numpy(self.backend.to_numpy(self.storage)), backend)
 
     def _check_backend(self, other: Tensor, what: str) -> None:
         if other.backend is not self.backend:
@@ -320,19 +288,40 @@ class Tensor(TensorOps):
                 f"and {other.backend.name!r}; move one with .to({self.backend.name!r})"
             )
 
+    # The backend primitives, public under their old names for writing a Function's ``forward``
+    # (where nothing is recorded, so skipping autograd is right). Anywhere else, on a tensor
+    # that requires grad, they raise instead of silently dropping the graph.
     def map(self, op: str) -> Tensor:
-        """Backend primitive: apply the named one-argument op to every element (no autograd)."""
-        return Tensor(self.backend.map(op, self._data), self.backend)
+        """Backend primitive for a Function's ``forward``: the named one-argument op on every
+        element (``x.map("exp")``), recorded nowhere."""
+        _only_unrecorded("map", self)
+        return self._map(op)
 
     def zip(self, op: str, other: Tensor) -> Tensor:
+        """Backend primitive for a Function's ``forward``: the named two-argument op,
+        elementwise with broadcasting (``a.zip("mul", b)``), recorded nowhere."""
+        _only_unrecorded("zip", self, other)
+        return self._zip(op, other)
+
+    def reduce(self, op: str, dims: tuple[int, ...], keepdim: bool = False) -> Tensor:
+        """Backend primitive for a Function's ``forward``: fold along ``dims`` with ``sum``,
+        ``max`` or ``min``, recorded nowhere."""
+        _only_unrecorded("reduce", self)
+        return self._reduce(op, dims, keepdim)
+
+    def _map(self, op: str) -> Tensor:
+        """Backend primitive: apply the named one-argument op to every element (no autograd)."""
+        return Tensor(self.backend.map(op, self.storage), self.backend)
+
+    def _zip(self, op: str, other: Tensor) -> Tensor:
         """Backend primitive: the named two-argument op, elementwise with broadcasting."""
         backend = self.backend
         if other.backend is not backend:
             self._check_backend(other, op)
-        a, b = self._data, other._data
+        a, b = self.storage, other.storage
         da, db = backend.dtype(a), backend.dtype(b)
         if da != db:
-            common = _promote(da, db)
+            common = _promote(da, db, self.shape == (), other.shape == ())
             a = a if da == common else backend.astype(a, common)
             b = b if db == common else backend.astype(b, common)
         try:
@@ -341,17 +330,17 @@ class Tensor(TensorOps):
             broadcast_shape(self.shape, other.shape)  # raises the clearer error, naming both shapes
             raise
 
-    def reduce(self, op: str, dims: tuple[int, ...], keepdim: bool = False) -> Tensor:
+    def _reduce(self, op: str, dims: tuple[int, ...], keepdim: bool = False) -> Tensor:
         """Backend primitive: fold elements along ``dims`` with ``sum``, ``max`` or ``min``."""
-        return Tensor(self.backend.reduce(op, self._data, dims, keepdim), self.backend)
+        return Tensor(self.backend.reduce(op, self.storage, dims, keepdim), self.backend)
 
     def _matmul(self, other: Tensor) -> Tensor:
         self._check_backend(other, "matmul")
         _check_matmul(self.shape, other.shape)
-        return Tensor(self.backend.matmul(self._data, other._data), self.backend)
+        return Tensor(self.backend.matmul(self.storage, other.storage), self.backend)
 
-    def _view(self, shape: tuple[int, ...], copy_ok: bool) -> Tensor:
-        out = self.backend.view(self._data, shape)
+    def _view(self, shape: tuple[int, ...], *, copy_ok: bool) -> Tensor:
+        out = self.backend.view(self.storage, shape)
         if out is not None:
             return Tensor(out, self.backend, version=self._version)
         if not copy_ok:
@@ -359,48 +348,64 @@ class Tensor(TensorOps):
                 f"view{shape}: the strides {self.stride()} of this {self.shape} tensor do not "
                 "allow a view; use .reshape(...) (which copies) or .contiguous().view(...)"
             )
-        return self._new(self.backend.view(self.backend.contiguous(self.data), shape))
+        return self._new(self.backend.view(self.backend.contiguous(self.storage), shape))
 
     def _permute(self, dims: tuple[int, ...]) -> Tensor:
-        return Tensor(self.backend.permute(self._data, dims), self.backend, version=self._version)
+        return Tensor(self.backend.permute(self.storage, dims), self.backend, version=self._version)
 
     def _expand(self, shape: tuple[int, ...]) -> Tensor:
-        return Tensor(self.backend.expand(self.data, shape), self.backend, version=self._version)
+        return Tensor(self.backend.expand(self.storage, shape), self.backend, version=self._version)
 
     def _getitem(self, index: tuple[Any, ...]) -> Tensor:
         basic = all(
             isinstance(i, (int, np.integer, slice, type(None), type(Ellipsis))) for i in index
         )
-        data = self.backend.getitem(self.data, index)
+        data = self.backend.getitem(self.storage, index)
         # basic indexing is a view of the same storage, as in PyTorch
         return Tensor(data, self.backend, version=self._version if basic else None)
 
     def _index_add(self, shape: tuple[int, ...], index: tuple[Any, ...]) -> Tensor:
-        return self._new(self.backend.index_add(shape, index, self.data))
+        return self._new(self.backend.index_add(shape, index, self.storage))
 
     def _cat(self, parts: Sequence[Tensor], dim: int) -> Tensor:
         for p in parts:
             self._check_backend(p, "cat")
-        return self._new(self.backend.cat([p.data for p in parts], dim))
+        return self._new(self.backend.cat([p.storage for p in parts], dim))
 
     def _where(self, condition: Tensor, other: Tensor) -> Tensor:
         self._check_backend(other, "where")
-        return self._new(self.backend.where(condition.data, self.data, other.data))
+        return self._new(self.backend.where(condition.storage, self.storage, other.storage))
 
     # ------------------------------------------------------------------ conversion
-    def to(self, target: Any) -> Tensor:
-        """A copy with another dtype (``tl.float32``) or on another backend (``"numba"``)."""
+    def to(
+        self, *args: Any, device: Any = None, dtype: Any = None, non_blocking: bool = False
+    ) -> Tensor:
+        """A copy with another dtype (``tl.float32``) and/or on another backend or device
+        (``"numba"``, ``"cpu"``, ``"cuda"``); ``self`` when nothing changes.
+
+        PyTorch's forms all work: ``x.to(dtype)``, ``x.to(device)``, ``x.to(device, dtype)``,
+        ``x.to(other)`` (``other``'s dtype and backend), ``x.to(device=..., dtype=...)``;
+        ``non_blocking`` is accepted and changes nothing (every copy here is synchronous).
+        """
         from torchlight.backends import get_backend
 
-        if isinstance(target, str) and target not in dtypes._ALL:
-            backend = get_backend(target)
-            if backend is self.backend:
-                return self
-            return fn.ToBackend.apply(self, backend)
-        dtype = dtypes.from_any(target)
-        if dtype is self.dtype:
-            return self
-        return fn.Cast.apply(self, dtype)
+        for arg in args:
+            if isinstance(arg, Tensor):
+                device, dtype = arg.backend, arg.dtype
+            elif isinstance(arg, str) and arg not in dtypes._ALL:
+                device = arg  # a backend or device name
+            else:
+                dtype = arg
+        out = self
+        if device is not None:
+            backend = get_backend(device)
+            if backend is not self.backend:
+                out = fn.ToBackend.apply(out, backend)
+        if dtype is not None:
+            wanted = dtypes.from_any(dtype)
+            if wanted is not out.dtype:
+                out = fn.Cast.apply(out, wanted)
+        return out
 
     def float(self) -> Tensor:
         return self.to(dtypes.float32)
@@ -417,10 +422,10 @@ class Tensor(TensorOps):
             raise RuntimeError(
                 "can't call numpy() on a tensor that requires grad; use .detach().numpy()"
             )
-        return self.backend.to_numpy(self.data)
+        return self.backend.to_numpy(self.storage)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        array = np.asarray(self.backend.to_numpy(self.data))
+        array = np.asarray(self.backend.to_numpy(self.storage))
         return array.astype(dtype) if dtype is not None else array
 
     def item(self) -> Any:
@@ -429,10 +434,10 @@ class Tensor(TensorOps):
             raise ValueError(
                 f"item() needs a tensor with one element, this one has shape {self.shape}"
             )
-        return np.asarray(self.backend.to_numpy(self.data)).reshape(()).item()
+        return np.asarray(self.backend.to_numpy(self.storage)).reshape(()).item()
 
     def tolist(self) -> Any:
-        return np.asarray(self.backend.to_numpy(self.data)).tolist()
+        return np.asarray(self.backend.to_numpy(self.storage)).tolist()
 
     def __float__(self) -> builtins.float:
         return float(self.item())
@@ -476,21 +481,31 @@ class Tensor(TensorOps):
         return tensor_html(self)
 
 
-def _owns_memory(data: Any) -> bool:
-    """Whether ``data`` is a numpy array (numpy and numba backends) with its own contiguous
-    memory, not a view of another array's."""
-    return type(data) is np.ndarray and data.base is None and data.flags.c_contiguous
+def _only_unrecorded(name: str, *tensors: Tensor) -> None:
+    if is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise RuntimeError(
+            f"Tensor.{name} is a backend primitive for writing a Function's forward (where "
+            "nothing is recorded): here it would silently drop the graph. Use the tensor's "
+            f"operators and methods (x * y, x.exp(), x.sum(dim)), or call .{name} inside "
+            "forward() or under tl.no_grad()."
+        )
 
 
-def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
-    try:
-        return broadcast_shape(shape, target) == tuple(target)
-    except ValueError:
-        return False
+#: PyTorch's categories of dtypes, lowest first: bool, integers, floating point.
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
 
 
-def _promote(a: np.dtype, b: np.dtype) -> np.dtype:
-    """PyTorch's promotion: a float operand decides the type (int64 * float32 is float32)."""
+def _promote(a: np.dtype, b: np.dtype, a_is_0d: bool = False, b_is_0d: bool = False) -> np.dtype:
+    """PyTorch's promotion: a float operand decides the type (int64 * float32 is float32), and a
+    0-d tensor only decides it when it is of a higher category than a dimensioned one
+    (``ones(2, float32) * tensor(2.0, float64)`` is float32; an int tensor times
+    ``tensor(2.5)`` is float64).
+    """
+    if a_is_0d != b_is_0d:
+        dimensioned, zero_d = (b, a) if a_is_0d else (a, b)
+        if _CATEGORY.get(zero_d.kind, 3) > _CATEGORY.get(dimensioned.kind, 3):
+            return zero_d
+        return dimensioned
     if a.kind == "f" and b.kind != "f":
         return a
     if b.kind == "f" and a.kind != "f":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -31,9 +31,17 @@ _EXPANDED = (
 def _dims(self: Tensor, dim: Dim) -> tuple[int, ...]:
     if dim is None:
         return tuple(range(self.ndim))
-    if isinstance(dim, int):
-        return (normalize_dim(dim, self.ndim),)
-    return tuple(sorted({normalize_dim(d, self.ndim) for d in dim}))
+    dims = (dim,) if isinstance(dim, int) else dim
+    normalized = {normalize_dim(d, self.ndim) for d in dims}  # (raises for a bad dim)
+    # A 0-d tensor accepts dim 0 and -1, as in PyTorch, and has no dimension to reduce.
+    return tuple(sorted(normalized)) if self.ndim else ()
+
+
+class ValuesIndices(NamedTuple):
+    """What ``x.max(dim)`` and ``x.min(dim)`` return, as in PyTorch: ``values, indices = ...``."""
+
+    values: Tensor
+    indices: Tensor
 
 
 def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
@@ -104,48 +112,46 @@ class TensorOps:
 
     # ---------------------------------------------------------------- comparisons (no gradient)
     def __eq__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
-        return self.zip("eq", self._lift(other))
+        return self._zip("eq", self._lift(other))
 
     def __ne__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
-        return self.zip("ne", self._lift(other))
+        return self._zip("ne", self._lift(other))
 
     def __lt__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("lt", self._lift(other))
+        return self._zip("lt", self._lift(other))
 
     def __le__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("le", self._lift(other))
+        return self._zip("le", self._lift(other))
 
     def __gt__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("gt", self._lift(other))
+        return self._zip("gt", self._lift(other))
 
     def __ge__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("ge", self._lift(other))
+        return self._zip("ge", self._lift(other))
 
     def __invert__(self: Tensor) -> Tensor:
-        return self.zip("eq", self._lift(False))
+        return self._zip("eq", self._lift(False))
 
     def __and__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("minimum", self._lift(other))  # for bools, min is "and"
+        return self._zip("minimum", self._lift(other))  # for bools, min is "and"
 
     def __or__(self: Tensor, other: Any) -> Tensor:
-        return self.zip("maximum", self._lift(other))  # for bools, max is "or"
+        return self._zip("maximum", self._lift(other))  # for bools, max is "or"
 
     eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
 
     def argmax(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
         """Index of the largest element (along ``dim``), an int64 tensor without gradient."""
-        d = None if dim is None else normalize_dim(dim, self.ndim)
-        return self._new(self.backend.argreduce("max", self.data, d, keepdim))
+        return _argreduce(self, "max", dim, keepdim)
 
     def argmin(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        d = None if dim is None else normalize_dim(dim, self.ndim)
-        return self._new(self.backend.argreduce("min", self.data, d, keepdim))
+        return _argreduce(self, "min", dim, keepdim)
 
     def any(self: Tensor) -> Tensor:
-        return (self != 0).reduce("max", tuple(range(self.ndim)))
+        return (self != 0)._reduce("max", tuple(range(self.ndim)))
 
     def all(self: Tensor) -> Tensor:
-        return (self != 0).reduce("min", tuple(range(self.ndim)))
+        return (self != 0)._reduce("min", tuple(range(self.ndim)))
 
     # ---------------------------------------------------------------- elementwise functions
     def exp(self: Tensor) -> Tensor:
@@ -168,7 +174,7 @@ class TensorOps:
 
     def sign(self: Tensor) -> Tensor:
         """-1, 0 or 1 for each element (no gradient: its derivative is 0 almost everywhere)."""
-        return self.map("sign")
+        return self._map("sign")
 
     def clamp(self: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
         """Limit every element to ``[min, max]``; the gradient is 1 inside, 0 outside."""
@@ -205,12 +211,19 @@ class TensorOps:
     def std(self: Tensor, dim: Dim = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         return self.var(dim, keepdim, correction).sqrt()
 
-    def max(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
-        """The largest element over ``dim``; the gradient goes to it (split evenly at ties)."""
-        return fn.Max.apply(self, _dims(self, dim), keepdim)
+    def max(self: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+        """The largest element, as PyTorch overloads it.
 
-    def min(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
-        return fn.Min.apply(self, _dims(self, dim), keepdim)
+        - ``x.max()``: the largest element; the gradient goes to it (split evenly at ties).
+        - ``x.max(dim)``: ``(values, indices)`` along ``dim`` (a :class:`ValuesIndices`); the
+          gradient goes to the element at each index.
+        - ``x.max(other)``: the elementwise maximum of two tensors (``maximum``).
+        """
+        return _max_or_min(self, "max", dim, keepdim)
+
+    def min(self: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+        """The smallest element: ``x.min()``, ``(values, indices) = x.min(dim)``, ``x.min(other)``."""
+        return _max_or_min(self, "min", dim, keepdim)
 
     def mse_loss(self: Tensor, target: Any) -> Tensor:
         r"""Mean squared error $\frac{1}{n}\sum_i (x_i - t_i)^2$ against ``target``."""
@@ -282,39 +295,57 @@ class TensorOps:
     def __getitem__(self: Tensor, index: Any) -> Tensor:
         return fn.GetItem.apply(self, _normalize_index(index))
 
-    # ---------------------------------------------------------------- in place (recorded nowhere)
-    def _before_inplace(self: Tensor, what: str) -> None:
-        if _GradMode.enabled and self.requires_grad:
-            where = (
-                "a leaf tensor that requires grad"
-                if self.history is None
-                else "a tensor in the graph"
-            )
+    # ---------------------------------------------------------------- in place
+    # Outside the graph (inside ``no_grad``, as optimizers update, or on tensors nobody records)
+    # an in-place op just writes into the storage. In the graph it is recorded as PyTorch does:
+    # ``y.add_(1)`` computes ``Add(y_before, 1)`` and ``y`` takes that node as its history, with
+    # ``y_before`` (a copy of the old values) as its first input. Earlier users of ``y`` still
+    # send their gradients to ``y_before`` (see ``History.recorded_inputs``), and a Function that
+    # saved ``y`` itself finds its version changed and raises.
+    def _records_in_place(self: Tensor, other: Any, what: str) -> bool:
+        """Whether an in-place op on ``self`` (with tensor ``other``) goes into the graph."""
+        if not _GradMode.enabled:
+            return False
+        if self.requires_grad and self.history is None:
             raise RuntimeError(
-                f"{what}: in-place operation on {where}. Autograd would lose track of the old "
-                "values; wrap the update in `with tl.no_grad():` (as optimizers do), or use an "
-                "out-of-place op (x = x + 1)."
+                f"{what}: in-place operation on a leaf tensor that requires grad. Autograd "
+                "would lose track of the old values; wrap the update in `with tl.no_grad():` "
+                "(as optimizers do), or use an out-of-place op (x = x + 1)."
             )
+        return self.requires_grad or bool(getattr(other, "requires_grad", False))
 
-    def _write(self: Tensor, index: Any, values: Any, what: str) -> Tensor:
-        self._before_inplace(what)
-        if hasattr(values, "backend"):
-            self._check_backend(values, what)
-            values = values.data
-        try:
-            self.backend.setitem(self.data, index, values)
-        except ValueError as error:
-            if "read-only" in str(error):
-                raise RuntimeError(_EXPANDED.format(what=what)) from None
-            raise
-        self._version.value += 1
+    def _rebase(self: Tensor, function: Any, *args: Any, what: str) -> Tensor:
+        """Record ``self = function(self, *args)`` in the graph and write the result in place."""
+        if self.history is not None and getattr(self.history.last_fn, "makes_view", False):
+            raise RuntimeError(
+                f"{what}: in-place operation on a view ({self.history.last_fn.__name__}) of a "
+                "tensor in the graph is not supported; change a .clone() of it instead"
+            )
+        before = self._new(self.backend.map("copy", self.storage))  # the old values
+        before.history = self.history
+        before.requires_grad = self.requires_grad
+        result = function.apply(before, *args)
+        if result.dtype.is_floating_point and not self.dtype.is_floating_point:
+            raise _cannot_store(what, result, self)
+        _setitem(self, (...,), result, what)
+        self.history = result.history
+        self.requires_grad = True
         return self
+
+    def _write(self: Tensor, index: Any, value: Any, what: str) -> Tensor:
+        """``self[index] = value`` (a number or a tensor), recorded when it must be."""
+        if self._records_in_place(value, what):
+            value = value if hasattr(value, "backend") else self._lift(value)
+            return self._rebase(fn.SetItem, value.to(self.dtype), index, what=what)
+        return _setitem(self, index, value, what)
 
     def _zip_(self: Tensor, op: str, other: Any, what: str) -> Tensor:
         """``self = self <op> other`` in place: the backend writes the result into this storage."""
         other = self._lift(other)
+        if self._records_in_place(other, what):
+            return self._rebase(_RECORDED[op], other, what=what)
         backend = self.backend
-        a, b = self._data, other._data
+        a, b = self.storage, other.storage
         dtype = backend.dtype(a)
         if (
             dtype.kind != "f"
@@ -325,13 +356,8 @@ class TensorOps:
         ):
             result = self.zip(op, other)
             if result.dtype.is_floating_point and not self.dtype.is_floating_point:
-                raise RuntimeError(
-                    f"{what}: the result has dtype {result.dtype}, which cannot be stored in "
-                    f"place in this {self.dtype} tensor; use an out-of-place op (x = x / 2) "
-                    "or convert first (x = x.double())"
-                )
-            return self._write((...,), result, what)  # casts and checks the shape
-        self._before_inplace(what)
+                raise _cannot_store(what, result, self)
+            return _setitem(self, (...,), result, what)  # casts and checks the shape
         self._check_backend(other, what)
         try:
             backend.zip(op, a, b, a)
@@ -356,10 +382,10 @@ class TensorOps:
         return self._write((...,), 0, "zero_")
 
     def add_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
-        r"""$x \leftarrow x + \alpha \cdot \mathrm{other}$, in place (not recorded in the graph)."""
+        r"""$x \leftarrow x + \alpha \cdot \mathrm{other}$, in place."""
         other = self._lift(other)
         if alpha != 1:
-            other = other.zip("mul", self._lift(alpha))
+            other = other * alpha if other.requires_grad else other._zip("mul", self._lift(alpha))
         return self._zip_("add", other, "add_")
 
     def sub_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
@@ -370,6 +396,75 @@ class TensorOps:
 
     def div_(self: Tensor, other: Any) -> Tensor:
         return self._zip_("div", other, "div_")
+
+    # ``x += y`` is ``x.add_(y)``: the same tensor, changed in place (not a new one named x)
+    def __iadd__(self: Tensor, other: Any) -> Tensor:
+        return self.add_(other)
+
+    def __isub__(self: Tensor, other: Any) -> Tensor:
+        return self.sub_(other)
+
+    def __imul__(self: Tensor, other: Any) -> Tensor:
+        return self.mul_(other)
+
+    def __itruediv__(self: Tensor, other: Any) -> Tensor:
+        return self.div_(other)
+
+
+#: The Function that records each in-place arithmetic op in the graph.
+_RECORDED = {"add": fn.Add, "sub": fn.Sub, "mul": fn.Mul, "div": fn.Div}
+
+
+def _setitem(self: Tensor, index: Any, value: Any, what: str) -> Tensor:
+    """Write ``value`` into ``self[index]`` in the storage and count the change (no graph)."""
+    if hasattr(value, "backend"):
+        self._check_backend(value, what)
+        value = value.storage
+    try:
+        self.backend.setitem(self.storage, index, value)
+    except ValueError as error:
+        if "read-only" in str(error):
+            raise RuntimeError(_EXPANDED.format(what=what)) from None
+        raise
+    self._version.value += 1
+    return self
+
+
+def _cannot_store(what: str, result: Tensor, self: Tensor) -> RuntimeError:
+    return RuntimeError(
+        f"{what}: the result has dtype {result.dtype}, which cannot be stored in place in this "
+        f"{self.dtype} tensor; use an out-of-place op (x = x / 2) or convert first (x = x.double())"
+    )
+
+
+def _argreduce(self: Tensor, op: str, dim: int | None, keepdim: bool) -> Tensor:
+    if dim is not None and self.ndim == 0:
+        normalize_dim(dim, 0)  # (raises for a dim other than 0 or -1)
+        return self._new(self.backend.from_numpy(np.zeros((), np.int64)))
+    d = None if dim is None else normalize_dim(dim, self.ndim)
+    return self._new(self.backend.argreduce(op, self.storage, d, keepdim))
+
+
+def _max_or_min(self: Tensor, op: str, dim: Any, keepdim: bool) -> Any:
+    if hasattr(dim, "backend"):  # x.max(other): elementwise
+        return fn.Maximum.apply(self, dim) if op == "max" else fn.Minimum.apply(self, dim)
+    if dim is None or not isinstance(dim, int):  # all dims, or a tuple of dims: the values
+        return (fn.Max if op == "max" else fn.Min).apply(self, _dims(self, dim), keepdim)
+    indices = _argreduce(self, op, dim, keepdim=True)
+    if self.ndim == 0:
+        return ValuesIndices(self[()], indices)
+    d = normalize_dim(dim, self.ndim)
+    if _GradMode.enabled and self.requires_grad:
+        # Pick each index's element (an open grid over the other dims, the indices along d),
+        # so the gradient goes to that element only, as in PyTorch.
+        grid = list(np.ix_(*(np.arange(n) for n in indices.shape)))
+        grid[d] = indices.backend.to_numpy(indices.storage)
+        values = self[tuple(grid)]
+    else:  # no gradient to route: the reduction gives the same values
+        values = (fn.Max if op == "max" else fn.Min).apply(self, (d,), True)
+    if not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return ValuesIndices(values, indices)
 
 
 def _infer_shape(self: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -401,7 +496,7 @@ def _normalize_index(index: Any) -> tuple[Any, ...]:
                 raise IndexError(
                     f"tensors used as indices must be integer or bool, got {item.dtype}"
                 )
-            item = item.backend.to_numpy(item.data)
+            item = item.backend.to_numpy(item.storage)
         elif isinstance(item, list):
             item = np.asarray(item)
         elif isinstance(item, np.ndarray) and item.dtype.kind == "f":

@@ -1,11 +1,16 @@
-"""Train a small model from the command line: ``python -m torchlight.train`` (or ``torchlight-train``).
+"""Train a small model from the command line: ``torchlight-train`` (or ``python -m torchlight.train``).
 
 Examples::
 
-    python -m torchlight.train                                  # digits, MLP, its defaults
-    python -m torchlight.train --model cnn --save digits.ckpt   # a CNN, saved every epoch
-    python -m torchlight.train --model cnn --epochs 12 --resume digits.ckpt
-    python -m torchlight.train --dataset spiral --epochs 200
+    torchlight-train                                  # digits, MLP, its defaults
+    torchlight-train --model cnn --save digits.ckpt   # a CNN, saved every epoch
+    torchlight-train --epochs 12 --resume digits.ckpt # continue it: the checkpoint knows the model
+    torchlight-train --dataset spiral --epochs 200
+    torchlight-train --dataset shakespeare --model gpt --save gpt.ckpt   # a tiny GPT (or lstm)
+
+``--resume`` takes the data set and the model from the checkpoint (giving other ones is an
+error). A ``--save`` path is checked before training starts. Ctrl-C stops training with one
+line naming the last checkpoint saved.
 
 Each data set and model has defaults (epochs, optimizer, learning rate) that reach good
 accuracy quickly; flags override them. The last line printed is the accuracy on the test set
@@ -16,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,9 +33,15 @@ from tqdm import tqdm
 import torchlight as tl
 from torchlight import nn, optim
 from torchlight.autograd import no_grad
-from torchlight.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from torchlight.checkpoint import (
+    CheckpointError,
+    checkpoint_extra,
+    load_checkpoint,
+    save_checkpoint,
+)
 from torchlight.creation import generator
 from torchlight.data import TOY_DATASETS, DataLoader, TensorDataset, digits
+from torchlight.data.text import CORPORA
 from torchlight.nn import functional as F
 
 __all__ = [
@@ -41,13 +54,16 @@ __all__ = [
     "train_epoch",
 ]
 
-DATASETS = ("digits", *TOY_DATASETS)
+DATASETS = ("digits", *TOY_DATASETS, *CORPORA)
 
 #: (dataset kind, model) -> settings used when the flag is not given.
 DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("digits", "mlp"): {"epochs": 10, "optimizer": "adam", "lr": 1e-2, "batch_size": 64},
     ("digits", "cnn"): {"epochs": 10, "optimizer": "adam", "lr": 1e-2, "batch_size": 64},
     ("toy", "mlp"): {"epochs": 100, "optimizer": "adam", "lr": 2e-2, "batch_size": 32},
+    # language models on a text corpus (torchlight/train_text.py), float32 unless --dtype
+    ("text", "gpt"): {"epochs": 5, "optimizer": "adam", "lr": 3e-3, "batch_size": 32},
+    ("text", "lstm"): {"epochs": 5, "optimizer": "adam", "lr": 3e-3, "batch_size": 32},
 }
 
 
@@ -142,13 +158,20 @@ def _parser() -> argparse.ArgumentParser:
         for (kind, model), d in DEFAULTS.items()
     ]
     p = argparse.ArgumentParser(
-        prog="python -m torchlight.train",
-        description=__doc__.split("\n")[0],
+        prog=_command_name(sys.argv[0]),
+        description="Train a small model on the digits or a toy 2-D data set.",
         epilog="defaults (flags override them):\n" + "\n".join(lines),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--dataset", choices=DATASETS, default="digits", help="default: digits")
-    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="default: mlp")
+    # No argparse defaults for these two: --resume takes them from the checkpoint when not given.
+    p.add_argument(
+        "--dataset", choices=DATASETS, help="default: digits (or the --resume checkpoint's)"
+    )
+    p.add_argument(
+        "--model",
+        choices=("mlp", "cnn", "gpt", "lstm"),
+        help="default: mlp (or the --resume checkpoint's); gpt and lstm for --dataset shakespeare",
+    )
     p.add_argument("--epochs", type=int, help="total epochs (a resumed run continues up to it)")
     p.add_argument("--lr", type=float, help="learning rate")
     p.add_argument("--optimizer", choices=("adam", "sgd"), help="sgd uses momentum 0.9")
@@ -159,28 +182,93 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend", default=None, help="torchlight backend (default: numpy or $TORCHLIGHT_BACKEND)"
     )
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    p.add_argument(
+        "--dtype", choices=("float64", "float32"), help="default: float32 for text, else float64"
+    )
     p.add_argument("--points", type=int, default=200, help="points in a toy data set")
     p.add_argument("--noise", type=float, default=0.0, help="noise of a toy data set")
     p.add_argument(
         "--save", metavar="PATH", help="save model + optimizer here after every epoch (atomically)"
     )
-    p.add_argument("--resume", metavar="PATH", help="continue from a checkpoint written by --save")
+    p.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="continue from a checkpoint written by --save (its data set and model come with it)",
+    )
     return p
 
 
+def _command_name(argv0: str) -> str:
+    """How the user started us, for --help and error messages: the script name, or ``python -m``."""
+    name = os.path.basename(argv0)
+    if name in ("train.py", "__main__.py", "-c", ""):
+        return "python -m torchlight.train"
+    return name
+
+
+def _from_checkpoint(args: argparse.Namespace) -> None:
+    """Fill --dataset and --model from the --resume checkpoint (or the defaults without one)."""
+    if args.resume:
+        try:
+            extra = checkpoint_extra(args.resume)
+        except CheckpointError:
+            extra = {}  # run() loads it again and reports what is wrong with it
+        for key in ("dataset", "model"):
+            saved = extra.get(key)
+            if getattr(args, key) is None and saved is not None:
+                setattr(args, key, saved)
+    args.dataset = args.dataset or "digits"
+    args.model = args.model or "mlp"
+
+
+def _check_save_path(path: str) -> None:
+    """Fail before training, not after the first epoch, when ``--save PATH`` cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"--save {path} is a folder; give a file name, e.g. {path}/model.ckpt")
+    if not os.path.isdir(folder):
+        raise ValueError(
+            f"--save {path}: the folder {folder} does not exist; create it (mkdir -p) or save elsewhere"
+        )
+    try:  # the checkpoint is written through a temporary file in the same folder
+        fd, probe = tempfile.mkstemp(prefix=".torchlight-save-check.", dir=folder)
+    except OSError as error:
+        raise ValueError(
+            f"--save {path}: cannot write in {folder} ({error.strerror}); choose another path"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def _settings(args: argparse.Namespace) -> argparse.Namespace:
-    kind = "digits" if args.dataset == "digits" else "toy"
+    _from_checkpoint(args)
+    kind = "digits" if args.dataset == "digits" else "text" if args.dataset in CORPORA else "toy"
     defaults = DEFAULTS.get((kind, args.model))
     if defaults is None:
         raise ValueError(
-            f"--model {args.model} is not available for --dataset {args.dataset}: the CNN is for the digits (images)"
+            f"--model {args.model} is not available for --dataset {args.dataset}: the CNN is for the "
+            f"digits (images), gpt and lstm for a text corpus ({', '.join(CORPORA)})"
         )
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    if args.epochs < 0 or args.batch_size < 1 or not args.lr > 0:
-        raise ValueError("--epochs must be >= 0, --batch-size >= 1 and --lr > 0")
+    if args.dtype is None:
+        args.dtype = "float32" if kind == "text" else "float64"
+    problems = []
+    if args.epochs < 0:
+        problems.append(
+            f"--epochs must be 0 or more (the total number of epochs), got {args.epochs}"
+        )
+    if args.batch_size < 1:
+        problems.append(
+            f"--batch-size must be at least 1 (samples per step), got {args.batch_size}"
+        )
+    if not args.lr > 0:  # also catches nan
+        problems.append(f"--lr must be a positive number such as 0.01, got {args.lr}")
+    if problems:
+        raise ValueError("\nerror: ".join(problems))  # one line for each bad flag
+    if args.save:
+        _check_save_path(args.save)
     if args.backend:
         try:
             tl.backends.get_backend(args.backend)
@@ -189,8 +277,18 @@ def _settings(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace) -> float:
-    """Train as ``args`` say; returns the final accuracy (test for digits, train for toy sets)."""
+def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> float:
+    """Train as ``args`` say; returns the final accuracy (test for digits, train for toy sets),
+    or for a text corpus the final validation loss.
+
+    ``progress`` (when given) is kept up to date with ``epoch`` (the last one finished) and
+    ``saved`` (the epoch of the last checkpoint written), for the message after a Ctrl-C.
+    """
+    progress = {} if progress is None else progress
+    if args.dataset in CORPORA:  # a language model: torchlight/train_text.py
+        from torchlight.train_text import run_text
+
+        return run_text(args, progress)
     if args.backend:
         tl.set_default_backend(args.backend)
     tl.manual_seed(args.seed)
@@ -204,17 +302,19 @@ def run(args: argparse.Namespace) -> float:
     loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, generator=order)
     start_epoch, step = 0, 0
     if args.resume:
-        extra = load_checkpoint(args.resume, model, optimizer)
+        extra = checkpoint_extra(args.resume)  # which setup first, then the weights
         if (extra.get("dataset"), extra.get("model")) != (args.dataset, args.model):
             raise CheckpointError(
                 f"{args.resume} was trained with --dataset {extra.get('dataset')} --model "
                 f"{extra.get('model')}, not --dataset {args.dataset} --model {args.model}"
             )
+        load_checkpoint(args.resume, model, optimizer)
         start_epoch, step = int(extra.get("epoch", 0)), int(extra.get("step", 0))
         if "loader_rng" in extra and "global_rng" in extra:  # continue the same random streams
             order.bit_generator.state = extra["loader_rng"]
             generator().bit_generator.state = extra["global_rng"]
         print(f"resumed from {args.resume} after epoch {start_epoch} (step {step})")
+    progress["epoch"] = start_epoch
     report_every = max(1, args.epochs // 10)
     for epoch in range(start_epoch + 1, args.epochs + 1):
         with tqdm(
@@ -236,6 +336,8 @@ def run(args: argparse.Namespace) -> float:
             state["loader_rng"] = order.bit_generator.state
             state["global_rng"] = generator().bit_generator.state
             save_checkpoint(args.save, model, optimizer, **state)
+            progress["saved"] = epoch
+        progress["epoch"] = epoch
     which, final_set = ("test", test_set) if test_set is not None else ("train", train_set)
     correct, total = evaluate(model, final_set)
     print(f"{which} accuracy: {correct / total:.2%} ({correct}/{total})")
@@ -250,12 +352,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _settings(args)
     except ValueError as error:
         parser.error(str(error))
+    progress: dict[str, Any] = {}
     try:
-        run(args)
+        run(args, progress)
     except (TrainingDivergedError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(_interrupted_line(args, progress, parser.prog), file=sys.stderr)
+        return 130  # the shell's code for "stopped by Ctrl-C"
     return 0
+
+
+def _interrupted_line(args: argparse.Namespace, progress: dict[str, Any], prog: str) -> str:
+    """The one line printed after Ctrl-C: where training stopped and where the last checkpoint is."""
+    done = progress.get("epoch", 0)
+    if args.save and "saved" in progress:
+        return (
+            f"interrupted after epoch {done}/{args.epochs}; the last checkpoint is {args.save} "
+            f"(epoch {progress['saved']}): continue with {prog} --resume {args.save} --save {args.save}"
+        )
+    if args.resume:
+        return (
+            f"interrupted after epoch {done}/{args.epochs}; nothing new was saved, the last "
+            f"checkpoint is still {args.resume}"
+        )
+    return f"interrupted after epoch {done}/{args.epochs}; no checkpoint was saved (--save PATH saves one every epoch)"
 
 
 if __name__ == "__main__":

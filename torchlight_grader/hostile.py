@@ -39,7 +39,7 @@ SAFE_ATTRIBUTES = {
 SAFE_PROTOCOLS = {"http", "https", "mailto"}
 BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 IMAGES = ("image/png", "image/jpeg", "image/gif")
-SCHEMES = re.compile(r"(?i)\b(javascript|vbscript|data|file)\s*:")
+MATHJAX_ACTIVE = re.compile(r"\\(href|url|class|style|cssId|require|unicode)\b")
 CELL_ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
 
 
@@ -102,6 +102,9 @@ class CheckSubmission(NbGraderPreprocessor):
             problems.append(f"{refused} is not a regular file (a symbolic link?)")
         if not isinstance(nb.get("metadata"), dict):
             nb.metadata = {}
+        # what the grader finds travels in the notebook from the sanitize to the autograde
+        # step (nbgrader gives each its own resources); whatever the student put there goes
+        nb.metadata["torchlight"] = {"findings": [], "refused": []}
         for cell in nb.cells:
             meta = cell.get("metadata")
             if not isinstance(meta, dict):
@@ -112,10 +115,8 @@ class CheckSubmission(NbGraderPreprocessor):
         if problems:
             text = "**Refused files.** " + "; ".join(problems) + ". Hand in regular files only."
             self.log.warning("refused in %s: %s", folder, "; ".join(problems))
-            nb.cells.insert(
-                0, new_markdown_cell(SCHEMES.sub(r"\1&#58;", text.replace("<", "&lt;")))
-            )
-            resources.setdefault("torchlight", {})["refused"] = problems
+            nb.cells.insert(0, new_markdown_cell(inert_markdown(text)))
+            nb.metadata["torchlight"]["refused"] = problems
         return nb, resources
 
 
@@ -136,6 +137,11 @@ class SanitizeNotebook(NbGraderPreprocessor):
         meta = nb.get("metadata", {})
         kernelspec = meta.get("kernelspec") if isinstance(meta, dict) else None
         nb.metadata = {"language_info": {"name": "python"}}
+        report = resources.get("torchlight", {})
+        nb.metadata["torchlight"] = {
+            "findings": list(report.get("findings", [])),
+            "refused": list(report.get("refused", [])),
+        }
         if isinstance(kernelspec, dict):
             nb.metadata["kernelspec"] = {
                 k: str(kernelspec[k])[:100] for k in ("name", "display_name", "language")
@@ -173,8 +179,16 @@ def _instructor_sources(resources: dict[str, Any]) -> set[str]:
 
 
 def inert_markdown(source: str) -> str:
-    """Markdown with every raw HTML tag shown as text and no script-capable link scheme."""
-    return SCHEMES.sub(r"\1&#58;", str(source).replace("<", "&lt;"))
+    """Markdown rendered here, cleaned, and put back as one HTML block that nothing renders
+    further: raw HTML is stripped to safe tags, link schemes are checked after entities are
+    decoded (``jav&#97;script:`` too), and MathJax commands that make links or styles lose
+    their backslash."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    cleaned = clean_html(markdown2html_mistune(str(source)))
+    cleaned = MATHJAX_ACTIVE.sub(r"\1", cleaned)
+    # one line, so the markdown renderer passes the block through as it is
+    return "<div>" + cleaned.replace("\n", "&#10;") + "</div>"
 
 
 def clean_html(html: str) -> str:

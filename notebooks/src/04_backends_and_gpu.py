@@ -99,18 +99,18 @@ print(x.reduce("sum", (0,)))
 
 # %%
 x = tl.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], backend="strided")
-print(x.data)
-print(x.T.data)
-print(x[:, 1:].data)
-print(tl.tensor([1.0, 2.0, 3.0], backend="strided").expand(2, 3).data)
+print(x.storage)
+print(x.T.storage)
+print(x[:, 1:].storage)
+print(tl.tensor([1.0, 2.0, 3.0], backend="strided").expand(2, 3).storage)
 
 # %% [markdown]
 # Transposing swaps the strides, slicing moves the offset, expanding sets a stride to 0, and
 # all of them share the one buffer:
 
 # %%
-assert x.T.data.buffer is x.data.buffer
-assert x[:, 1:].data.offset == 1
+assert x.T.storage.buffer is x.storage.buffer
+assert x[:, 1:].storage.offset == 1
 print(x.T)
 
 # %% [markdown]

@@ -18,6 +18,7 @@ __all__ = [
     "ZIP_OPS",
     "Backend",
     "available_backends",
+    "device_backend",
     "get_backend",
     "get_default_backend",
     "set_default_backend",
@@ -61,6 +62,8 @@ def get_backend(name: str | Backend | None = None) -> Backend:
         return name
     if name in _loaded:
         return _loaded[name]
+    if name not in _REGISTRY and name.partition(":")[0] in _DEVICES:
+        return get_backend(device_backend(name))
     if name not in _REGISTRY:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(_REGISTRY)}")
     module_name, class_name, install_hint = _REGISTRY[name]
@@ -73,6 +76,30 @@ def get_backend(name: str | Backend | None = None) -> Backend:
     backend = getattr(module, class_name)()
     _loaded[name] = backend
     return backend
+
+
+# PyTorch's device names, for code written as `device = "cuda" if ... else "cpu"`.
+_DEVICES = ("cpu", "cuda")
+_CPU_BACKENDS = ("numpy", "strided", "numba")
+
+
+def device_backend(device: str) -> str:
+    """The backend a PyTorch device name means: ``"cpu"`` is the default backend when that
+    runs on the CPU (else numpy), ``"cuda"`` / ``"cuda:0"`` the CUDA backend.
+
+    Raises:
+        ValueError: for another device type, or an index other than 0 (one GPU is supported).
+    """
+    kind, _, index = device.partition(":")
+    if kind not in _DEVICES or index not in ("", "0"):
+        raise ValueError(
+            f"unknown device {device!r}: torchlight knows 'cpu', 'cuda' and 'cuda:0' (one GPU), "
+            f"and the backends {', '.join(_REGISTRY)}"
+        )
+    if kind == "cuda":
+        return "cuda"
+    default = _default_name or os.environ.get("TORCHLIGHT_BACKEND", "numpy") or "numpy"
+    return default if default in _CPU_BACKENDS else "numpy"
 
 
 def get_default_backend() -> Backend:

@@ -38,6 +38,13 @@ MAP_OPS = (
     "reciprocal",  # 1 / x
     "square",  # x * x
     "copy",  # x (a contiguous copy)
+    "sin",  # sin x
+    "cos",  # cos x
+    "log1p",  # ln(1 + x), accurate for small x
+    "expm1",  # e^x - 1, accurate for small x
+    "erf",  # the error function 2/sqrt(pi) * integral of e^(-t^2) from 0 to x
+    "floor",  # the largest integer <= x
+    "round",  # the nearest integer, halves to even
 )
 
 #: Two-argument elementwise ops, ``zip(op, a, b)``; comparisons return bool storage.

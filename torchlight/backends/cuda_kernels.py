@@ -39,10 +39,20 @@ if "numba.cuda" not in sys.modules:
 from numba import cuda as _cuda  # noqa: E402
 
 from torchlight.backends import scalar_ops  # noqa: E402
-from torchlight.backends.numba_backend import jitable  # noqa: E402
 
 # Typed as Any: numba's stubs describe the CUDA intrinsics for numba's compiler, not for mypy.
 cuda: Any = _cuda
+
+
+def device_function(fn: Callable[..., Any]) -> Any:
+    """``fn`` (a scalar op of :mod:`~torchlight.backends.scalar_ops`) as a CUDA device function.
+
+    NVVM inlines such small functions into the kernel that calls them. (numba's CPU
+    ``register_jitable`` is not used here: NVIDIA's numba-cuda has its own compiler pipeline,
+    which does not accept functions inlined by numba's CPU one.)
+    """
+    return cuda.jit(device=True)(fn)
+
 
 #: Threads per block of the elementwise and reduction kernels (a power of two).
 THREADS = 128
@@ -84,7 +94,7 @@ def index_to_position(index, strides, offset):  # pragma: no cover - runs on the
 
 
 def _map_source(fn: Callable[[Any], Any]) -> Callable[..., None]:
-    f = jitable(fn)
+    f = device_function(fn)
 
     def map_kernel(out, a, a_offset, a_strides, shape):  # pragma: no cover - runs on the GPU
         i = cuda.grid(1)
@@ -97,7 +107,7 @@ def _map_source(fn: Callable[[Any], Any]) -> Callable[..., None]:
 
 
 def _zip_source(fn: Callable[[Any, Any], Any]) -> Callable[..., None]:
-    f = jitable(fn)
+    f = device_function(fn)
 
     def zip_kernel(out, a, a_offset, a_strides, b, b_offset, b_strides, shape):  # pragma: no cover
         i = cuda.grid(1)
@@ -114,7 +124,7 @@ def _zip_source(fn: Callable[[Any, Any], Any]) -> Callable[..., None]:
 def _reduce_source(
     fn: Callable[[Any, Any], Any], is_sum: bool, acc_type: Any
 ) -> Callable[..., None]:
-    f = jitable(fn)
+    f = device_function(fn)
 
     def reduce_kernel(out, a, kept, red):  # pragma: no cover - runs on the GPU
         # Block o computes out[o]; its threads share the elements a[kept[o] + red[r]].

@@ -121,6 +121,66 @@ def copy(x: Any) -> Any:
     return x
 
 
+def sin(x: Any) -> Any:
+    r"""$\sin x$; ``nan`` for $\pm\infty$ (where Python's ``math.sin`` raises)."""
+    if math.isinf(x):
+        return math.nan
+    return math.sin(x)
+
+
+def cos(x: Any) -> Any:
+    r"""$\cos x$; ``nan`` for $\pm\infty$ (where Python's ``math.cos`` raises)."""
+    if math.isinf(x):
+        return math.nan
+    return math.cos(x)
+
+
+def log1p(x: Any) -> Any:
+    r"""$\ln(1 + x)$, without the rounding error of forming $1 + x$ first; as :func:`log` at
+    and below $x = -1$."""
+    if x > -1:
+        return math.log1p(x)
+    if x == -1:
+        return -math.inf
+    return math.nan
+
+
+def expm1(x: Any) -> Any:
+    r"""$e^x - 1$, accurate for small $x$ (where $e^x$ rounds to 1); ``inf`` past the range."""
+    if x > _EXP_OVERFLOW:
+        return math.inf
+    return math.expm1(x)
+
+
+def erf(x: Any) -> Any:
+    r"""$\mathrm{erf}(x) = \frac{2}{\sqrt\pi}\int_0^x e^{-t^2}\,dt$."""
+    return math.erf(x)
+
+
+# Every float of magnitude 2^52 or more is an integer already.
+_ALL_INTEGERS = 4503599627370496.0
+
+
+def floor(x: Any) -> Any:
+    r"""$\lfloor x \rfloor$; ``inf``, ``nan`` and huge values come back as they are (where
+    ``math.floor`` would raise, or overflow int64 in a compiled kernel)."""
+    if math.isinf(x) or math.isnan(x) or abs(x) >= _ALL_INTEGERS:
+        return x
+    return float(math.floor(x))
+
+
+def round_(x: Any) -> Any:
+    r"""$x$ rounded to the nearest integer, halves to the even neighbour (as numpy and PyTorch:
+    ``round(0.5) = 0``, ``round(1.5) = 2``, ``round(-2.5) = -2``)."""
+    if math.isinf(x) or math.isnan(x) or abs(x) >= _ALL_INTEGERS:
+        return x
+    below = float(math.floor(x))
+    rest = x - below  # exact, in [0, 1)
+    if rest > 0.5 or (rest == 0.5 and below % 2.0 != 0):
+        return below + 1.0
+    return below
+
+
 # ----------------------------------------------------------------------------- two arguments
 
 
@@ -228,6 +288,13 @@ MAP: dict[str, Callable[[Any], Any]] = {
     "reciprocal": reciprocal,
     "square": square,
     "copy": copy,
+    "sin": sin,
+    "cos": cos,
+    "log1p": log1p,
+    "expm1": expm1,
+    "erf": erf,
+    "floor": floor,
+    "round": round_,
 }
 
 #: ``zip`` op name -> scalar function of two arguments (names from ``base.ZIP_OPS``).

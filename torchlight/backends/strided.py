@@ -34,9 +34,9 @@ Their public names can all be imported from here too.
 Example:
     >>> import torchlight as tl
     >>> x = tl.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], backend="strided")
-    >>> x.data
+    >>> x.storage
     StridedStorage(shape=(2, 3), strides=(3, 1), offset=0, dtype=float64, buffer of 6)
-    >>> x.T.data  # the same buffer, read with swapped strides
+    >>> x.T.storage  # the same buffer, read with swapped strides
     StridedStorage(shape=(3, 2), strides=(1, 3), offset=0, dtype=float64, buffer of 6)
 """
 

@@ -1,4 +1,4 @@
-"""Data sets and batching: toy 2-D sets, the 8x8 handwritten digits, TensorDataset, DataLoader.
+"""Data sets and batching: toy 2-D sets, the 8x8 handwritten digits, Dataset, TensorDataset, random_split, DataLoader.
 
 Example:
     >>> from torchlight.data import DataLoader, spiral
@@ -8,10 +8,19 @@ Example:
 """
 
 from torchlight.data.digits import NUM_DIGITS, digits, load_digits
-from torchlight.data.loader import DataLoader, TensorDataset
+from torchlight.data.loader import (
+    ConcatDataset,
+    DataLoader,
+    Dataset,
+    Subset,
+    TensorDataset,
+    default_collate,
+    random_split,
+)
 from torchlight.data.toy import TOY_DATASETS, circle, diag, simple, spiral, split, xor
 
 __all__ = [
-    "NUM_DIGITS", "TOY_DATASETS", "DataLoader", "TensorDataset", "circle", "diag", "digits",
-    "load_digits", "simple", "spiral", "split", "xor",
+    "NUM_DIGITS", "TOY_DATASETS", "ConcatDataset", "DataLoader", "Dataset", "Subset",
+    "TensorDataset", "circle", "default_collate", "diag", "digits", "load_digits", "random_split",
+    "simple", "spiral", "split", "xor",
 ]  # fmt: skip

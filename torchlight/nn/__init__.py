@@ -8,8 +8,18 @@ Example:
     9610
 """
 
-from torchlight.nn import functional, init
-from torchlight.nn.conv import AvgPool2d, Conv1d, Conv2d, MaxPool2d
+from torchlight.nn import functional, init, utils
+from torchlight.nn.activation import ELU, GELU, LeakyReLU, SiLU, Softplus
+from torchlight.nn.attention import MultiheadAttention  # noqa: E402 - sequence models (issue 14)
+from torchlight.nn.container import (
+    ModuleDict,
+    ModuleList,
+    ParameterDict,
+    ParameterList,
+    Unflatten,
+)
+from torchlight.nn.conv import AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, MaxPool2d
+from torchlight.nn.hooks import RemovableHandle
 from torchlight.nn.layers import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -28,10 +38,39 @@ from torchlight.nn.layers import (
     Softmax,
     Tanh,
 )
+from torchlight.nn.loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from torchlight.nn.module import Module, Parameter
+from torchlight.nn.normalization import (  # noqa: E402
+    BatchNorm1d,
+    BatchNorm2d,
+    Dropout2d,
+    GroupNorm,
+    LayerNorm,
+)
+from torchlight.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, MaxPool1d
+from torchlight.nn.recurrent import GRU, LSTM, RNN, LSTMLanguageModel  # noqa: E402
+from torchlight.nn.transformer import (  # noqa: E402
+    GPT,
+    GPTBlock,
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout",
     "Embedding", "Flatten", "Identity", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "Module",
     "NLLLoss", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh", "functional", "init",
+]  # fmt: skip
+__all__ += [
+    "ELU", "GELU", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "ConvTranspose2d",
+    "HuberLoss", "KLDivLoss", "L1Loss", "LeakyReLU", "MaxPool1d", "ModuleDict", "ModuleList",
+    "ParameterDict", "ParameterList", "RemovableHandle", "SiLU", "SmoothL1Loss", "Softplus",
+    "Unflatten", "utils",
+]  # fmt: skip
+
+__all__ += [
+    "GPT", "GRU", "LSTM", "RNN", "BatchNorm1d", "BatchNorm2d", "Dropout2d", "GPTBlock",
+    "GroupNorm", "LSTMLanguageModel", "LayerNorm", "LearnedPositionalEmbedding",
+    "MultiheadAttention", "SinusoidalPositionalEncoding", "TransformerEncoderLayer",
 ]  # fmt: skip

@@ -1,4 +1,4 @@
-r"""Convolution and pooling layers: Conv1d, Conv2d, MaxPool2d, AvgPool2d.
+r"""Convolution and pooling layers: Conv1d, Conv2d, ConvTranspose2d, MaxPool2d, AvgPool2d.
 
 The math lives in ``conv_functions.py`` (im2col: unfold the windows, one matrix product);
 these Modules hold the weights and settings, and check the input shape.
@@ -12,21 +12,38 @@ from typing import Any
 from torchlight.creation import empty
 from torchlight.nn import functional as F
 from torchlight.nn import init
+from torchlight.nn.conv_general import padding_amounts
 from torchlight.nn.functional import IntOrPair, _pair
 from torchlight.nn.layers import shape_error
 from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
 
-__all__ = ["AvgPool2d", "Conv1d", "Conv2d", "MaxPool2d"]
+__all__ = ["AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d"]
 
 
 class _ConvNd(Module):
     def __init__(
-        self, in_channels: int, out_channels: int, kernel: tuple[int, ...], bias: bool, dtype: Any
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel: tuple[int, ...],
+        bias: bool,
+        dtype: Any,
+        groups: int = 1,
+        transposed: bool = False,
     ) -> None:
         super().__init__()
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.weight = Parameter(empty(out_channels, in_channels, *kernel, dtype=dtype))
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"{type(self).__name__}: in_channels ({in_channels}) and out_channels "
+                f"({out_channels}) must both be divisible by groups ({groups})"
+            )
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        if transposed:  # PyTorch's layout for a transposed convolution: (in, out / groups, k...)
+            shape = (in_channels, out_channels // groups, *kernel)
+        else:
+            shape = (out_channels, in_channels // groups, *kernel)
+        self.weight = Parameter(empty(*shape, dtype=dtype))
         if bias:
             self.bias = Parameter(empty(out_channels, dtype=dtype))
         else:
@@ -37,7 +54,7 @@ class _ConvNd(Module):
         """PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels * kernel area."""
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            fan_in = self.weight.numel() // self.out_channels
+            fan_in = self.weight.numel() // self.weight.shape[0]  # weight[0] feeds one output
             bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
             init.uniform_(self.bias, -bound, bound)
 
@@ -61,33 +78,45 @@ class Conv2d(_ConvNd):
         out_channels: int,
         kernel_size: IntOrPair,
         stride: IntOrPair = 1,
-        padding: IntOrPair = 0,
+        padding: IntOrPair | str = 0,
+        dilation: IntOrPair = 1,
+        groups: int = 1,
         bias: bool = True,
         dtype: Any = None,
     ) -> None:
         self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride, self.padding = _pair(stride, "stride"), _pair(padding, "padding")
-        super().__init__(in_channels, out_channels, self.kernel_size, bias, dtype)
+        self.stride, self.dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+        self.padding = padding if isinstance(padding, str) else _pair(padding, "padding")
+        padding_amounts(self.padding, self.kernel_size, self.stride, self.dilation)  # checks it
+        super().__init__(in_channels, out_channels, self.kernel_size, bias, dtype, groups)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim == 3 and x.shape[0] == self.in_channels:
             return self.forward(x.unsqueeze(0)).squeeze(0)
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise shape_error(self, f"(N, {self.in_channels}, H, W)", x)
-        kh, kw = self.kernel_size
-        ph, pw = self.padding
-        if x.shape[2] + 2 * ph < kh or x.shape[3] + 2 * pw < kw:
+        (pt, pb), (pl, pr) = padding_amounts(
+            self.padding, self.kernel_size, self.stride, self.dilation
+        )
+        kh, kw = (d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel_size, strict=True))
+        if x.shape[2] + pt + pb < kh or x.shape[3] + pl + pr < kw:
             raise shape_error(
                 self,
-                f"(N, {self.in_channels}, H, W) with H >= {kh - 2 * ph}, W >= {kw - 2 * pw}",
+                f"(N, {self.in_channels}, H, W) with H >= {kh - pt - pb}, W >= {kw - pl - pr}",
                 x,
             )
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding)
+        return F.conv2d(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
 
     def extra_repr(self) -> str:
         text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0, 0):
             text += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
         return text if self.bias is not None else text + ", bias=False"
 
 
@@ -104,45 +133,123 @@ class Conv1d(_ConvNd):
         out_channels: int,
         kernel_size: int,
         stride: int = 1,
-        padding: int = 0,
+        padding: int | str = 0,
+        dilation: int = 1,
+        groups: int = 1,
         bias: bool = True,
         dtype: Any = None,
     ) -> None:
-        self.kernel_size, self.stride, self.padding = (
+        self.kernel_size, self.stride, self.dilation = (
             (int(kernel_size),),
             (int(stride),),
-            (int(padding),),
+            (int(dilation),),
         )
-        super().__init__(in_channels, out_channels, self.kernel_size, bias, dtype)
+        self.padding = padding if isinstance(padding, str) else (int(padding),)
+        k, s, d = self.kernel_size[0], self.stride[0], self.dilation[0]
+        padding_amounts(padding, (1, k), (1, s), (1, d))  # checks it
+        super().__init__(in_channels, out_channels, self.kernel_size, bias, dtype, groups)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim == 2 and x.shape[0] == self.in_channels:
             return self.forward(x.unsqueeze(0)).squeeze(0)
         if x.ndim != 3 or x.shape[1] != self.in_channels:
             raise shape_error(self, f"(N, {self.in_channels}, L)", x)
-        if x.shape[2] + 2 * self.padding[0] < self.kernel_size[0]:
+        k, s, d = self.kernel_size[0], self.stride[0], self.dilation[0]
+        _, (before, after) = padding_amounts(
+            self.padding[0] if isinstance(self.padding, tuple) else self.padding,
+            (1, k),
+            (1, s),
+            (1, d),
+        )
+        span = d * (k - 1) + 1
+        if x.shape[2] + before + after < span:
             raise shape_error(
-                self,
-                f"(N, {self.in_channels}, L) with L >= {self.kernel_size[0] - 2 * self.padding[0]}",
-                x,
+                self, f"(N, {self.in_channels}, L) with L >= {span - before - after}", x
             )
-        return F.conv1d(x, self.weight, self.bias, self.stride[0], self.padding[0])
+        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        return F.conv1d(x, self.weight, self.bias, s, padding, d, self.groups)
 
     def extra_repr(self) -> str:
         text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0,):
             text += f", padding={self.padding}"
+        if self.dilation != (1,):
+            text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        return text if self.bias is not None else text + ", bias=False"
+
+
+class ConvTranspose2d(_ConvNd):
+    r"""The transpose of a Conv2d (an "up-convolution"): each input pixel adds the kernel, scaled by
+    its value, into the output at stride $s$; see ``F.conv_transpose2d``.
+
+    Shape: input $(N, C_{in}, H, W)$ (or unbatched), output $(N, C_{out}, H_o, W_o)$ with
+    $H_o = (H - 1) s - 2 p + d (k - 1) + \text{output\_padding} + 1$. The weight has PyTorch's
+    shape $(C_{in}, C_{out} / g, k_h, k_w)$.
+
+    Example:
+        >>> import torchlight as tl
+        >>> up = tl.nn.ConvTranspose2d(16, 8, kernel_size=2, stride=2)
+        >>> up(tl.randn(4, 16, 4, 4)).shape
+        (4, 8, 8, 8)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrPair,
+        stride: IntOrPair = 1,
+        padding: IntOrPair = 0,
+        output_padding: IntOrPair = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: IntOrPair = 1,
+        dtype: Any = None,
+    ) -> None:
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride, self.padding = _pair(stride, "stride"), _pair(padding, "padding")
+        self.output_padding, self.dilation = (
+            _pair(output_padding, "output_padding"),
+            _pair(dilation, "dilation"),
+        )
+        super().__init__(
+            in_channels, out_channels, self.kernel_size, bias, dtype, groups, transposed=True
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim == 3 and x.shape[0] == self.in_channels:
+            return self.forward(x.unsqueeze(0)).squeeze(0)
+        if x.ndim != 4 or x.shape[1] != self.in_channels:
+            raise shape_error(self, f"(N, {self.in_channels}, H, W)", x)
+        return F.conv_transpose2d(
+            x, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups,
+            self.dilation,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        for name, plain in (("padding", (0, 0)), ("output_padding", (0, 0)), ("dilation", (1, 1))):
+            if getattr(self, name) != plain:
+                text += f", {name}={getattr(self, name)}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
         return text if self.bias is not None else text + ", bias=False"
 
 
 class _Pool2d(Module):
     def __init__(
-        self, kernel_size: IntOrPair, stride: IntOrPair | None = None, padding: IntOrPair = 0
+        self,
+        kernel_size: IntOrPair,
+        stride: IntOrPair | None = None,
+        padding: IntOrPair = 0,
+        ceil_mode: bool = False,
     ) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
-        self.padding = padding
+        self.padding, self.ceil_mode = padding, ceil_mode
 
     def _check(self, x: Tensor) -> None:
         kh, kw = _pair(self.kernel_size, "kernel_size")
@@ -150,7 +257,8 @@ class _Pool2d(Module):
             raise shape_error(self, f"(N, C, H, W) with H >= {kh}, W >= {kw}", x)
 
     def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        text = f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return text + (", ceil_mode=True" if self.ceil_mode else "")
 
 
 class MaxPool2d(_Pool2d):
@@ -167,15 +275,31 @@ class MaxPool2d(_Pool2d):
 
     def forward(self, x: Tensor) -> Tensor:
         self._check(x)
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode)
 
 
 class AvgPool2d(_Pool2d):
     r"""$\mathrm{out}[n, c, p, q] = \frac{1}{k_h k_w}\sum_{i, j} x[n, c, s_h p + i, s_w q + j]$.
 
     Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to ``kernel_size``.
+    ``count_include_pad=False`` divides by the positions inside the input only.
     """
+
+    def __init__(
+        self,
+        kernel_size: IntOrPair,
+        stride: IntOrPair | None = None,
+        padding: IntOrPair = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+    ) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, x: Tensor) -> Tensor:
         self._check(x)
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return F.avg_pool2d(
+            x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+            self.divisor_override,
+        )  # fmt: skip

@@ -70,7 +70,7 @@ def _unfold(xp: Tensor, kernel: Pair, stride: Pair) -> Tensor:
     out_hw = ((hp - kh) // stride[0] + 1, (wp - kw) // stride[1] + 1)
     shape = (c, 1, *out_hw, n)
     views = [
-        xp._getitem(_window_slices((i, j), stride, out_hw))._view(shape, True)
+        xp._getitem(_window_slices((i, j), stride, out_hw))._view(shape, copy_ok=True)
         for i in range(kh)
         for j in range(kw)
     ]
@@ -88,7 +88,7 @@ def _fold(cols: Tensor, padded_shape: tuple[int, ...], kernel: Pair, stride: Pai
         for j in range(kw):
             index = _window_slices((i, j), stride, out_hw)
             part = cols._getitem((slice(None), i * kw + j))  # cols[:, i*kw + j]
-            out[index] = out._getitem(index).zip("add", part) if overlapping else part
+            out[index] = out._getitem(index)._zip("add", part) if overlapping else part
     return out
 
 
@@ -118,15 +118,15 @@ class Conv2dFunction(Function):
         xp = _pad(x, padding)  # (C, Hp, Wp, N)
         cols = _unfold(xp, (kh, kw), stride)  # (C, K, Ho, Wo, N)
         ho, wo = cols.shape[2], cols.shape[3]
-        cols = cols._view((c * kh * kw, ho * wo * n), True)
-        out = weight._view((o, c * kh * kw), True)._matmul(cols)  # (O, CK) @ (CK, LN)
+        cols = cols._view((c * kh * kw, ho * wo * n), copy_ok=True)
+        out = weight._view((o, c * kh * kw), copy_ok=True)._matmul(cols)  # (O, CK) @ (CK, LN)
         if bias is not None:
-            out = out.zip("add", bias._view((o, 1), True))  # + b[:, None]
+            out = out._zip("add", bias._view((o, 1), copy_ok=True))  # + b[:, None]
         ctx.save_for_backward(cols, weight)
         ctx.needs = (x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad)
         ctx.has_bias, ctx.stride, ctx.padding = bias is not None, stride, padding
         ctx.x_shape, ctx.xp_shape = x.shape, xp.shape
-        return out._view((o, ho, wo, n), True)._permute(TO_NCHW)
+        return out._view((o, ho, wo, n), copy_ok=True)._permute(TO_NCHW)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
@@ -134,18 +134,18 @@ class Conv2dFunction(Function):
         needs_x, needs_w, needs_b = ctx.needs
         n, o, ho, wo = grad_output.shape
         c, kh, kw = weight.shape[1:]
-        g = grad_output._permute(TO_CHWN)._view((o, ho * wo * n), True)  # G as (O, LN)
+        g = grad_output._permute(TO_CHWN)._view((o, ho * wo * n), copy_ok=True)  # G as (O, LN)
         grad_w = grad_x = None
         if needs_w:  # G @ X^T
-            grad_w = g._matmul(cols._permute((1, 0)))._view(weight.shape, True)
+            grad_w = g._matmul(cols._permute((1, 0)))._view(weight.shape, copy_ok=True)
         if needs_x:  # fold(W^T @ G), then drop the padding
-            w_t = weight._view((o, c * kh * kw), True)._permute((1, 0))
-            grad_cols = w_t._matmul(g)._view((c, kh * kw, ho, wo, n), True)
+            w_t = weight._view((o, c * kh * kw), copy_ok=True)._permute((1, 0))
+            grad_cols = w_t._matmul(g)._view((c, kh * kw, ho, wo, n), copy_ok=True)
             grad_xp = _fold(grad_cols, ctx.xp_shape, (kh, kw), ctx.stride)
             grad_x = _crop(grad_xp, ctx.padding, ctx.x_shape)
         if not ctx.has_bias:
             return grad_x, grad_w
-        return grad_x, grad_w, g.reduce("sum", (1,)) if needs_b else None
+        return grad_x, grad_w, g._reduce("sum", (1,)) if needs_b else None
 
 
 class MaxPool2dFunction(Function):
@@ -163,16 +163,16 @@ class MaxPool2dFunction(Function):
         ctx.winner = windows.argmax(dim=1, keepdim=True)
         ctx.kernel, ctx.stride, ctx.padding = kernel, stride, padding
         ctx.x_shape, ctx.xp_shape = x.shape, xp.shape
-        return windows.reduce("max", (1,))._permute(TO_NCHW)
+        return windows._reduce("max", (1,))._permute(TO_NCHW)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         size = ctx.kernel[0] * ctx.kernel[1]
         n, c, ho, wo = grad_output.shape
-        offsets = arange(size, backend=grad_output.backend)._view((1, size, 1, 1, 1), True)
-        g = grad_output._permute(TO_CHWN)._view((c, 1, ho, wo, n), True)
+        offsets = arange(size, backend=grad_output.backend)._view((1, size, 1, 1, 1), copy_ok=True)
+        g = grad_output._permute(TO_CHWN)._view((c, 1, ho, wo, n), copy_ok=True)
         # (offset == winner) * G[:, None]: G goes to the maximum of each window
-        grad_windows = offsets.zip("eq", ctx.winner).zip("mul", g)
+        grad_windows = offsets._zip("eq", ctx.winner)._zip("mul", g)
         grad_xp = _fold(grad_windows, ctx.xp_shape, ctx.kernel, ctx.stride)
         return _crop(grad_xp, ctx.padding, ctx.x_shape)
 
@@ -191,14 +191,14 @@ class AvgPool2dFunction(Function):
         ctx.kernel, ctx.stride, ctx.padding = kernel, stride, padding
         ctx.x_shape, ctx.xp_shape = x.shape, xp.shape
         size = windows._lift(float(kernel[0] * kernel[1]))
-        return windows.reduce("sum", (1,)).zip("div", size)._permute(TO_NCHW)  # window means
+        return windows._reduce("sum", (1,))._zip("div", size)._permute(TO_NCHW)  # window means
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         size = ctx.kernel[0] * ctx.kernel[1]
         n, c, ho, wo = grad_output.shape
-        share = grad_output.zip("div", grad_output._lift(float(size)))  # G / (kh kw) to each
-        share = share._permute(TO_CHWN)._view((c, 1, ho, wo, n), True)
+        share = grad_output._zip("div", grad_output._lift(float(size)))  # G / (kh kw) to each
+        share = share._permute(TO_CHWN)._view((c, 1, ho, wo, n), copy_ok=True)
         grad_windows = share._expand((c, size, ho, wo, n))
         grad_xp = _fold(grad_windows, ctx.xp_shape, ctx.kernel, ctx.stride)
         return _crop(grad_xp, ctx.padding, ctx.x_shape)

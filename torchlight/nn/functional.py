@@ -17,20 +17,20 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight.creation import eye, rand
+from torchlight.nn.autograd_ops import (
+    BinaryCrossEntropy,
+    BinaryCrossEntropyWithLogits,
+    CrossEntropy,
+    LinearFunction,
+    LogSoftmaxFunction,
+    NLLLossFunction,
+    SoftmaxFunction,
+)
 from torchlight.nn.conv_functions import (
     AvgPool2dFunction,
     Conv2dFunction,
     MaxPool2dFunction,
     output_size,
-)
-from torchlight.nn.functions import (
-    BinaryCrossEntropy,
-    BinaryCrossEntropyWithLogits,
-    CrossEntropy,
-    LinearFunction,
-    LogSoftmax,
-    NLLLoss,
-    Softmax,
 )
 from torchlight.shape import normalize_dim
 from torchlight.tensor import Tensor
@@ -81,7 +81,7 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
 
     Shape: any; the output has the input's shape and sums to 1 along ``dim``.
     """
-    return Softmax.apply(input, normalize_dim(dim, input.ndim))
+    return SoftmaxFunction.apply(input, normalize_dim(dim, input.ndim))
 
 
 def log_softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
@@ -95,7 +95,7 @@ def log_softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
         >>> F.log_softmax(tl.tensor([1000.0, 0.0]), dim=0)
         tensor([    0., -1000.])
     """
-    return LogSoftmax.apply(input, normalize_dim(dim, input.ndim))
+    return LogSoftmaxFunction.apply(input, normalize_dim(dim, input.ndim))
 
 
 # --------------------------------------------------------------------------- layers
@@ -110,8 +110,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear: the weight has shape {weight.shape}, so the input's last dimension must be "
             f"{weight.shape[-1]}; got an input of shape {input.shape}"
         )
-    if bias is None:
-        return LinearFunction.apply(input, weight)
     return LinearFunction.apply(input, weight, bias)
 
 
@@ -120,9 +118,14 @@ def conv2d(
     weight: Tensor,
     bias: Tensor | None = None,
     stride: IntOrPair = 1,
-    padding: IntOrPair = 0,
+    padding: IntOrPair | str = 0,
+    dilation: IntOrPair = 1,
+    groups: int = 1,
 ) -> Tensor:
     r"""$\mathrm{out}[n, o] = b_o + \sum_c W[o, c] \star x[n, c]$ (cross-correlation, as in PyTorch).
+
+    ``padding`` may also be ``"same"`` or ``"valid"``; ``dilation`` and ``groups`` as in PyTorch
+    (those cases are composed in ``nn/conv_general.py``).
 
     Shape: input $(N, C, H, W)$, weight $(O, C, k_h, k_w)$, bias $(O)$, output $(N, O, H_o, W_o)$
     with $H_o = \lfloor (H + 2p_h - k_h) / s_h \rfloor + 1$ (likewise $W_o$).
@@ -133,6 +136,8 @@ def conv2d(
         >>> tl.nn.functional.conv2d(x, tl.ones(1, 1, 2, 2)).shape
         (1, 1, 2, 2)
     """
+    if isinstance(padding, str) or dilation != 1 or groups != 1:
+        return conv_general.conv2d(input, weight, bias, stride, padding, dilation, groups)
     stride_, padding_ = _pair(stride, "stride"), _pair(padding, "padding")
     if input.ndim != 4 or weight.ndim != 4 or input.shape[1] != weight.shape[1]:
         raise ValueError(
@@ -159,20 +164,33 @@ def conv1d(
     weight: Tensor,
     bias: Tensor | None = None,
     stride: int = 1,
-    padding: int = 0,
+    padding: int | str = 0,
+    dilation: int = 1,
+    groups: int = 1,
 ) -> Tensor:
     r"""$\mathrm{out}[n, o, t] = b_o + \sum_{c, k} W[o, c, k]\, x_{\text{pad}}[n, c, s t + k]$.
 
-    A 1-D convolution is a 2-D one on an image of height 1.
+    A 1-D convolution is a 2-D one on an image of height 1. ``padding="same"``/``"valid"``,
+    ``dilation`` and ``groups`` as in PyTorch.
 
     Shape: input $(N, C, L)$, weight $(O, C, k)$, output $(N, O, \lfloor (L + 2p - k)/s \rfloor + 1)$.
     """
-    if input.ndim != 3 or weight.ndim != 3 or input.shape[1] != weight.shape[1]:
+    if input.ndim != 3 or weight.ndim != 3 or input.shape[1] != weight.shape[1] * groups:
         raise ValueError(
-            f"conv1d: expected an input of shape (N, C, L) with C = weight.shape[1] for a weight "
-            f"of shape {weight.shape} (out_channels, in_channels, kernel); got {input.shape}"
+            f"conv1d: expected an input of shape (N, C, L) with C = weight.shape[1] * groups for a "
+            f"weight of shape {weight.shape} (out_channels, in_channels / groups, kernel); got "
+            f"{input.shape}"
         )
-    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, int(stride)), (0, int(padding)))
+    padding_: IntOrPair | str = padding if isinstance(padding, str) else (0, int(padding))
+    out = conv2d(
+        input.unsqueeze(2),
+        weight.unsqueeze(2),
+        bias,
+        (1, int(stride)),
+        padding_,
+        (1, int(dilation)),
+        groups,
+    )
     return out.squeeze(2)
 
 
@@ -205,11 +223,15 @@ def max_pool2d(
     kernel_size: IntOrPair,
     stride: IntOrPair | None = None,
     padding: IntOrPair = 0,
+    ceil_mode: bool = False,
 ) -> Tensor:
     r"""$\mathrm{out}[n, c, p, q] = \max_{i < k_h, j < k_w} x[n, c, s_h p + i, s_w q + j]$.
 
     Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to the kernel size.
+    ``ceil_mode`` rounds $H_o$ up, keeping a last, partial window (see ``nn/pooling.py``).
     """
+    if ceil_mode:
+        return pooling.max_pool2d(input, kernel_size, stride, padding, ceil_mode)
     kernel, stride_, padding_ = _pool_args("max_pool2d", input, kernel_size, stride, padding)
     return MaxPool2dFunction.apply(input, kernel, stride_, padding_)
 
@@ -219,11 +241,20 @@ def avg_pool2d(
     kernel_size: IntOrPair,
     stride: IntOrPair | None = None,
     padding: IntOrPair = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
 ) -> Tensor:
     r"""$\mathrm{out}[n, c, p, q] = \frac{1}{k_h k_w}\sum_{i, j} x[n, c, s_h p + i, s_w q + j]$.
 
     Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to the kernel size.
+    ``ceil_mode``, ``count_include_pad=False`` (divide by the positions inside the input) and
+    ``divisor_override`` as in PyTorch (see ``nn/pooling.py``).
     """
+    if ceil_mode or not count_include_pad or divisor_override is not None:
+        return pooling.avg_pool2d(
+            input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+        )
     kernel, stride_, padding_ = _pool_args("avg_pool2d", input, kernel_size, stride, padding)
     return AvgPool2dFunction.apply(input, kernel, stride_, padding_)
 
@@ -271,7 +302,7 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
     """The labels as a host numpy array, after checking each is a class index in [0, C)."""
     # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
     # Out-of-range labels must not reach the indexing, where -1 would silently mean the last class.
-    labels = np.asarray(target.backend.to_numpy(target._data))
+    labels = np.asarray(target.backend.to_numpy(target.storage))
     if labels.size == 0:
         return labels
     # One pass finds both kinds of bad label: read as unsigned, a negative label is huge.
@@ -305,34 +336,103 @@ def _check_class_target(fn_name: str, input: Tensor, target: Any) -> np.ndarray:
     return _check_classes(fn_name, target, input.shape[1])
 
 
-def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
-    r"""$\ell_n = -\mathrm{input}_{n, y_n}$, averaged over $n$ by default (input: log-probabilities).
+def nll_loss(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+) -> Tensor:
+    r"""$\ell_n = -w_{y_n}\,\mathrm{input}_{n, y_n}$ (input: log-probabilities); the mean is
+    $\sum_n \ell_n / \sum_n w_{y_n}$. Targets equal to ``ignore_index`` are skipped.
 
-    Shape: input $(N, C)$, target $(N)$ of class indices in $[0, C)$; output scalar, or $(N)$
-    with ``reduction="none"``.
+    Shape: input $(N, C)$ (or $(N, C, d_1, \ldots)$, or unbatched $(C)$), target $(N)$ (or
+    $(N, d_1, \ldots)$, or $()$) of class indices in $[0, C)$; output scalar, or the target's
+    shape with ``reduction="none"``.
     """
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"nll_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    _check_loss_options("nll_loss", target, weight, reduction)
+    if not _plain_class_target(input, target, weight, ignore_index):
+        return class_index_loss("nll_loss", input, target, weight, ignore_index, reduction)
     labels = _check_class_target("nll_loss", input, target)
-    return NLLLoss.apply(input, target, reduction, labels)
+    return NLLLossFunction.apply(input, target, reduction, labels)
 
 
-def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+def cross_entropy(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
     r"""$\ell_n = -\log \mathrm{softmax}(x_n)_{y_n} = \log\sum_j e^{x_{n,j}} - x_{n, y_n}$ from raw
-    scores (logits), averaged over $n$ by default; equal to ``nll_loss(log_softmax(input), target)``
-    but one node in the graph, whose backward is $\mathrm{softmax}(x) - \mathrm{onehot}(y)$.
+    scores (logits), averaged over $n$ by default; equal to ``nll_loss(log_softmax(input), target)``.
+    In the plain case it is one node in the graph, whose backward is
+    $\mathrm{softmax}(x) - \mathrm{onehot}(y)$.
 
-    Shape: input $(N, C)$ of logits, target $(N)$ of class indices in $[0, C)$.
+    As in PyTorch: targets equal to ``ignore_index`` (-100 by default) are skipped; ``weight``
+    (one per class) weights each sample's term, and the mean divides by the weights' sum;
+    ``label_smoothing`` $\varepsilon$ mixes in $\varepsilon/C$ of the uniform distribution; a
+    floating-point ``target`` of the input's shape holds class probabilities.
+
+    Shape: input $(N, C)$ of logits, target $(N)$ of class indices in $[0, C)$; also
+    $(N, C, d_1, \ldots)$ with $(N, d_1, \ldots)$, and unbatched $(C)$ with $()$.
 
     Raises:
-        IndexError: a target outside $[0, C)$, naming it and its position.
+        IndexError: a target outside $[0, C)$ (other than ``ignore_index``), naming it and its
+            position.
     """
-    if reduction not in _REDUCTIONS:
-        raise ValueError(
-            f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}"
+    _check_loss_options("cross_entropy", target, weight, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if (
+        isinstance(target, Tensor)
+        and target.dtype.is_floating_point
+        and target.shape == input.shape
+    ):
+        logp = log_softmax(input, 0 if input.ndim == 1 else 1)
+        return probability_target_loss(logp, target, weight, reduction, label_smoothing)
+    if label_smoothing > 0.0 or not _plain_class_target(input, target, weight, ignore_index):
+        logp = log_softmax(input, 0 if input.ndim == 1 else 1)
+        return class_index_loss(
+            "cross_entropy", logp, target, weight, ignore_index, reduction, label_smoothing
         )
     labels = _check_class_target("cross_entropy", input, target)
     return CrossEntropy.apply(input, target, reduction, labels)
+
+
+def _check_loss_options(fn_name: str, target: Any, weight: Any, reduction: str) -> None:
+    if isinstance(weight, str):
+        raise TypeError(
+            f"{fn_name}: the third argument is weight (as in PyTorch), got {weight!r}; pass the "
+            f"reduction by name: {fn_name}(input, target, reduction={weight!r})"
+        )
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{fn_name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if not isinstance(target, Tensor) or target.dtype.is_floating_point:
+        if (
+            isinstance(target, Tensor)
+            and target.dtype.is_floating_point
+            and fn_name == "cross_entropy"
+        ):
+            return  # probabilities; cross_entropy checks their shape
+        got = target.dtype if isinstance(target, Tensor) else type(target).__name__
+        raise TypeError(
+            f"{fn_name}: target must be a tensor of integer class indices (int64), got {got}; "
+            "convert with .long()"
+            + (
+                " (or give class probabilities of the input's shape)"
+                if fn_name == "cross_entropy"
+                else ""
+            )
+        )
+
+
+def _plain_class_target(input: Tensor, target: Tensor, weight: Any, ignore_index: int) -> bool:  # noqa: A002
+    """Whether the one-node Functions apply: an (N, C) input, no weight, no ignored target."""
+    if input.ndim != 2 or weight is not None or target.ndim != 1:
+        return False
+    return not bool((target == ignore_index).any().item()) if target.numel() else True
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
@@ -357,23 +457,89 @@ def _check_same_shape(fn_name: str, input: Tensor, target: Any) -> Tensor:  # no
     return target.to(input.dtype)
 
 
-def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
-    r"""$\ell = -[y \log p + (1-y) \log(1-p)]$ for probabilities $p$ (each log clamped at -100).
+def binary_cross_entropy(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    r"""$\ell = -w\,[y \log p + (1-y) \log(1-p)]$ for probabilities $p$ (each log clamped at -100).
 
-    Shape: input and target of the same shape, target in $[0, 1]$.
+    Shape: input and target of the same shape, target in $[0, 1]$; ``weight`` broadcasts to it.
     """
+    _check_loss_options_bce("binary_cross_entropy", weight)
     target = _check_same_shape("binary_cross_entropy", input, target)
-    return _reduce(BinaryCrossEntropy.apply(input, target), reduction, "binary_cross_entropy")
+    loss = BinaryCrossEntropy.apply(input, target)
+    return _reduce(loss if weight is None else loss * weight, reduction, "binary_cross_entropy")
 
 
 def binary_cross_entropy_with_logits(
-    input: Tensor, target: Tensor, reduction: str = "mean"
-) -> Tensor:  # noqa: A002
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
     r"""``binary_cross_entropy(sigmoid(x), y)`` computed stably from logits $x$:
-    $\max(x, 0) - x y + \log(1 + e^{-|x|})$.
+    $\max(x, 0) - x y + \log(1 + e^{-|x|})$. With ``pos_weight`` $p$ (one per class, broadcast
+    along the last dimension) the positive term is weighted:
+    $(1 - y)\,x + (1 + (p - 1) y)\,\mathrm{softplus}(-x)$.
 
     Shape: input and target of the same shape.
     """
+    _check_loss_options_bce("binary_cross_entropy_with_logits", weight)
     target = _check_same_shape("binary_cross_entropy_with_logits", input, target)
-    loss = BinaryCrossEntropyWithLogits.apply(input, target)
+    if weight is None and pos_weight is None:
+        loss = BinaryCrossEntropyWithLogits.apply(input, target)
+    else:
+        loss = bce_with_logits_weighted(input, target, weight, pos_weight)
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def _check_loss_options_bce(fn_name: str, weight: Any) -> None:
+    if isinstance(weight, str):
+        raise TypeError(
+            f"{fn_name}: the third argument is weight (as in PyTorch), got {weight!r}; pass the "
+            f"reduction by name: {fn_name}(input, target, reduction={weight!r})"
+        )
+
+
+# --------------------------------------------------------------------------- more of PyTorch's
+# functional names, defined in nn/activation.py, loss.py, conv_general.py, padding.py, pooling.py
+# and sparse.py (imported last: those modules use this one)
+from torchlight.nn import conv_general, pooling  # noqa: E402
+from torchlight.nn.activation import elu, gelu, leaky_relu, silu, softplus  # noqa: E402
+from torchlight.nn.conv_general import conv_transpose2d  # noqa: E402
+from torchlight.nn.loss import (  # noqa: E402
+    bce_with_logits_weighted,
+    class_index_loss,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    probability_target_loss,
+    smooth_l1_loss,
+)
+from torchlight.nn.padding import pad  # noqa: E402
+from torchlight.nn.pooling import (  # noqa: E402
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    avg_pool1d,
+    max_pool1d,
+)
+from torchlight.nn.sparse import embedding  # noqa: E402
+
+__all__ += [
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "conv_transpose2d", "elu",
+    "embedding", "gelu", "huber_loss", "kl_div", "l1_loss", "leaky_relu", "max_pool1d", "pad",
+    "silu", "smooth_l1_loss", "softplus",
+]  # fmt: skip
+
+# --------------------------------------------------------------------------- sequence models
+# Normalization and attention live in their own files (nn/normalization.py,
+# nn/attention.py); imported last, since those files use this module.
+from torchlight.nn.attention import scaled_dot_product_attention  # noqa: E402
+from torchlight.nn.normalization import batch_norm, dropout2d, group_norm, layer_norm  # noqa: E402
+
+__all__ += [
+    "batch_norm", "dropout2d", "group_norm", "layer_norm", "scaled_dot_product_attention",
+]  # fmt: skip

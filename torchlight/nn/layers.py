@@ -15,7 +15,7 @@ from typing import Any, overload
 from torchlight.creation import empty
 from torchlight.nn import functional as F
 from torchlight.nn import init
-from torchlight.nn.functions import LinearFunction
+from torchlight.nn.autograd_ops import LinearFunction
 from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
 
@@ -70,12 +70,7 @@ class Linear(Module):
         shape = x.shape
         if not shape or shape[-1] != self.in_features:
             raise shape_error(self, f"(*, {self.in_features})", x)
-        # self.weight and self.bias, read from the registry: each attribute lookup would first miss
-        # and then go through Module.__getattr__ (about 1 µs, on every call)
-        weight, bias = self._parameters["weight"], self._parameters["bias"]
-        if bias is None:
-            return LinearFunction.apply(x, weight)
-        return LinearFunction.apply(x, weight, bias)  # F.linear without its re-check
+        return LinearFunction.apply(x, self.weight, self.bias)  # F.linear without its re-check
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -164,34 +159,6 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
-class Embedding(Module):
-    r"""A lookup table: $\mathrm{out}[\ldots] = W[\mathrm{index}[\ldots]]$, $W \sim \mathcal{N}(0, 1)$.
-
-    Shape: integer indices $(*)$ in $[0, \text{num\_embeddings})$, output $(*, \text{embedding\_dim})$.
-    """
-
-    def __init__(self, num_embeddings: int, embedding_dim: int, dtype: Any = None) -> None:
-        super().__init__()
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = Parameter(empty(num_embeddings, embedding_dim, dtype=dtype))
-        init.normal_(self.weight)
-
-    def forward(self, indices: Tensor) -> Tensor:
-        if indices.dtype.is_floating_point:
-            raise TypeError(f"{self!r}: indices must be integers (int64), got {indices.dtype}")
-        if indices.numel():
-            low, high = int(indices.min().item()), int(indices.max().item())
-            if low < 0 or high >= self.num_embeddings:
-                raise IndexError(
-                    f"{self!r}: index {low if low < 0 else high} is out of range; indices must "
-                    f"be in 0..{self.num_embeddings - 1}"
-                )
-        return self.weight[indices]
-
-    def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
-
-
 class Sequential(Module):
     """Modules applied one after another; each output is the next one's input.
 
@@ -254,46 +221,13 @@ class Sequential(Module):
         return self
 
 
-# --------------------------------------------------------------------------- losses
-class _Loss(Module):
-    def __init__(self, reduction: str = "mean") -> None:
-        super().__init__()
-        self.reduction = reduction
-
-    def extra_repr(self) -> str:
-        return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
-
-
-class CrossEntropyLoss(_Loss):
-    r"""$-\log \mathrm{softmax}(x)_y$ from logits $(N, C)$ and class indices $(N)$; see ``F.cross_entropy``."""
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.cross_entropy(input, target, self.reduction)
-
-
-class NLLLoss(_Loss):
-    r"""$-\mathrm{input}_{n, y_n}$ from log-probabilities $(N, C)$; see ``F.nll_loss``."""
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.nll_loss(input, target, self.reduction)
-
-
-class MSELoss(_Loss):
-    r"""$\frac{1}{n}\sum_i (x_i - y_i)^2$; see ``F.mse_loss``."""
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.mse_loss(input, target, self.reduction)
-
-
-class BCELoss(_Loss):
-    r"""$-[y \log p + (1-y)\log(1-p)]$ from probabilities; see ``F.binary_cross_entropy``."""
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.binary_cross_entropy(input, target, self.reduction)
-
-
-class BCEWithLogitsLoss(_Loss):
-    r"""Binary cross entropy from logits, computed stably; see ``F.binary_cross_entropy_with_logits``."""
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.binary_cross_entropy_with_logits(input, target, self.reduction)
+# The loss Modules live in nn/loss.py and Embedding in nn/sparse.py (imported here so old imports
+# keep working).
+from torchlight.nn.loss import (  # noqa: E402
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    MSELoss,
+    NLLLoss,
+)
+from torchlight.nn.sparse import Embedding  # noqa: E402

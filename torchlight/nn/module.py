@@ -15,6 +15,7 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight.autograd import no_grad
+from torchlight.nn.hooks import RemovableHandle, call_with_hooks
 from torchlight.tensor import Tensor
 
 __all__ = ["IncompatibleKeys", "Module", "Parameter"]
@@ -45,7 +46,7 @@ class Parameter(Tensor):
                 f"Parameter(data): data must be a torchlight Tensor, got {type(data).__name__}; "
                 "wrap it first, e.g. Parameter(tl.tensor(values))"
             )
-        super().__init__(data.data, data.backend)
+        super().__init__(data.storage, data.backend)
         if requires_grad:
             self.requires_grad_(True)
 
@@ -85,6 +86,8 @@ class Module:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())  # see nn/hooks.py
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
 
     # ------------------------------------------------------------------ registration
     def _registries(self, name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -173,7 +176,29 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} is missing the required forward() method")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._forward_pre_hooks or self._forward_hooks:
+            return call_with_hooks(self, self.forward, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, args)`` before every ``forward``; a tuple (or one value) it returns
+        replaces the positional arguments. Returns a handle whose ``remove()`` undoes this."""
+        return RemovableHandle(self._forward_pre_hooks, hook)
+
+    def register_forward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after every ``forward``; a value it returns
+        replaces the output. Returns a handle whose ``remove()`` undoes this.
+
+        Example:
+            >>> import torchlight as tl
+            >>> from torchlight import nn
+            >>> layer = nn.Linear(2, 2)
+            >>> handle = layer.register_forward_hook(lambda module, args, out: out.relu())
+            >>> bool((layer(-tl.ones(9, 2)) >= 0).all())  # every output went through relu
+            True
+            >>> handle.remove()
+        """
+        return RemovableHandle(self._forward_hooks, hook)
 
     # ------------------------------------------------------------------ traversal
     def named_children(self) -> Iterator[tuple[str, Module]]:
@@ -265,7 +290,7 @@ class Module:
         in place: the Parameter objects (and an optimizer holding them) stay the same."""
         for param in self.parameters():
             moved = param.detach().to(target)
-            param.data, param.backend = moved.data, moved.backend
+            param.data = moved
             if param._grad is not None:
                 param._grad = param._grad.to(target)
         for module in self.modules():

@@ -256,7 +256,7 @@ def trace(
             kind = INTERMEDIATE
         else:
             kind = LEAF if tensor.requires_grad else CONSTANT
-        values = tensor.backend.to_numpy(tensor.data)
+        values = tensor.backend.to_numpy(tensor.storage)
         label = getattr(tensor, "name", None) or labels.get(id(tensor))
         if label is None:
             if kind == ROOT:

@@ -1,9 +1,9 @@
 r"""Replay ``backward()`` one node at a time, without touching anybody's ``.grad``.
 
 The viewer needs the gradient of *every* node, and the order in which they become complete.
-We walk the graph exactly as ``autograd.backpropagate`` does, calling each node's
-``history.chain_rule(grad_output)``, but keep every gradient in our own dictionary instead of
-accumulating into the tensors. The user's tensors are left as they were.
+It consumes the same walk as ``autograd.backpropagate`` (``autograd.backward_steps``), but keeps
+a copy of every step's gradient instead of accumulating into the tensors, and releases nothing.
+The user's tensors are left as they were.
 
 In reverse topological order a node's gradient is complete when its turn comes, because every
 node that uses it came earlier and has already sent its share:
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from torchlight.autograd import no_grad, topological_sort
+from torchlight.autograd import backward_steps, no_grad, topological_sort
 from torchlight.viz.graph import Graph
 
 __all__ = ["BackwardReplay", "BackwardStep", "replay_backward"]
@@ -105,30 +105,35 @@ def replay_backward(graph: Graph, gradient: Any = None) -> BackwardReplay:
             return BackwardReplay([], _freed_message(tensor.history.last_fn.__name__))
 
     steps: list[BackwardStep] = []
-    pending: dict[int, Any] = {id(root): seed}
+    walk = backward_steps(root, seed)
     with no_grad():
-        for tensor in reversed(order):
-            grad = pending.pop(id(tensor), None)
-            if grad is None:  # no gradient reaches this node (a backward returned None for it)
-                continue
-            step = BackwardStep(ids[id(tensor)], grad.map("copy"))
-            steps.append(step)
-            history = tensor.history
-            if history is None:
-                continue
-            step.fn = fn_of[step.node]
+        while True:
             try:
-                pairs = history.chain_rule(grad)
+                tensor, grad, sends = next(walk)
+            except StopIteration:
+                return BackwardReplay(steps)
             except Exception as error:  # a user's Function: report it, keep what ran so far
-                name = history.last_fn.__name__
+                name = _failing_function(steps, ids, order)
                 return BackwardReplay(
                     steps, f"{name}.backward raised {type(error).__name__}: {error}"
                 )
-            step.sends = _with_slots(history.inputs, pairs, ids)
-            for parent, parent_grad in pairs:
-                key = id(parent)
-                pending[key] = pending[key] + parent_grad if key in pending else parent_grad
-    return BackwardReplay(steps)
+            step = BackwardStep(ids[id(tensor)], grad.clone())
+            if tensor.history is not None:
+                step.fn = fn_of[step.node]
+                step.sends = _with_slots(tensor.history.recorded_inputs(), sends, ids)
+            steps.append(step)
+
+
+def _failing_function(steps: list[BackwardStep], ids: dict[int, str], order: list[Any]) -> str:
+    """The Function whose backward raised: the walk's next node, the first (in its order) that
+    has received a gradient but was not stepped through."""
+    done = {s.node for s in steps}
+    received = {ids[id(order[-1])]} | {node for s in steps for node, _, _ in s.sends}
+    for tensor in reversed(order):
+        node = ids[id(tensor)]
+        if node in received and node not in done and tensor.history is not None:
+            return tensor.history.last_fn.__name__
+    return "a Function"
 
 
 def _with_slots(
@@ -139,6 +144,6 @@ def _with_slots(
     position = 0
     for slot, tensor in enumerate(inputs):
         if position < len(pairs) and pairs[position][0] is tensor:
-            sends.append((ids[id(tensor)], slot, pairs[position][1].map("copy")))
+            sends.append((ids[id(tensor)], slot, pairs[position][1].clone()))
             position += 1
     return sends

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import html
+import inspect
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,28 +27,22 @@ from torchlight.viz.svg import layout_graph as _layout_graph
 
 __all__ = ["GraphPicture", "GraphView", "draw", "to_svg"]
 
-# The local derivative each built-in Function multiplies grad_output by (g = grad_output).
-LOCAL_RULES = {
-    "Add": "z = x + y:  dL/dx = g,  dL/dy = g",
-    "Sub": "z = x - y:  dL/dx = g,  dL/dy = -g",
-    "Mul": "z = x * y:  dL/dx = g * y,  dL/dy = g * x",
-    "Div": "z = x / y:  dL/dx = g / y,  dL/dy = -g * x / y²",
-    "Pow": "z = x ** y:  dL/dx = g * y * x**(y-1),  dL/dy = g * z * log(x)",
-    "Neg": "z = -x:  dL/dx = -g",
-    "Exp": "z = exp(x):  dL/dx = g * z",
-    "Log": "z = log(x):  dL/dx = g / x",
-    "Sqrt": "z = sqrt(x):  dL/dx = g / (2 z)",
-    "Sigmoid": "z = σ(x):  dL/dx = g * z * (1 - z)",
-    "Tanh": "z = tanh(x):  dL/dx = g * (1 - z²)",
-    "ReLU": "z = max(x, 0):  dL/dx = g where x > 0, else 0",
-    "MatMul": "Z = A @ B:  dL/dA = G @ Bᵀ,  dL/dB = Aᵀ @ G",
-    "Sum": "z = sum(x):  dL/dx = g copied back to every summed element",
-    "Copy": "z = x (a copy):  dL/dx = g",
-    "View": "z = x reshaped:  dL/dx = g reshaped back",
-    "Permute": "z = x with dims permuted:  dL/dx = g with the inverse permutation",
-    "Expand": "z = x broadcast:  dL/dx = g summed over the broadcast dims",
-    "GetItem": "z = x[index]:  dL/dx = zeros with g added at index",
-}
+_SECTIONS = ("Args:", "Returns:", "Raises:", "Shape:", "Example:", "Examples:", "Attributes:")
+
+
+def local_rule(fn: type) -> str:
+    """What a Function's own docstring says it computes and how its gradient flows (the text
+    before its first ``Args:``/``Example:``... section; formula first, by the house style).
+    ``""`` for a Function without a docstring of its own."""
+    doc = inspect.cleandoc(fn.__dict__.get("__doc__") or "")
+    lines = []
+    for line in doc.splitlines():
+        if line.strip() in _SECTIONS:
+            break
+        lines.append(line)
+    return " ".join(" ".join(lines).split())
+
+
 KIND_WORDS = {
     LEAF: "a leaf tensor (made by you, requires_grad=True): backward stores its gradient in .grad",
     CONSTANT: "a constant (requires_grad=False): no gradient flows into it",
@@ -197,10 +192,10 @@ class GraphView:
             f"<b>{label}</b> · a Function node: {html.escape(out)} = {label}({html.escape(args)})"
         )
         lines = []
-        if label in LOCAL_RULES:
-            lines.append(
-                f"Local rule (g = grad_output): <code>{html.escape(LOCAL_RULES[label])}</code>"
-            )
+        tensor = self.graph.node(self.graph.outputs_of(node_id)[0].dst).tensor
+        rule = local_rule(tensor.history.last_fn) if tensor is not None and tensor.history else ""
+        if rule:
+            lines.append(f"Local rule (from its docstring): {html.escape(rule)}")
         when = self.replay.step_of(node_id)
         color = COLORS[FUNCTION][1]
         if when is None:

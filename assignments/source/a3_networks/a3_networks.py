@@ -121,7 +121,7 @@ class SoftmaxCrossEntropy(Function):
     @staticmethod
     def forward(ctx, logits, targets):
         ### BEGIN SOLUTION
-        shifted = logits - logits.max(1, keepdim=True)
+        shifted = logits - logits.max(1, keepdim=True).values
         log_probs = shifted - shifted.exp().sum(1, keepdim=True).log()
         onehot = tl.tensor(np.eye(logits.shape[1])[targets.numpy()])
         ctx.save_for_backward(log_probs.exp(), onehot)

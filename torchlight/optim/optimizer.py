@@ -1,8 +1,10 @@
-r"""Optimizers: SGD (momentum, Nesterov, weight decay), Adam and AdamW, with PyTorch's update rules.
+r"""The base class of every optimizer: parameter groups, per-parameter state, saving and loading.
 
 An optimizer holds the parameters it updates, in *param groups* (each with its own settings),
 and per-parameter *state* (momentum buffers, moment estimates). ``step()`` changes every
 parameter in place, under ``no_grad``, so the Parameter objects the model holds stay the same.
+A subclass writes one method, ``_update(p, grad, state, group)``: plain tensor math ending in an
+in-place update such as ``p.sub_(step, alpha=lr)``.
 
 Example:
     >>> import torchlight as tl
@@ -16,15 +18,15 @@ Example:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from torchlight.autograd import no_grad
-from torchlight.creation import tensor, zeros_like
+from torchlight.autograd import enable_grad, no_grad
+from torchlight.creation import tensor
 from torchlight.tensor import Tensor
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
+__all__ = ["Optimizer"]
 
 
 class Optimizer:
@@ -37,8 +39,8 @@ class Optimizer:
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
-        self.state: dict[Tensor, dict[str, Any]] = {}
-        self._constants: dict[tuple[Any, ...], Tensor] = {}  # see _constant
+        # as in PyTorch, opt.state[p] is {} for a parameter that has no state yet
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         groups = list(params)
         if not groups:
@@ -73,29 +75,28 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if set_to_none:
-                    p._grad = None  # p.grad = None, minus the property call (p is a leaf)
+                    p.grad = None
                 else:
                     p.zero_grad_()
 
-    @no_grad()
-    def step(self) -> None:
-        """Update every parameter that has a gradient, in place."""
-        self._constants = {}  # a changed group["lr"] is seen at the next step
-        for group in self.param_groups:
-            for p in group["params"]:
-                grad = p._grad  # p.grad, minus the property call (every parameter is a leaf)
-                if grad is not None:
-                    self._update(p, grad, self.state.setdefault(p, {}), group)
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a gradient, in place (the settings are read from
+        ``param_groups`` at every step, so a changed ``group["lr"]`` takes effect at once).
 
-    def _constant(self, value: float, like: Tensor) -> Tensor:
-        """``value`` as a 0-d tensor on ``like``'s backend, in its dtype. A setting such as the
-        learning rate is the same for many parameters, so each step makes it once per dtype."""
-        backend = like.backend
-        key = (value, backend, backend.dtype(like._data))
-        made = self._constants.get(key)
-        if made is None:
-            made = self._constants[key] = like._lift(value)
-        return made
+        Args:
+            closure: optional, as in PyTorch: a function that recomputes the loss (forward and
+                backward); it is called first, with gradients on, and its result returned.
+        """
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, p.grad, self.state[p], group)
+        return loss
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]
@@ -115,6 +116,7 @@ class Optimizer:
         state = {
             index[id(p)]: {k: v.detach() if isinstance(v, Tensor) else v for k, v in s.items()}
             for p, s in self.state.items()
+            if s  # opt.state[p] looked up before a first step leaves an empty entry
         }
         return {"state": state, "param_groups": groups}
 
@@ -127,7 +129,7 @@ class Optimizer:
                 do not match this optimizer's parameters.
         """
         params = self._check_state_dict(state_dict)
-        new_state: dict[Tensor, dict[str, Any]] = {}
+        new_state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         for i, saved in state_dict["state"].items():
             p = params[int(i)]
             new_state[p] = {
@@ -157,7 +159,8 @@ class Optimizer:
                     f"{name}.load_state_dict: parameter group {g} has {len(group['params'])} parameters, "
                     f"but the saved group has {len(saved['params'])}"
                 )
-            unknown = set(saved) - set(self.defaults) - {"params"}
+            # a setting of this optimizer, or one a learning-rate scheduler added ("initial_lr")
+            unknown = set(saved) - set(self.defaults) - set(group)
             if unknown:
                 raise ValueError(
                     f"{name}.load_state_dict: unknown setting(s) {sorted(unknown)} in group {g}"
@@ -194,137 +197,3 @@ def _like(value: Any, p: Tensor) -> Tensor:
 def _check(name: str, value: float, low: float = 0.0) -> None:
     if not value >= low:  # also rejects nan
         raise ValueError(f"Invalid {name}: {value} (must be >= {low})")
-
-
-class SGD(Optimizer):
-    r"""Stochastic gradient descent, with PyTorch's momentum formulation.
-
-    $$g \leftarrow \nabla_p L + \lambda p,\quad b \leftarrow \mu b + (1 - \tau) g
-      \ (b = g \text{ at the first step}),\quad
-      p \leftarrow p - \eta \cdot \begin{cases} g + \mu b & \text{nesterov} \\ b & \text{else}\end{cases}$$
-
-    with learning rate $\eta$ (``lr``), momentum $\mu$, dampening $\tau$, weight decay $\lambda$.
-    Without momentum: $p \leftarrow p - \eta g$.
-    """
-
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float = 1e-3,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        weight_decay: float = 0.0,
-        nesterov: bool = False,
-    ) -> None:
-        _check("learning rate", lr)
-        _check("momentum value", momentum)
-        _check("weight_decay value", weight_decay)
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("Nesterov momentum requires a momentum > 0 and zero dampening")
-        defaults = {
-            "lr": lr,
-            "momentum": momentum,
-            "dampening": dampening,
-            "weight_decay": weight_decay,
-            "nesterov": nesterov,
-        }
-        super().__init__(params, defaults)
-
-    def _update(
-        self, p: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]
-    ) -> None:
-        if group["weight_decay"] != 0:
-            grad = grad + group["weight_decay"] * p
-        momentum = group["momentum"]
-        if momentum != 0:
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = grad.clone()  # a copy: p.grad itself may be zeroed in place later
-            else:
-                buf = buf * momentum + grad * (1 - group["dampening"])
-            state["momentum_buffer"] = buf
-            grad = grad + momentum * buf if group["nesterov"] else buf
-        # p -= lr * grad, in place (p stays the model's Parameter): a fused kernel on the storages,
-        # the backend writing into p's own (grad has p's shape, dtype and backend: the engine
-        # checked). Bumping the version makes any tensor saved for backward from p stale.
-        be, lr, data = p.backend, self._constant(group["lr"], grad), p._data
-        be.zip("sub", data, be.zip("mul", grad._data, lr._data), data)
-        p._version.value += 1
-
-
-class Adam(Optimizer):
-    r"""Adam (Kingma & Ba), as PyTorch computes it; with ``amsgrad``, the AMSGrad variant.
-
-    $$g \leftarrow \nabla_p L + \lambda p,\quad m \leftarrow \beta_1 m + (1-\beta_1) g,\quad
-      v \leftarrow \beta_2 v + (1-\beta_2) g^2$$
-    $$p \leftarrow p - \frac{\eta}{1 - \beta_1^t} \cdot \frac{m}{\sqrt{v} / \sqrt{1 - \beta_2^t} + \epsilon}$$
-
-    (with ``amsgrad``, $\max$ of all $v$ so far replaces $v$ in the last line).
-    """
-
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        amsgrad: bool = False,
-    ) -> None:
-        _check("learning rate", lr)
-        _check("epsilon value", eps)
-        _check("weight_decay value", weight_decay)
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise ValueError(f"Invalid betas {betas}: each must be in [0, 1)")
-        defaults = {
-            "lr": lr,
-            "betas": tuple(betas),
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "amsgrad": amsgrad,
-        }
-        super().__init__(params, defaults)
-
-    def _decay(self, p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
-        """Adam's L2 penalty: added to the gradient (AdamW overrides this)."""
-        return grad + group["weight_decay"] * p if group["weight_decay"] != 0 else grad
-
-    def _update(
-        self, p: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]
-    ) -> None:
-        grad = self._decay(p, grad, group)
-        beta1, beta2 = group["betas"]
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = state["exp_avg_sq"] = zeros_like(p)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = state["exp_avg"]
-        state["step"] = step = state["step"] + 1
-        # The moment estimates are new tensors every step; only p changes in place.
-        m = state["exp_avg"] = state["exp_avg"] * beta1 + grad * (1 - beta1)
-        v = state["exp_avg_sq"] = state["exp_avg_sq"] * beta2 + grad * grad * (1 - beta2)
-        if group["amsgrad"]:
-            v = state["max_exp_avg_sq"] = state["max_exp_avg_sq"].maximum(v)
-        denom = v.sqrt() / math.sqrt(1 - beta2**step) + group["eps"]
-        p.sub_(m / denom, alpha=group["lr"] / (1 - beta1**step))
-
-
-class AdamW(Adam):
-    r"""Adam with *decoupled* weight decay (Loshchilov & Hutter): first
-    $p \leftarrow p (1 - \eta \lambda)$, then the Adam step without $\lambda$ in the gradient."""
-
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 1e-2,
-        amsgrad: bool = False,
-    ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
-
-    def _decay(self, p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
-        if group["weight_decay"] != 0:
-            p.mul_(1 - group["lr"] * group["weight_decay"])
-        return grad

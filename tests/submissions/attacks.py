@@ -1,0 +1,313 @@
+"""Attacks on the grader itself (issue 11's table), as recipes on assignment 1.
+
+Each attacker knows every path (``@COURSE@``, ``@REPO@``, ``@VENV@`` become the real ones) and
+tries, from its cells (which run in the grading sandbox *and* in the feedback kernel run), to
+change grades, the course, the environment or classmates' results, to read secrets, to forge
+results, to outlive its sandbox, or to inject script into the pages the instructor opens.
+Every attempt is wrapped, so that one blocked attempt does not stop the next; an attempt that
+works prints ``ESCAPED``. Expected: the attacker gets nothing (zero everywhere, the release's
+grade), every honest classmate graded before and after it gets exactly their grade, and the
+course, the environment and the library are unchanged (``tests/test_course_attacks.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from submissions.catalog import Submission, add_cell, delete, replace
+
+A = "a1_functions"
+DAEMON_MARK = "torchlight-attack-daemon"
+HOST_MARK = "/tmp/torchlight-attack-escaped"
+
+PRELUDE = """
+import glob, gzip, json, os, shutil, signal, sqlite3, stat, sys, time
+COURSE, REPO, VENV = "@COURSE@", "@REPO@", "@VENV@"
+
+
+def attempt(what, action):
+    try:
+        action()
+    except Exception as exc:
+        print(f"blocked: {what}: {type(exc).__name__}")
+    else:
+        print(f"ESCAPED: {what}")
+"""
+
+TAMPER = (
+    PRELUDE
+    + """
+
+def gradebook(sql):
+    def action():
+        db = sqlite3.connect(f"file:{COURSE}/gradebook.db?mode=rw", uri=True)
+        db.execute(sql)
+        db.commit()
+    return action
+
+
+def append(path, text):
+    def action():
+        with open(path, "a") as f:
+            f.write(text)
+    return action
+
+
+def write(path, text, mode=0o755):
+    def action():
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+    return action
+
+
+def replace_file(path, text):
+    def action():
+        with open(path + ".new", "w") as f:
+            f.write(text)
+        os.replace(path + ".new", path)
+    return action
+
+
+def shuffle_digits():
+    import torchlight.data
+    path = os.path.join(os.path.dirname(torchlight.data.__file__), "digits.csv.gz")
+    with gzip.open(path, "rt") as f:
+        rows = f.read().splitlines()
+    with gzip.open(path, "wt") as f:
+        f.write("\\n".join(rows[::-1]))
+
+
+def overwrite_classmates():
+    release = f"{COURSE}/release/a1_functions/a1_functions.ipynb"
+    found = glob.glob(f"{COURSE}/submitted/*/a1_functions/a1_functions.ipynb")
+    assert found, "no submissions visible"
+    for path in found:
+        shutil.copy(release, path)
+
+
+def forge_feedback():
+    found = glob.glob(f"{COURSE}/feedback/*/*/*.html")
+    assert found, "no feedback visible"
+    for path in found:
+        with open(path, "a") as f:
+            f.write("<p>forged note</p>")
+
+
+attempt("gradebook: my manual scores", gradebook("UPDATE grade SET manual_score = 100"))
+attempt("gradebook: max_score", gradebook("UPDATE grade_cells SET max_score = 0"))
+attempt("gradebook: setup cell", gradebook("UPDATE source_cells SET source = 'import os'"))
+attempt("config", append(f"{COURSE}/nbgrader_config.py", "\\nraise SystemExit('pwned')\\n"))
+attempt("config replaced", replace_file(f"{COURSE}/nbgrader_config.py", "raise SystemExit(1)\\n"))
+for site in [p for p in sys.path if p.endswith("site-packages")]:
+    attempt(f".pth in {site}", write(f"{site}/zz_attack.pth", "import os\\n"))
+attempt("library", append(f"{REPO}/torchlight/functions.py", "\\n# pwned\\n"))
+attempt("grader", append(f"{REPO}/torchlight_grader/kinds.py", "\\n# pwned\\n"))
+attempt("unshare in venv", write(f"{VENV}/bin/unshare", "#!/bin/sh\\nexec \\"$@\\"\\n"))
+attempt("bwrap in venv", write(f"{VENV}/bin/bwrap", "#!/bin/sh\\nexec \\"$@\\"\\n"))
+attempt("digits", shuffle_digits)
+attempt("classmates' submissions", overwrite_classmates)
+attempt("classmates' feedback", forge_feedback)
+write("@HOST_MARK@", "written")()  # works: the sandbox's own /tmp (the host's stays clean)
+"""
+).replace("@HOST_MARK@", HOST_MARK)
+
+STEAL = (
+    PRELUDE
+    + """
+
+def exec_solutions():
+    with open(f"{COURSE}/source/a1_functions/a1_functions.ipynb") as f:
+        source = json.load(f)
+    for cell in source["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("solution"):
+            exec("".join(cell["source"]), globals())
+
+
+def show(path):
+    def action():
+        with open(path) as f:
+            print(f.read())
+    return action
+
+
+def classmates():
+    db = sqlite3.connect(f"file:{COURSE}/gradebook.db?mode=ro", uri=True)
+    print(db.execute("SELECT * FROM grade").fetchall())
+
+
+def grader():
+    import torchlight_grader.a1_functions as hidden
+    print(hidden.CHECKS)
+
+
+attempt("exec the solutions", exec_solutions)
+attempt("print the solutions", show(f"{COURSE}/source/a1_functions/a1_functions.py"))
+attempt("print the hidden checks", show(f"{REPO}/torchlight_grader/a1_functions.py"))
+attempt("import the grader", grader)
+attempt("classmates' grades", classmates)
+"""
+)
+
+FORGE = (
+    PRELUDE
+    + """
+import runners  # the sandbox's own call code: the only grading code it has
+
+FRAME = json.dumps({"result": "test_mul", "nonce": "0" * 32, "cases": []}).encode()
+
+
+def forge_frames():
+    for fd in range(3, 64):
+        try:
+            os.write(fd, b"%08x" % len(FRAME) + FRAME)
+        except OSError:
+            pass
+
+
+def result_files():
+    for item in ("test_mul", "test_div", "test_exp", "test_log", "test_pow"):
+        with open(f"result-{item}.json", "w") as f:
+            json.dump({"cases": [{"forward": 1.0}]}, f)
+
+
+def patch_runner():
+    runners.run = lambda spec, namespace, case: {"forward": case["args"][0], "forward_type": "Tensor"}
+
+
+attempt("forged frames", forge_frames)
+attempt("result files", result_files)
+attempt("patched runner", patch_runner)
+"""
+)
+
+DAEMON = (
+    PRELUDE
+    + f'''
+
+def daemon():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/bin/sleep", ["{DAEMON_MARK}", "600"])
+        os._exit(0)
+
+
+attempt("double-fork daemon", daemon)
+time.sleep(0.2)
+attempt("kill everything", lambda: os.kill(-1, signal.SIGKILL))
+'''
+)
+
+HOSTILE_MARKDOWN = """
+# Notes <script>pwn_md()</script>
+
+<img src="x" onerror="pwn_img()"> [click me](javascript:pwn_link()) <a href="javascript:pwn_a()">a</a>
+"""
+
+HOSTILE_OUTPUTS = """
+from IPython.display import HTML, Javascript, display
+
+display(HTML('<b>bold</b><script>pwn_html()</script><img src=x onerror=pwn_attr()>'))
+display(Javascript('pwn_js()'))
+display({"application/vnd.jupyter.widget-view+json": {"model_id": "pwn_widget"}, "text/plain": "w"}, raw=True)
+display({"image/png": 'AAAA" onerror="pwn_png()', "text/plain": "png"}, raw=True)
+display({"image/svg+xml": '<svg onload="pwn_svg()"></svg>', "text/plain": "svg"}, raw=True)
+"""
+
+MARKERS = ("pwn_md", "pwn_img", "pwn_link", "pwn_a", "pwn_html", "pwn_attr", "pwn_js", "pwn_widget",
+           "pwn_png", "pwn_svg", "pwn_raw", "pwn_meta")  # fmt: skip
+
+
+def hostile_notebook(nb: object) -> None:
+    import nbformat
+
+    index = next(
+        i
+        for i, c in enumerate(nb.cells)  # type: ignore[attr-defined]
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
+    )
+    raw = nbformat.v4.new_raw_cell("<script>pwn_raw()</script>", metadata={"format": "text/html"})
+    md = nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN.strip())
+    code = nbformat.v4.new_code_cell(HOSTILE_OUTPUTS.strip())
+    code.outputs = [
+        nbformat.v4.new_output("display_data", data={"text/html": "<script>pwn_html()</script>"})
+    ]
+    for cell in (raw, md, code):
+        cell.pop("id", None)
+    nb.cells[index + 1 : index + 1] = [md, code, raw]  # type: ignore[attr-defined]
+    nb.metadata["widgets"] = {  # type: ignore[attr-defined]
+        "application/vnd.jupyter.widget-state+json": {"state": {"pwn_meta": {}}, "version_major": 2}
+    }
+
+
+# ------------------------------------------------------------------------------ folder edits
+def notebook_is_symlink_to_source(folder: Path, course: Path) -> None:
+    notebook = folder / f"{A}.ipynb"
+    notebook.unlink()
+    notebook.symlink_to(course / "source" / A / f"{A}.ipynb")
+
+
+def symlinks_beside(folder: Path, course: Path) -> None:
+    (folder / "gradebook.db").symlink_to(course / "gradebook.db")
+    (folder / "answers.txt").symlink_to(course / "source" / A / f"{A}.py")
+    (folder / "zero").symlink_to("/dev/zero")
+    os.mkfifo(folder / "pipe")
+
+
+def truncated(folder: Path, course: Path) -> None:
+    notebook = folder / f"{A}.ipynb"
+    text = notebook.read_text()
+    notebook.write_text(text[: len(text) // 2])
+
+
+def bogus_metadata(nb: object) -> None:
+    for cell in nb.cells:  # type: ignore[attr-defined]
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_div":
+            cell.metadata["nbgrader"] = ["grade"]
+
+
+ATTACKS = [
+    Submission("attack-tamper", A, "cheat", "release", (add_cell("setup", TAMPER),)),
+    Submission("attack-steal", A, "cheat", "release", (add_cell("setup", STEAL),)),
+    Submission(
+        "attack-forge",
+        A,
+        "cheat",
+        "release",
+        (
+            add_cell("setup", FORGE),
+            replace(
+                "mul", "import os\nclass Mul:\n    def forward(ctx, a, b):\n        os._exit(0)"
+            ),
+        ),
+    ),
+    Submission("attack-daemon", A, "cheat", "release", (add_cell("setup", DAEMON),)),
+    Submission("attack-hostile-html", A, "cheat", "release", (hostile_notebook,)),
+    Submission(
+        "attack-symlink-notebook", A, "cheat", "release", files=(notebook_is_symlink_to_source,)
+    ),
+    Submission(
+        "attack-symlinks-beside",
+        A,
+        "cheat",
+        "solution",
+        files=(symlinks_beside,),
+        note="a correct notebook keeps its marks; the links are refused, never copied",
+    ),
+    Submission("attack-truncated-json", A, "hazard", "release", files=(truncated,)),
+    Submission(
+        "attack-bogus-metadata",
+        A,
+        "hazard",
+        "solution",
+        (delete("test_tanh"), bogus_metadata),
+        note='`"nbgrader": ["grade"]` on a test cell: dropped, the cell restored, full marks',
+    ),
+]
+
+HONEST = [
+    Submission("0-honest-first", A, "solution", "solution"),
+    Submission("zz-honest-last", A, "solution", "solution"),
+]

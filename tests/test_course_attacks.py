@@ -1,0 +1,382 @@
+"""Attacks on the grader (issue 11), through the real nbgrader CLI, in both deployments.
+
+One batch per deployment: an honest student graded before the attackers, the attackers of
+``tests/submissions/attacks.py``, an honest student after them. Grading runs as root, and again
+as an unprivileged user this test creates (its sandboxes then come from user namespaces). The
+attackers get nothing, the honest grades are exact, and the course, the library, the grader and
+the Python environment are unchanged apart from nbgrader's own outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html.parser
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import psutil
+import pytest
+from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS
+from submissions.catalog import build
+from submissions.pipeline import make_course, max_points, notebooks, read_items, submit
+
+pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = Path(sys.prefix)
+A = "a1_functions"
+BATCH = [HONEST[0], *ATTACKS, HONEST[1]]
+OUTPUTS = {
+    "autograded",
+    "feedback",
+    "gradebook.db",
+    "grades.csv",
+    "items.csv",
+    "integrity.csv",
+    ".nbgrader.log",
+}
+USER = "torchlight-grader-test"
+_CREATED: list[str] = []  # the user, if this run created it (removed again at the end)
+FLAGS = (
+    "--Execute.timeout=10",
+    "--SandboxedExecute.total_timeout=60",
+    "--IsolatedGrader.seed=20260115",
+    "--IsolatedGrader.cell_timeout=10",
+    "--IsolatedGrader.notebook_timeout=60",
+)
+
+
+@dataclass
+class Batch:
+    deployment: str
+    course: Path
+    items: dict[tuple[str, str], dict[str, float]]
+    points: dict[str, float]
+    source: Any
+    before: dict[str, str]
+    after: dict[str, str]
+    returncode: int
+    output: str
+
+
+# ------------------------------------------------------------------------------ fingerprint
+def fingerprint(course: Path) -> dict[str, str]:
+    """What must not change: the course (but nbgrader's outputs), the library, the grader (by
+    content) and the whole Python environment (by size, mtime and mode of every entry)."""
+    entries: dict[str, str] = {}
+
+    def walk(base: Path, label: str, content: bool, skip: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        for dirpath, dirnames, filenames in os.walk(base):
+            top = dirpath == str(base)
+            dirnames[:] = [d for d in dirnames if d != "__pycache__" and not (top and d in skip)]
+            for name in dirnames + filenames:
+                if top and name in skip:
+                    continue
+                path = os.path.join(dirpath, name)
+                st = os.lstat(path)
+                key = f"{label}/{os.path.relpath(path, base)}"
+                if stat.S_ISREG(st.st_mode) and content:
+                    entries[key] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+                elif stat.S_ISLNK(st.st_mode):
+                    entries[key] = "link " + os.readlink(path)
+                else:
+                    entries[key] = f"{st.st_mode:o} {st.st_size} {st.st_mtime_ns}"
+
+    walk(course, "course", True, OUTPUTS)
+    walk(ROOT / "torchlight", "torchlight", True)
+    walk(ROOT / "torchlight_grader", "torchlight_grader", True)
+    walk(VENV, "venv", False)
+    return entries
+
+
+# ------------------------------------------------------------------------------ deployments
+def _user() -> tuple[int, int]:
+    try:
+        entry = pwd.getpwnam(USER)
+    except KeyError:
+        _CREATED.append(USER)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
+            check=True,
+            capture_output=True,
+        )
+        entry = pwd.getpwnam(USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _as_user(uid: int, gid: int) -> list[str]:
+    """A command prefix: a private mount namespace in which the Python installation is
+    reachable (here it lives under root's home, mode 0700: a real deployment installs Python
+    where the grading user can read it), then drop to ``uid``/``gid`` for good."""
+    base = Path(os.path.realpath(sys.base_prefix))
+    closed = next(
+        (p for p in reversed(base.parents) if not os.stat(p).st_mode & stat.S_IXOTH), None
+    )
+    script = "set -e\n"
+    if closed is not None:
+        inner = base.parents[len(base.parents) - len(closed.parts) - 1]  # one below `closed`
+        script += (
+            f'view=$(mktemp -d)\nmount --bind "{inner}" "$view"\n'
+            f'mount -t tmpfs -o mode=0755,size=1m tmpfs "{closed}"\nmkdir -p "{inner}"\n'
+            f'mount --move "$view" "{inner}"\nrmdir "$view"\n'
+        )
+    script += (
+        f"exec setpriv --reuid={uid} --regid={gid} --clear-groups --inh-caps=-all "
+        f'--bounding-set=-all -- "$@"'
+    )
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"]
+
+
+def _run(prefix: list[str], args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
+    env = {
+        "PATH": f"{VENV / 'bin'}:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    return subprocess.run(
+        [*prefix, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.fixture(scope="module", params=["root", "unprivileged"])
+def batch(request: pytest.FixtureRequest) -> Iterator[Batch]:
+    if os.geteuid() != 0:
+        pytest.fail("these tests start as root: they create the unprivileged grading user")
+    where = Path(tempfile.mkdtemp(prefix="torchlight-attacks-"))
+    try:
+        prefix: list[str] = []
+        course = make_course(where)
+        if request.param == "unprivileged":
+            uid, gid = _user()
+            for path in [where, *where.rglob("*")]:
+                os.lchown(path, uid, gid)
+            prefix = _as_user(uid, gid)
+        release = _run(prefix, [str(VENV / "bin" / "nbgrader"), "generate_assignment", A, "--force"],
+                       course, where)  # fmt: skip
+        assert release.returncode == 0, release.stderr[-3000:]
+        source, released = notebooks(course, A)
+        paths = {"COURSE": str(course), "REPO": str(ROOT), "VENV": str(VENV)}
+        for sub in BATCH:
+            submit(course, sub.student, A, build(sub, source, released, paths))
+            folder = course / "submitted" / sub.student / A
+            for change in sub.files:
+                change(folder, course)
+            if prefix:
+                for path in [folder, *folder.rglob("*")]:
+                    os.lchown(path, uid, gid)
+        before = fingerprint(course)
+        graded = _run(
+            prefix,
+            [sys.executable, str(ROOT / "tools" / "course.py"), "grade", str(course),
+             "--assignment", A, "--", *FLAGS],
+            course,
+            where,
+        )  # fmt: skip
+        after = fingerprint(course)
+        print(graded.stdout[-3000:], graded.stderr[-3000:])
+        yield Batch(request.param, course, read_items(course), max_points(source), source,
+                    before, after, graded.returncode, graded.stdout + graded.stderr)  # fmt: skip
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+        if _CREATED:
+            subprocess.run(["userdel", USER], check=False, capture_output=True)
+            _CREATED.clear()
+
+
+# ------------------------------------------------------------------------------ the tests
+def test_attackers_gain_nothing_and_honest_grades_are_exact(batch: Batch) -> None:
+    wrong = {}
+    for sub in BATCH:
+        got = batch.items.get((sub.student, A))
+        expected = sub.expected(batch.points)
+        if got != expected:
+            wrong[sub.student] = (got, expected)
+    assert not wrong, f"{batch.deployment}: {wrong}\n{batch.output[-4000:]}"
+
+
+def test_course_library_and_environment_are_unchanged(batch: Batch) -> None:
+    changed = sorted(
+        k
+        for k in batch.before.keys() | batch.after.keys()
+        if batch.before.get(k) != batch.after.get(k)
+    )
+    assert not changed, f"{batch.deployment}: changed {changed[:20]}"
+    assert not os.path.exists(HOST_MARK), "an attacker wrote to the host's /tmp"
+    daemons = [
+        p.info
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if DAEMON_MARK in " ".join(p.info["cmdline"] or [])
+    ]
+    assert not daemons, f"a daemon outlived its sandbox: {daemons}"
+
+
+def test_every_attempt_was_blocked_in_the_feedback_kernel_too(batch: Batch) -> None:
+    """The attackers' cells ran in the feedback kernel: each attempt printed that it was blocked."""
+    for sub in ATTACKS:
+        path = batch.course / "autograded" / sub.student / A / f"{A}.ipynb"
+        if not path.exists():
+            continue
+        printed = _printed(path)
+        where = printed.find("ESCAPED")
+        assert where < 0, f"{sub.student}: {printed[max(0, where - 300) : where + 300]}"
+    tamper = _printed(
+        batch.course / "autograded" / "a1_functions--attack-tamper" / A / f"{A}.ipynb"
+    )
+    assert tamper.count("blocked:") == 13, tamper[:2000]  # every attempt ran, none got through
+
+
+def test_no_secret_reaches_an_attackers_feedback(batch: Batch) -> None:
+    hidden, answers = _secret_lines(batch.source)
+    for sub in ATTACKS:
+        if sub.base == "solution":
+            continue
+        page = batch.course / "feedback" / sub.student / A / f"{A}.html"
+        if not page.exists():
+            continue
+        text = page.read_text()
+        for line in hidden + answers:
+            assert line not in text, f"{sub.student}: {line!r} in its feedback"
+
+
+def test_feedback_and_autograded_notebooks_are_inert(batch: Batch) -> None:
+    student = "a1_functions--attack-hostile-html"
+    page = (batch.course / "feedback" / student / A / f"{A}.html").read_text()
+    honest = (batch.course / "feedback" / HONEST[0].student / A / f"{A}.html").read_text()
+    scripts, attributes = _active_parts(page)
+    for marker in MARKERS:
+        assert not any(marker in s for s in scripts), f"{marker} in a <script>"
+        assert not any(marker in a for a in attributes), f"{marker} in an attribute"
+    assert len(scripts) == len(_active_parts(honest)[0]), "the page gained scripts"
+    assert len(attributes) == len(_active_parts(honest)[1]), attributes
+    nb = nbformat.read(batch.course / "autograded" / student / A / f"{A}.ipynb", as_version=4)
+    mimes = {
+        m for c in nb.cells if c.cell_type == "code" for o in c.outputs for m in o.get("data", {})
+    }
+    assert mimes <= {"text/plain", "text/html", "image/png"}, mimes
+    assert "widgets" not in nb.metadata
+    assert all(not c.metadata for c in nb.cells if c.cell_type == "raw")
+
+
+def test_refused_files_are_never_followed_or_copied(batch: Batch) -> None:
+    student = "a1_functions--attack-symlinks-beside"
+    for folder in ("autograded", "feedback"):
+        names = {p.name for p in (batch.course / folder / student / A).iterdir()}
+        assert not names & {"gradebook.db", "answers.txt", "zero", "pipe"}, (folder, names)
+    page = (batch.course / "feedback" / student / A / f"{A}.html").read_text()
+    assert "Refused files" in page and "answers.txt" in page
+    linked = (
+        batch.course / "feedback" / "a1_functions--attack-symlink-notebook" / A / f"{A}.html"
+    ).read_text()
+    assert "Refused files" in linked
+
+
+def test_integrity_report_names_what_was_undone_and_honest_students_are_clean(batch: Batch) -> None:
+    import csv
+
+    with open(batch.course / "integrity.csv", newline="", encoding="utf-8") as f:
+        rows = [(r["student"], r["finding"]) for r in csv.DictReader(f)]
+    findings = {s: [f for t, f in rows if t == s] for s in {t for t, _ in rows}}
+    for sub in HONEST:
+        assert sub.student not in findings, findings.get(sub.student)
+    beside = " ".join(findings["a1_functions--attack-symlinks-beside"])
+    assert "answers.txt is not a regular file" in beside and "gradebook.db" in beside, beside
+    bogus = findings["a1_functions--attack-bogus-metadata"]
+    assert "cell test_tanh was deleted (restored)" in bogus, bogus
+    # no honest student gets nbgrader's checksum warning any more: a warning now means an edit
+    assert "Attribute 'checksum'" not in batch.output
+    assert "gradebook changed outside the grader" not in batch.output
+
+
+def test_a_change_to_the_gradebook_is_reported_naming_the_student() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course_tool", ROOT / "tools" / "course.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    key = ("manual score", "alice", A, A, "test_mul")
+    before = {key: 0.0, ("points", A, A, "test_mul"): 1.0}
+    assert tool.gradebook_changes(before, dict(before)) == []
+    changed = tool.gradebook_changes(before, {**before, key: 1.0})
+    assert changed and "alice" in changed[0], changed
+    assert tool.gradebook_changes(before, {**before, ("points", A, A, "test_mul"): 5.0})
+    assert tool.gradebook_changes({}, {key: 3.0}), "a manual score that appeared"
+
+
+def test_a_broken_notebook_costs_only_its_student(batch: Batch) -> None:
+    assert batch.returncode == 1, batch.output[-3000:]
+    assert (
+        "FAILED autograde: a1_functions of student a1_functions--attack-truncated-json"
+        in batch.output
+    )
+    for sub in BATCH:
+        if sub.name == "attack-truncated-json":
+            continue
+        assert (batch.course / "feedback" / sub.student / A / f"{A}.html").exists(), sub.student
+
+
+# ------------------------------------------------------------------------------ helpers
+def _printed(path: Path) -> str:
+    """Everything the notebook's code cells printed in the feedback kernel run."""
+    nb = nbformat.read(path, as_version=4)
+    return "".join(
+        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+    )
+
+
+class _Active(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scripts: list[str] = []
+        self.attributes: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._in_script = tag == "script"
+        if tag == "script":
+            self.scripts.append("")
+        # what can run script: event handlers and script-capable URLs (an id that merely
+        # contains the text of a heading is inert)
+        for k, v in attrs:
+            value = (v or "").strip().lower()
+            if k.startswith("on") or value.startswith(("javascript:", "vbscript:", "data:text")):
+                self.attributes.append(f"{k}={v}")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script:
+            self.scripts[-1] += data
+
+
+def _active_parts(page: str) -> tuple[list[str], list[str]]:
+    parser = _Active()
+    parser.feed(page)
+    return parser.scripts, parser.attributes
+
+
+def _secret_lines(source_nb: Any) -> tuple[list[str], list[str]]:
+    hidden, answers = [], []
+    for cell in source_nb.cells:
+        region = None
+        for line in cell.source.split("\n"):
+            if "BEGIN HIDDEN TESTS" in line or "BEGIN SOLUTION" in line:
+                region = hidden if "HIDDEN" in line else answers
+            elif "END HIDDEN TESTS" in line or "END SOLUTION" in line:
+                region = None
+            elif region is not None and len(line.strip()) >= 20:
+                region.append(line.strip())
+    return hidden, answers

@@ -1,0 +1,193 @@
+r"""More activation functions, as Modules and in functional form (``F.gelu`` ...): LeakyReLU, ELU,
+GELU, SiLU and Softplus.
+
+Each is a composition of differentiable tensor ops (autograd derives the backward), except
+``Softplus``, a Function of its own: its stable form $\max(x, 0) + \log(1 + e^{-|x|})$ has kinks
+whose gradients would cancel wrongly at 0, while the true derivative is simply $\sigma(x)$.
+
+Example:
+    >>> import torchlight as tl
+    >>> from torchlight import nn
+    >>> nn.LeakyReLU(0.1)(tl.tensor([-2.0, 3.0]))
+    tensor([-0.2000,  3.0000])
+"""
+
+from __future__ import annotations
+
+import math
+
+from torchlight.autograd import Context, Function
+from torchlight.creation import where
+from torchlight.nn.module import Module
+from torchlight.tensor import Tensor
+
+__all__ = [
+    "ELU", "GELU", "GELUFunction", "LeakyReLU", "SiLU", "Softplus", "SoftplusFunction", "elu", "gelu",
+    "leaky_relu", "silu", "softplus",
+]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- functional forms
+def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:  # noqa: A002
+    r"""$x$ for $x > 0$, else $a x$ (slope $a$ = ``negative_slope``); the gradient at 0 is $a$,
+    as in PyTorch.
+
+    Shape: any; the output has the input's shape.
+    """
+    return where(input > 0, input, input * negative_slope)
+
+
+def elu(input: Tensor, alpha: float = 1.0) -> Tensor:  # noqa: A002
+    r"""$x$ for $x > 0$, else $\alpha (e^x - 1)$.
+
+    ``exp`` sees $\min(x, 0)$ only: $e^x$ of a large positive $x$ would overflow to ``inf``, and
+    the unpicked branch's zero gradient times ``inf`` would be ``nan``.
+
+    Shape: any; the output has the input's shape.
+    """
+    return where(input > 0, input, (input.clamp(max=0.0).exp() - 1) * alpha)
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+class GELUFunction(Function):
+    r"""$\mathrm{GELU}(x) = \frac{x}{2}(1 + t)$, $t = \tanh(c\,(x + 0.044715 x^3))$, $c = \sqrt{2/\pi}$
+    (the tanh form, as GPT-2 uses it).
+
+    Backward: $\frac{d}{dx} = \frac{1 + t}{2} + \frac{x}{2}(1 - t^2)\,c\,(1 + 3 \cdot 0.044715
+    x^2)$. One node instead of eight (it runs on the largest activations of a transformer);
+    $x^3$ is written $x \cdot x \cdot x$, as ``pow`` with a float exponent is slow.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor) -> Tensor:
+        t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
+        ctx.save_for_backward(x, t)
+        return 0.5 * x * (1.0 + t)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        x, t = ctx.saved_tensors
+        slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 0.134145 * x * x)
+        return grad_output * slope
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
+    r"""$x\,\Phi(x) = \tfrac{x}{2}\,(1 + \mathrm{erf}(x / \sqrt 2))$, the Gaussian error linear unit;
+    with ``approximate="tanh"``: $\tfrac{x}{2}\,(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715 x^3)))$.
+
+    Shape: any; the output has the input's shape.
+    """
+    if approximate == "tanh":
+        return GELUFunction.apply(input)
+    if approximate != "none":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return input * 0.5 * ((input * (1.0 / math.sqrt(2.0))).erf() + 1)
+
+
+def silu(input: Tensor) -> Tensor:  # noqa: A002
+    r"""$x\,\sigma(x)$ (also called swish).
+
+    Shape: any; the output has the input's shape.
+    """
+    return input * input.sigmoid()
+
+
+class SoftplusFunction(Function):
+    r"""$\mathrm{softplus}(x) = \log(1 + e^x) = \max(x, 0) + \log(1 + e^{-|x|})$ (never overflows).
+
+    Backward: $\partial L/\partial x = G\,\sigma(x)$.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x.relu() + ((-x.abs()).exp() + 1).log()
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return grad_output * x.sigmoid()
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: A002
+    r"""$\frac{1}{\beta} \log(1 + e^{\beta x})$, a smooth ReLU; as in PyTorch, it is $x$ itself
+    where $\beta x > $ ``threshold`` (there the two agree to double precision).
+
+    Shape: any; the output has the input's shape.
+
+    Example:
+        >>> import torchlight as tl
+        >>> softplus(tl.tensor([0.0, 100.0]))
+        tensor([  0.6931, 100.0000])
+    """
+    scaled = input * beta
+    smooth = SoftplusFunction.apply(scaled) * (1.0 / beta)
+    return where(scaled > threshold, input, smooth)
+
+
+# --------------------------------------------------------------------------- modules
+class LeakyReLU(Module):
+    r"""$x$ for $x > 0$, else ``negative_slope`` $\cdot x$. Shape: any."""
+
+    def __init__(self, negative_slope: float = 0.01) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: Tensor) -> Tensor:
+        return leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+
+class ELU(Module):
+    r"""$x$ for $x > 0$, else $\alpha (e^x - 1)$. Shape: any."""
+
+    def __init__(self, alpha: float = 1.0) -> None:
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x: Tensor) -> Tensor:
+        return elu(x, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"
+
+
+class GELU(Module):
+    r"""$x\,\Phi(x)$ ($\Phi$ the standard normal CDF), or its tanh approximation. Shape: any."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    r"""$x\,\sigma(x)$. Shape: any."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return silu(x)
+
+
+class Softplus(Module):
+    r"""$\frac{1}{\beta}\log(1 + e^{\beta x})$ ($x$ where $\beta x >$ ``threshold``). Shape: any."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x: Tensor) -> Tensor:
+        return softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"

@@ -1,0 +1,216 @@
+r"""The autograd Functions behind ``torchlight.nn``: linear layers, softmax and the losses.
+
+Each could be written as a composition of tensor ops (and autograd would differentiate it), but
+as one Function each is one node in the graph instead of five, and the backward formulas are
+the ones you derive on paper: $\partial L / \partial x = \mathrm{softmax}(x) - y$ and friends.
+Each is plain tensor math, the shape the homework asks for (``forward`` runs with recording
+off, so its tensor ops build no graph). The layers and losses that use them are in
+``layers.py`` and ``functional.py``; the convolution and pooling Functions in
+``conv_functions.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from torchlight.autograd import Context, Function
+from torchlight.creation import zeros
+
+if TYPE_CHECKING:
+    from torchlight.tensor import Tensor
+
+__all__ = [
+    "BinaryCrossEntropy",
+    "BinaryCrossEntropyWithLogits",
+    "CrossEntropy",
+    "LinearFunction",
+    "LogSoftmaxFunction",
+    "NLLLossFunction",
+    "SoftmaxFunction",
+]
+
+
+class LinearFunction(Function):
+    r"""$y = x W^T + b$.
+
+    Backward: $\partial L/\partial x = G W$, $\partial L/\partial W = G^T x$,
+    $\partial L/\partial b = \sum_{\text{rows}} G$ (rows: every dimension but the last).
+    Called as ``LinearFunction.apply(x, weight, bias)`` (``bias`` may be None). The callers,
+    ``nn.Linear`` and ``F.linear``, check shapes.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        out = x @ weight.T
+        return out if bias is None else out + bias
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight = ctx.saved_tensors
+        out_features, in_features = weight.shape
+        g = grad_output.reshape(-1, out_features)  # (rows, out): a batch of any shape is rows
+        grad_x = grad_output @ weight if ctx.needs_input_grad[0] else None  # (not for the input)
+        grad_w = g.T @ x.reshape(-1, in_features)
+        grad_b = g.sum(0) if ctx.needs_input_grad[2] else None
+        return grad_x, grad_w, grad_b
+
+
+class LogSoftmaxFunction(Function):
+    r"""$\log \mathrm{softmax}(x)_i = x_i - m - \log \sum_j e^{x_j - m}$ with $m = \max_j x_j$.
+
+    Subtracting the max first keeps $e^{x}$ from overflowing (it changes nothing in exact math).
+    Backward: $\partial L/\partial x = G - \mathrm{softmax}(x) \sum_j G_j$.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, dim: int) -> Tensor:
+        out = _log_softmax(x, dim)
+        ctx.save_for_backward(out)
+        ctx.dim = dim
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
+        (out,) = ctx.saved_tensors
+        return grad_output - out.exp() * grad_output.sum(ctx.dim, keepdim=True), None
+
+
+class SoftmaxFunction(Function):
+    r"""$\mathrm{softmax}(x)_i = e^{x_i - m} / \sum_j e^{x_j - m}$ with $m = \max_j x_j$.
+
+    Backward: $\partial L/\partial x = s \odot (G - \sum_j G_j s_j)$ where $s$ is the output.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, dim: int) -> Tensor:
+        exps = (x - x.max((dim,), keepdim=True)).exp()  # shifted: e^x cannot overflow
+        out = exps / exps.sum(dim, keepdim=True)
+        ctx.save_for_backward(out)
+        ctx.dim = dim
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None]:
+        (out,) = ctx.saved_tensors
+        return out * (grad_output - (grad_output * out).sum(ctx.dim, keepdim=True)), None
+
+
+class NLLLossFunction(Function):
+    r"""$\ell_n = -\mathrm{logp}_{n, y_n}$ for log-probabilities of shape $(N, C)$, class indices $y$.
+
+    Reduced by ``"mean"`` (over $N$), ``"sum"`` or ``"none"``. Backward puts $-G$ (divided by
+    $N$ for the mean) at each picked entry and 0 elsewhere: $-G \cdot \mathrm{onehot}(y)$.
+    Called as ``NLLLossFunction.apply(logp, target, reduction, labels)``, where ``labels`` are
+    the target's class indices as a host numpy array (``F.nll_loss`` checks and passes them).
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Context, logp: Tensor, target: Tensor, reduction: str, labels: np.ndarray
+    ) -> Tensor:
+        ctx.picks = (np.arange(len(labels)), labels)  # row n, column y_n
+        ctx.shape, ctx.reduction = logp.shape, reduction
+        return _reduce_rows(-logp[ctx.picks], reduction)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None, None, None]:
+        one_hot = _one_hot(grad_output, ctx.shape, ctx.picks)
+        return -one_hot * _per_row(grad_output, ctx.reduction, ctx.shape[0]), None, None, None
+
+
+class CrossEntropy(Function):
+    r"""$\ell_n = \log \sum_j e^{x_{n,j}} - x_{n, y_n}$ from logits $x$ of shape $(N, C)$:
+    ``log_softmax`` and ``nll_loss`` in one node, reduced by ``"mean"``, ``"sum"`` or ``"none"``.
+
+    Backward: $\partial \ell_n / \partial x_n = \mathrm{softmax}(x_n) - \mathrm{onehot}(y_n)$,
+    "prediction minus truth", times $G$ (and $1/N$ for the mean).
+    Called as ``CrossEntropy.apply(x, target, reduction, labels)``, where ``labels`` are the
+    target's class indices as a host numpy array (``F.cross_entropy`` checks and passes them).
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Context, x: Tensor, target: Tensor, reduction: str, labels: np.ndarray
+    ) -> Tensor:
+        logp = _log_softmax(x, 1)
+        ctx.save_for_backward(logp.exp())  # softmax(x), for backward
+        ctx.picks = (np.arange(len(labels)), labels)  # row n, column y_n
+        ctx.reduction = reduction
+        return _reduce_rows(-logp[ctx.picks], reduction)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None, None, None]:
+        (softmax,) = ctx.saved_tensors
+        one_hot = _one_hot(softmax, softmax.shape, ctx.picks)  # the truth
+        scale = _per_row(grad_output, ctx.reduction, softmax.shape[0])
+        return (softmax - one_hot) * scale, None, None, None  # prediction minus truth
+
+
+def _log_softmax(x: Tensor, dim: int) -> Tensor:
+    # (a tuple of dims gives the max values alone, without the indices of x.max(dim))
+    shifted = x - x.max((dim,), keepdim=True)  # e^x cannot overflow
+    return shifted - shifted.exp().sum(dim, keepdim=True).log()
+
+
+def _one_hot(like: Tensor, shape: tuple[int, ...], picks: tuple[np.ndarray, ...]) -> Tensor:
+    """Zeros of ``shape`` with a 1 at each picked (row, class), with ``like``'s dtype and backend."""
+    one_hot = zeros(shape, dtype=like.dtype, backend=like.backend)
+    one_hot[picks] = 1.0
+    return one_hot
+
+
+def _reduce_rows(losses: Tensor, reduction: str) -> Tensor:
+    if reduction == "none":
+        return losses
+    return losses.sum() if reduction == "sum" else losses.mean()
+
+
+def _per_row(grad_output: Tensor, reduction: str, n: int) -> Tensor:
+    """The loss's gradient as a column: one value per row ("none"), or the same for all."""
+    if reduction == "none":
+        return grad_output.reshape(n, 1)
+    return grad_output / n if reduction == "mean" else grad_output
+
+
+class BinaryCrossEntropy(Function):
+    r"""$\ell = -[y \log p + (1 - y) \log(1 - p)]$, elementwise, for probabilities $p$.
+
+    As in PyTorch, each log is clamped at $-100$ so $p = 0$ or $1$ gives a finite loss, and the
+    backward $\partial \ell/\partial p = (p - y) / \max(p(1 - p), 10^{-12})$ stays finite.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, p: Tensor, y: Tensor) -> Tensor:
+        ctx.save_for_backward(p, y)
+        log_p = p.log().clamp(min=-100.0)
+        log_q = (1 - p).log().clamp(min=-100.0)
+        return -(y * log_p + (1 - y) * log_q)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        p, y = ctx.saved_tensors
+        grad_p = grad_output * (p - y) / (p * (1 - p)).clamp(min=1e-12)
+        grad_y = grad_output * ((1 - p).log().clamp(min=-100.0) - p.log().clamp(min=-100.0))
+        return grad_p, grad_y
+
+
+class BinaryCrossEntropyWithLogits(Function):
+    r"""$\ell = -[y \log\sigma(x) + (1-y)\log(1-\sigma(x))] = \max(x, 0) - x y + \log(1 + e^{-|x|})$.
+
+    The right-hand form never overflows (the exponent is $\le 0$). Backward:
+    $\partial \ell/\partial x = \sigma(x) - y$ (exact at $x = 0$ too, unlike a composition of
+    ``relu`` and ``abs``, whose kinks would give 0 there), $\partial \ell/\partial y = -x$.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, y: Tensor) -> Tensor:
+        ctx.save_for_backward(x, y)
+        return x.relu() - x * y + (1 + (-x.abs()).exp()).log()
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+        x, y = ctx.saved_tensors
+        return grad_output * (x.sigmoid() - y), grad_output * -x

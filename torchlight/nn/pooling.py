@@ -1,0 +1,299 @@
+r"""Pooling beyond the plain 2-d case: ``ceil_mode``, ``count_include_pad=False``, 1-d pools and
+adaptive average pooling. Each is composed from the plain pooling Functions
+(``conv_functions.py``) and differentiable layout ops.
+
+``ceil_mode`` rounds the output size up, $H_o = \lceil (H + 2p - k)/s \rceil + 1$ (minus one if
+the last window would start in the right padding): the input is padded at the end so that the
+last, partial window exists (with $-\infty$ for max pooling). An average divides each window's sum
+by the number of positions it covers (inside the padded input with ``count_include_pad``, else
+inside the input), counted by pooling a mask of ones the same way.
+
+Example:
+    >>> import torchlight as tl
+    >>> x = tl.arange(25.0).reshape(1, 1, 5, 5)
+    >>> max_pool2d(x, 2, ceil_mode=True).shape
+    (1, 1, 3, 3)
+    >>> adaptive_avg_pool2d(x, 1)
+    tensor([[[[12.]]]])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from torchlight.creation import cat, ones
+from torchlight.nn.conv_functions import AvgPool2dFunction, MaxPool2dFunction
+from torchlight.nn.layers import shape_error
+from torchlight.nn.module import Module
+from torchlight.nn.padding import pad
+from torchlight.tensor import Tensor
+
+__all__ = [
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "MaxPool1d", "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "max_pool1d", "max_pool2d",
+]  # fmt: skip
+
+Pair = tuple[int, int]
+
+
+def _pair(value: int | Sequence[int], name: str) -> Pair:
+    pair = (int(value), int(value)) if isinstance(value, int) else tuple(int(v) for v in value)
+    if len(pair) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return pair[0], pair[1]
+
+
+def pooled_size(size: int, kernel: int, stride: int, padding: int, ceil_mode: bool) -> int:
+    r"""$\lfloor$ or $\lceil (\text{size} + 2p - k) / s \rceil + 1$, PyTorch's rule for pooling."""
+    span = size + 2 * padding - kernel
+    out = (math.ceil(span / stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out -= 1  # the last window would start inside the right padding
+    return out
+
+
+def _args(
+    name: str,
+    x: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None,
+    padding: int | Sequence[int],
+    ceil_mode: bool,
+) -> tuple[Pair, Pair, Pair, Pair]:
+    """kernel, stride, padding and, per axis, how much extra padding the end needs."""
+    kernel = _pair(kernel_size, "kernel_size")
+    stride_ = kernel if stride is None or stride == [] else _pair(stride, "stride")
+    padding_ = _pair(padding, "padding")
+    if x.ndim != 4:
+        raise ValueError(f"{name}: expected an input of shape (N, C, H, W), got {x.shape}")
+    if any(2 * p > k for p, k in zip(padding_, kernel, strict=True)):
+        raise ValueError(
+            f"{name}: padding {padding_} must be at most half the kernel size {kernel}"
+        )
+    extra = []
+    for axis in (0, 1):
+        size, k, s, p = x.shape[2 + axis], kernel[axis], stride_[axis], padding_[axis]
+        out = pooled_size(size, k, s, p, ceil_mode)
+        if out < 1:
+            raise ValueError(
+                f"{name}: the kernel {kernel} is larger than the padded input {x.shape[2:]}"
+            )
+        extra.append(max((out - 1) * s + k - (size + 2 * p), 0))
+    return kernel, stride_, padding_, (extra[0], extra[1])
+
+
+def max_pool2d(
+    input: Tensor,  # noqa: A002
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    ceil_mode: bool = False,
+) -> Tensor:
+    r"""$\max$ over each $k_h \times k_w$ window; ``ceil_mode`` keeps a last, partial window.
+
+    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$.
+    """
+    kernel, stride_, padding_, extra = _args(
+        "max_pool2d", input, kernel_size, stride, padding, ceil_mode
+    )
+    if extra == (0, 0):
+        return MaxPool2dFunction.apply(input, kernel, stride_, padding_)
+    (ph, pw), (eh, ew) = padding_, extra
+    padded = pad(input, (pw, pw + ew, ph, ph + eh), value=float("-inf"))
+    return MaxPool2dFunction.apply(padded, kernel, stride_, (0, 0))
+
+
+def avg_pool2d(
+    input: Tensor,  # noqa: A002
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    r"""The mean of each window: its sum divided by the positions it covers (the kernel area in
+    the plain case), or by ``divisor_override``.
+
+    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$.
+    """
+    kernel, stride_, padding_, extra = _args(
+        "avg_pool2d", input, kernel_size, stride, padding, ceil_mode
+    )
+    plain_divisor = divisor_override is None and (count_include_pad or padding_ == (0, 0))
+    if extra == (0, 0) and plain_divisor:
+        return AvgPool2dFunction.apply(input, kernel, stride_, padding_)
+    (ph, pw), (eh, ew), area = padding_, extra, kernel[0] * kernel[1]
+    amounts = (pw, pw + ew, ph, ph + eh)
+    sums = AvgPool2dFunction.apply(pad(input, amounts), kernel, stride_, (0, 0)) * area
+    if divisor_override is not None:
+        return sums / divisor_override
+    h, w = input.shape[2:]
+    if count_include_pad:  # ones over the padded input, zeros in the extra end padding
+        mask = pad(
+            ones(1, 1, h + 2 * ph, w + 2 * pw, dtype=input.dtype, backend=input.backend),
+            (0, ew, 0, eh),
+        )
+    else:
+        mask = pad(ones(1, 1, h, w, dtype=input.dtype, backend=input.backend), amounts)
+    counts = AvgPool2dFunction.apply(mask, kernel, stride_, (0, 0)) * area
+    return sums / counts
+
+
+def _as_2d(name: str, x: Tensor) -> Tensor:
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{name}: expected an input of shape (N, C, L) or (C, L), got {x.shape}")
+    return (x if x.ndim == 3 else x.unsqueeze(0)).unsqueeze(2)  # (N, C, 1, L)
+
+
+def _from_2d(out: Tensor, x: Tensor) -> Tensor:
+    out = out.squeeze(2)
+    return out if x.ndim == 3 else out.squeeze(0)
+
+
+def max_pool1d(
+    input: Tensor,  # noqa: A002
+    kernel_size: int,
+    stride: int | None = None,
+    padding: int = 0,
+    ceil_mode: bool = False,
+) -> Tensor:
+    r"""$\max$ over windows of ``kernel_size`` along the last axis. Shape: $(N, C, L) \to (N, C, L_o)$."""
+    s = kernel_size if stride is None else stride
+    out = max_pool2d(_as_2d("max_pool1d", input), (1, kernel_size), (1, s), (0, padding), ceil_mode)
+    return _from_2d(out, input)
+
+
+def avg_pool1d(
+    input: Tensor,  # noqa: A002
+    kernel_size: int,
+    stride: int | None = None,
+    padding: int = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
+    r"""The mean over windows of ``kernel_size`` along the last axis. Shape: $(N, C, L) \to (N, C, L_o)$."""
+    s = kernel_size if stride is None else stride
+    x = _as_2d("avg_pool1d", input)
+    out = avg_pool2d(x, (1, kernel_size), (1, s), (0, padding), ceil_mode, count_include_pad)
+    return _from_2d(out, input)
+
+
+def _adaptive_mean(x: Tensor, dim: int, out_size: int) -> Tensor:
+    r"""Cell $i$ of ``out_size`` averages positions $\lfloor iL/n \rfloor$ to $\lceil (i+1)L/n \rceil$."""
+    length = x.shape[dim]
+    if out_size == length:
+        return x
+    cells = []
+    for i in range(out_size):
+        start, end = (i * length) // out_size, -((-(i + 1) * length) // out_size)
+        index = [slice(None)] * x.ndim
+        index[dim] = slice(start, end)
+        cells.append(x[tuple(index)].mean(dim, keepdim=True))
+    return cat(cells, dim)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: int | Sequence[int | None]) -> Tensor:  # noqa: A002
+    r"""Average pooling to a fixed output size, whatever the input size (windows of nearly equal
+    size, overlapping by at most one position): e.g. ``1`` is a global average.
+
+    Shape: $(N, C, H, W)$ or $(C, H, W)$ -> $(\ldots, H_o, W_o)$; ``None`` keeps that size.
+    """
+    if input.ndim not in (3, 4):
+        raise ValueError(
+            f"adaptive_avg_pool2d: expected (N, C, H, W) or (C, H, W), got {input.shape}"
+        )
+    sizes = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != 2:
+        raise ValueError(
+            f"adaptive_avg_pool2d: output_size must be an int or a pair, got {output_size!r}"
+        )
+    h = input.shape[-2] if sizes[0] is None else int(sizes[0])
+    w = input.shape[-1] if sizes[1] is None else int(sizes[1])
+    if h < 1 or w < 1:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size!r}")
+    # the mean over a rectangle is the mean over its rows of the means over its columns
+    return _adaptive_mean(_adaptive_mean(input, input.ndim - 2, h), input.ndim - 1, w)
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: int) -> Tensor:  # noqa: A002
+    r"""Average pooling of the last axis to ``output_size`` cells. Shape: $(N, C, L) \to (N, C, L_o)$."""
+    if input.ndim not in (2, 3):
+        raise ValueError(f"adaptive_avg_pool1d: expected (N, C, L) or (C, L), got {input.shape}")
+    return _adaptive_mean(input, input.ndim - 1, int(output_size))
+
+
+class MaxPool1d(Module):
+    r"""$\max$ over windows along the last axis. Shape: $(N, C, L) \to (N, C, L_o)$."""
+
+    def __init__(
+        self, kernel_size: int, stride: int | None = None, padding: int = 0, ceil_mode: bool = False
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, kernel_size if stride is None else stride
+        self.padding, self.ceil_mode = padding, ceil_mode
+
+    def forward(self, x: Tensor) -> Tensor:
+        return max_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool1d(MaxPool1d):
+    r"""The mean over windows along the last axis. Shape: $(N, C, L) \to (N, C, L_o)$."""
+
+    def __init__(
+        self,
+        kernel_size: int,
+        stride: int | None = None,
+        padding: int = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return avg_pool1d(
+            x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad
+        )
+
+
+class AdaptiveAvgPool2d(Module):
+    r"""Average pooling to ``output_size`` whatever the input size. Shape: $(N, C, H, W) \to (N, C, H_o, W_o)$.
+
+    Example:
+        >>> import torchlight as tl
+        >>> AdaptiveAvgPool2d((2, 1))(tl.ones(3, 16, 5, 7)).shape
+        (3, 16, 2, 1)
+    """
+
+    def __init__(self, output_size: int | Sequence[int | None]) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in (3, 4):
+            raise shape_error(self, "(N, C, H, W) or (C, H, W)", x)
+        return adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(Module):
+    r"""Average pooling of the last axis to ``output_size``. Shape: $(N, C, L) \to (N, C, L_o)$."""
+
+    def __init__(self, output_size: int) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in (2, 3):
+            raise shape_error(self, "(N, C, L) or (C, L)", x)
+        return adaptive_avg_pool1d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"

@@ -1,0 +1,131 @@
+r"""Embedding: a learnable lookup table, ``weight[indices]``, with PyTorch's ``padding_idx`` and
+``from_pretrained``; ``F.embedding`` is the same lookup with a given table.
+
+Example:
+    >>> import torchlight as tl
+    >>> from torchlight import nn
+    >>> table = nn.Embedding.from_pretrained(tl.tensor([[0.0, 0.0], [1.0, 2.0]]))
+    >>> table(tl.tensor([[1, 0, 1]])).shape
+    (1, 3, 2)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchlight.autograd import no_grad
+from torchlight.creation import empty, where
+from torchlight.nn import init
+from torchlight.nn.module import Module, Parameter
+from torchlight.tensor import Tensor
+
+__all__ = ["Embedding", "embedding"]
+
+
+def _check_indices(who: str, indices: Tensor, num_embeddings: int) -> None:
+    if not isinstance(indices, Tensor) or indices.dtype.is_floating_point:
+        got = indices.dtype if isinstance(indices, Tensor) else type(indices).__name__
+        raise TypeError(
+            f"{who}: indices must be integers (an int64 tensor), got {got}; use .long()"
+        )
+    if indices.numel():
+        low, high = int(indices.min().item()), int(indices.max().item())
+        if low < 0 or high >= num_embeddings:
+            raise IndexError(
+                f"{who}: index {low if low < 0 else high} is out of range; indices must "
+                f"be in 0..{num_embeddings - 1}"
+            )
+
+
+def _padding_index(padding_idx: int | None, num_embeddings: int) -> int | None:
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(
+            f"padding_idx must be within the {num_embeddings} embeddings, got {padding_idx}"
+        )
+    return padding_idx % num_embeddings
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
+    r"""$\mathrm{out}[\ldots] = W[\mathrm{input}[\ldots]]$: rows of ``weight`` picked by index.
+
+    Rows read at ``padding_idx`` pass their value but get no gradient (as in PyTorch): the
+    output there comes from ``weight.detach()``.
+
+    Shape: integer indices $(*)$, weight $(V, D)$, output $(*, D)$.
+
+    Example:
+        >>> import torchlight as tl
+        >>> embedding(tl.tensor([2, 0]), tl.arange(6.0).reshape(3, 2))
+        tensor([[4., 5.],
+                [0., 1.]])
+    """
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
+    _check_indices("embedding", input, weight.shape[0])
+    rows = weight[input]
+    pad = _padding_index(padding_idx, weight.shape[0])
+    if pad is None:
+        return rows
+    # the same values either way; only the rows not at padding_idx lead back to weight
+    return where((input != pad).unsqueeze(-1), rows, weight.detach()[input])
+
+
+class Embedding(Module):
+    r"""A lookup table: $\mathrm{out}[\ldots] = W[\mathrm{index}[\ldots]]$, $W \sim \mathcal{N}(0, 1)$.
+
+    Args:
+        num_embeddings: the table's size $V$ (indices are in $[0, V)$).
+        embedding_dim: the length $D$ of each row.
+        padding_idx: a row that starts at zero and is never trained (its gradient is 0),
+            e.g. for the padding token of a batch of sentences.
+
+    Shape: integer indices $(*)$ in $[0, \text{num\_embeddings})$, output $(*, \text{embedding\_dim})$.
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        dtype: Any = None,
+        *,
+        _weight: Tensor | None = None,
+        _freeze: bool = False,
+    ) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = _padding_index(padding_idx, num_embeddings)
+        if _weight is None:
+            self.weight = Parameter(empty(num_embeddings, embedding_dim, dtype=dtype))
+            self.reset_parameters()
+        else:
+            self.weight = Parameter(_weight.detach().clone(), requires_grad=not _freeze)
+
+    def reset_parameters(self) -> None:
+        """$\\mathcal{N}(0, 1)$, with the ``padding_idx`` row zeroed, as in PyTorch."""
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
+
+    @classmethod
+    def from_pretrained(
+        cls, embeddings: Tensor, freeze: bool = True, padding_idx: int | None = None
+    ) -> Embedding:
+        """An Embedding holding a copy of ``embeddings`` (V, D); ``freeze`` (the default) makes it
+        not learnable (``requires_grad=False``)."""
+        if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
+            got = embeddings.shape if isinstance(embeddings, Tensor) else type(embeddings).__name__
+            raise ValueError(f"Embedding.from_pretrained: expected a 2-D tensor (V, D), got {got}")
+        rows, dim = embeddings.shape
+        return cls(rows, dim, padding_idx, _weight=embeddings, _freeze=freeze)
+
+    def forward(self, indices: Tensor) -> Tensor:
+        _check_indices(repr(self), indices, self.num_embeddings)
+        return embedding(indices, self.weight, self.padding_idx)
+
+    def extra_repr(self) -> str:
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        return text if self.padding_idx is None else text + f", padding_idx={self.padding_idx}"

@@ -1,0 +1,183 @@
+"""Train a character-level language model (a small GPT or an LSTM) on the shipped Shakespeare.
+
+Called by ``python -m torchlight.train --dataset shakespeare --model gpt`` (or ``--model lstm``);
+``python -m torchlight.generate --checkpoint PATH`` then samples text from what was saved.
+
+The text is split 90% / 10% into training and validation parts. One epoch is one pass over the
+training part in non-overlapping windows of ``block_size`` characters (about 620 batches of 32);
+after each epoch the validation loss (mean cross-entropy per character, in nats; the bigram
+baseline is about 2.5) is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+import torchlight as tl
+from torchlight import nn, optim
+from torchlight.autograd import no_grad
+from torchlight.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from torchlight.creation import generator
+from torchlight.data import DataLoader
+from torchlight.data.text import TextWindows, load_text
+from torchlight.nn import functional as F
+from torchlight.tokenizers import CharTokenizer
+
+__all__ = [
+    "MODEL_CONFIGS",
+    "build_text_model",
+    "evaluate_text",
+    "language_model_loss",
+    "run_text",
+    "text_splits",
+]
+
+#: The default architectures: small enough to train in minutes on two CPU cores.
+MODEL_CONFIGS: dict[str, dict[str, Any]] = {
+    "gpt": {"block_size": 64, "d_model": 96, "nhead": 4, "num_layers": 3},
+    "lstm": {"block_size": 64, "embedding_dim": 64, "hidden_size": 256, "num_layers": 1},
+}
+
+
+def build_text_model(name: str, vocab_size: int, config: dict[str, Any]) -> nn.Module:
+    """A ``GPT`` or an ``LSTMLanguageModel`` from a ``MODEL_CONFIGS``-style dict."""
+    settings = {k: v for k, v in config.items() if k != "block_size"}
+    if name == "gpt":
+        return nn.GPT(vocab_size, config["block_size"], **settings)
+    if name == "lstm":
+        return nn.LSTMLanguageModel(vocab_size, **settings)
+    raise ValueError(f"no language model called {name!r}: expected 'gpt' or 'lstm'")
+
+
+def text_splits(
+    name: str, block_size: int, tokenizer: CharTokenizer | None = None
+) -> tuple[TextWindows, TextWindows, CharTokenizer]:
+    """(training windows, validation windows, tokenizer) for a corpus: the first 90% of the
+    characters train, the last 10% validate; windows do not overlap."""
+    text = load_text(name)
+    tokenizer = tokenizer or CharTokenizer(text)
+    ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
+    cut = int(0.9 * len(ids))
+    train = TextWindows(ids[:cut], block_size, stride=block_size)
+    valid = TextWindows(ids[cut:], block_size, stride=block_size)
+    return train, valid, tokenizer
+
+
+def language_model_loss(model: nn.Module, x: tl.Tensor, y: tl.Tensor) -> tl.Tensor:
+    r"""Mean next-token cross-entropy over every position: logits $(N, T, V)$ against $(N, T)$."""
+    logits = model(x)
+    vocab = logits.shape[-1]
+    return F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1))
+
+
+def evaluate_text(model: nn.Module, windows: TextWindows, batch_size: int = 64) -> float:
+    """The mean loss per token over all ``windows``, in eval mode, without a graph."""
+    model.eval()
+    total, count = 0.0, 0
+    with no_grad():
+        for x, y in DataLoader(windows, batch_size=batch_size):
+            total += float(language_model_loss(model, x, y).item()) * y.numel()
+            count += y.numel()
+    model.train()
+    return total / max(count, 1)
+
+
+def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> float:
+    """Train as ``args`` say (see ``torchlight.train``); returns the final validation loss.
+
+    ``progress`` (when given) is kept up to date with ``epoch`` (the last one finished) and
+    ``saved`` (the epoch of the last checkpoint written), for the CLI's message after Ctrl-C.
+    """
+    progress = {} if progress is None else progress
+    from torchlight.train import TrainingDivergedError  # the CLI's own error; imported late
+
+    if args.backend:
+        tl.set_default_backend(args.backend)
+    tl.manual_seed(args.seed)
+    config = dict(MODEL_CONFIGS[args.model])
+    train_set, valid_set, tokenizer = text_splits(args.dataset, config["block_size"])
+    dtype = getattr(tl, args.dtype)
+    model = build_text_model(args.model, tokenizer.vocab_size, config).to(dtype)
+    if args.optimizer == "sgd":
+        optimizer: optim.Optimizer = optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    else:
+        optimizer = optim.Adam(model.parameters(), lr=args.lr)
+    order = np.random.default_rng(args.seed)
+    loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, generator=order)
+    start_epoch, step = 0, 0
+    if args.resume:
+        extra = load_checkpoint(args.resume, model, optimizer)
+        if (extra.get("dataset"), extra.get("model")) != (args.dataset, args.model):
+            raise CheckpointError(
+                f"{args.resume} was trained with --dataset {extra.get('dataset')} --model "
+                f"{extra.get('model')}, not --dataset {args.dataset} --model {args.model}"
+            )
+        start_epoch, step = int(extra.get("epoch", 0)), int(extra.get("step", 0))
+        order.bit_generator.state = extra["loader_rng"]
+        generator().bit_generator.state = extra["global_rng"]
+        print(f"resumed from {args.resume} after epoch {start_epoch} (step {step})")
+    params = sum(p.numel() for p in model.parameters())
+    print(
+        f"{args.model}: {params:,} parameters, {len(train_set):,} training windows of "
+        f"{config['block_size']} characters, vocabulary {tokenizer.vocab_size}",
+        flush=True,
+    )
+    started = time.perf_counter()
+    valid_loss = math.nan
+    for epoch in range(start_epoch + 1, args.epochs + 1):
+        total = 0.0
+        with tqdm(
+            total=len(loader), desc=f"epoch {epoch}/{args.epochs}", unit="batch", file=sys.stderr,
+            leave=False,
+        ) as bar:  # fmt: skip
+            for batch, (x, y) in enumerate(loader, start=1):
+                step += 1
+                loss = language_model_loss(model, x, y)
+                value = float(loss.item())
+                if not math.isfinite(value):
+                    raise TrainingDivergedError(
+                        f"the loss became {value} at step {step} (batch {batch} of epoch {epoch}); "
+                        "training stopped. Try a smaller --lr."
+                    )
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += value
+                bar.set_postfix(loss=f"{total / batch:.4f}", refresh=False)
+                bar.update()
+        valid_loss = evaluate_text(model, valid_set)
+        progress["epoch"] = epoch
+        minutes = (time.perf_counter() - started) / 60
+        print(
+            f"epoch {epoch}/{args.epochs}: train loss {total / max(len(loader), 1):.4f}, "
+            f"validation loss {valid_loss:.4f} nats/char ({minutes:.1f} min)",
+            flush=True,
+        )
+        if args.save:
+            save_checkpoint(
+                args.save,
+                model,
+                optimizer,
+                epoch=epoch,
+                step=step,
+                dataset=args.dataset,
+                model=args.model,
+                dtype=args.dtype,
+                config=config,
+                tokenizer=tokenizer.to_dict(),
+                validation_loss=valid_loss,
+                loader_rng=order.bit_generator.state,
+                global_rng=generator().bit_generator.state,
+            )
+            progress["saved"] = epoch
+    if math.isnan(valid_loss):  # no epoch ran (a resumed run that was already complete)
+        valid_loss = evaluate_text(model, valid_set)
+    print(f"validation loss: {valid_loss:.4f} nats per character")
+    return valid_loss
