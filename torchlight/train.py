@@ -20,11 +20,14 @@ accuracy quickly; flags override them. The last line printed is the accuracy on 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -336,13 +339,34 @@ def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> flo
             state = {"epoch": epoch, "step": step, "dataset": args.dataset, "model": args.model}
             state["loader_rng"] = order.bit_generator.state
             state["global_rng"] = generator().bit_generator.state
-            save_checkpoint(args.save, model, optimizer, **state)
-            progress["saved"] = epoch
+            with ctrl_c_deferred():  # the file and the line Ctrl-C prints must agree
+                save_checkpoint(args.save, model, optimizer, **state)
+                progress["saved"] = epoch
         progress["epoch"] = epoch
     which, final_set = ("test", test_set) if test_set is not None else ("train", train_set)
     correct, total = evaluate(model, final_set)
     print(f"{which} accuracy: {correct / total:.2%} ({correct}/{total})")
     return correct / total
+
+
+@contextlib.contextmanager
+def ctrl_c_deferred() -> Iterator[None]:
+    """Hold back Ctrl-C until the block ends: a Ctrl-C that lands between writing a checkpoint
+    and noting its epoch would otherwise make the interrupted line name an older checkpoint.
+
+    Python runs signal handlers in the main thread only, so outside it there is nothing to do.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:
+        raise KeyboardInterrupt  # the Ctrl-C that came during the block, now that it is done
 
 
 def main(argv: Sequence[str] | None = None) -> int:
