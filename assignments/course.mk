@@ -5,16 +5,29 @@
 #   make course-release               build + nbgrader generate_assignment (release/)
 #   make course-grade                 autograde submitted/, feedback, grades.csv + items.csv
 #   make course-grade ASSIGNMENT=a1_functions   one assignment only
+#   make course-grade JOBS=4          4 students at once (default: the number of cores)
+#   make course-grade DB_URL=postgresql+psycopg2://user@host/db   (also for course-release)
+#   make course-roster ROSTER=roster.csv        students from a CSV (id,first_name,last_name,...)
+#   make course-duedates DUEDATES=duedates.csv  due dates from a CSV (name,duedate)
+#   make course-report                grade statistics + histograms: assignments/report.html
+#   make course-lab                   JupyterLab + Formgrader on the course, local exchange
+#   make course-lab LAB_ARGS="--no-browser --port=8899"   more options for jupyter lab
 #
 # Submissions go in assignments/submitted/<student>/<assignment>/ (nbgrader collect puts them
 # there, or copy them by hand). The gradebook is assignments/gradebook.db (sqlite).
 
 COURSE     := assignments
 # nbgrader runs `alembic` from PATH when it creates the gradebook: put the venv's bin first.
-NBGRADER   := PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(VENV))/bin/nbgrader
+# DB_URL (optional) is handed to every nbgrader command as COURSE_DB_URL (nbgrader_config.py).
+NBGRADER   := $(if $(DB_URL),COURSE_DB_URL='$(DB_URL)' ,)PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(VENV))/bin/nbgrader
 ASSIGNMENT ?= *
+JOBS       ?= $(shell nproc 2>/dev/null || echo 1)
+ROSTER     ?= roster.csv
+DUEDATES   ?= duedates.csv
+EXCHANGE   ?= $(abspath $(COURSE))/exchange
 
-.PHONY: course-build course-check course-release course-grade
+.PHONY: course-build course-check course-release course-grade course-roster course-duedates \
+	course-report course-lab
 
 course-build: venv
 	$(PY) tools/course.py build
@@ -25,7 +38,30 @@ course-check: venv
 course-release: course-build
 	cd $(COURSE) && $(NBGRADER) generate_assignment "$(ASSIGNMENT)" --force
 
-# All four steps always run (autograde, feedback, grades.csv, items.csv): one broken submission
-# costs only that student; the failures are listed at the end and the target fails.
+# Always every step, for everyone (one broken submission costs only that student; the failures
+# are listed at the end and the target fails). Students in parallel (tools/course_parallel.py: how sqlite and Postgres are serialized), then
+# feedback per student and the exports once: grades.csv, items.csv (per test cell), canvas.csv.
 course-grade: venv
-	$(PY) tools/course.py grade $(COURSE) --assignment "$(ASSIGNMENT)"
+	$(PY) tools/course_parallel.py --course $(COURSE) --jobs $(JOBS) --assignment "$(ASSIGNMENT)" \
+		$(if $(DB_URL),--db-url '$(DB_URL)',)
+
+# The roster: a CSV with a header row; `id` is required, first_name, last_name, email and
+# lms_user_id (the Canvas user ID, used by canvas.csv) are optional.
+course-roster: venv
+	cd $(COURSE) && $(NBGRADER) db student import "$(abspath $(ROSTER))"
+
+# Due dates: a CSV `name,duedate` (e.g. `a1_functions,2026-02-01 23:59:00 Europe/Berlin`).
+# Late submissions lose 10% per started day (nbgrader_config.py, torchlight_grader/late.py).
+course-duedates: venv
+	cd $(COURSE) && $(NBGRADER) db assignment import "$(abspath $(DUEDATES))"
+
+course-report: venv
+	$(PY) tools/course_report.py $(COURSE)/grades.csv $(COURSE)/items.csv -o $(COURSE)/report.html
+
+# JupyterLab started in the course directory (so the Formgrader reads nbgrader_config.py), the
+# venv first on PATH, and a local exchange folder (writable by all, as nbgrader wants it).
+course-lab: venv
+	mkdir -p "$(EXCHANGE)" && chmod 1777 "$(EXCHANGE)"
+	cd $(COURSE) && COURSE_EXCHANGE="$(EXCHANGE)" $(if $(DB_URL),COURSE_DB_URL='$(DB_URL)',) \
+		PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(VENV))/bin/jupyter lab \
+		--ServerApp.root_dir=. $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)

@@ -78,3 +78,19 @@ c.GenerateFeedback.preprocessors = [
     CSSHTMLHeaderPreprocessor,
     ClearHiddenTests,
 ]
+
+# --- The gradebook and the exchange for a course of hundreds (make course-grade DB_URL=... JOBS=N,
+# make course-lab; see tools/course_parallel.py and the README's "The instructor's term") ---
+# COURSE_DB_URL selects another gradebook, e.g. PostgreSQL. On sqlite, several nbgrader processes
+# at once (JOBS=N, or the formgrader while grading) wait up to 10 min for sqlite's write lock
+# instead of failing with "database is locked".
+if os.environ.get("COURSE_DB_URL"):
+    c.CourseDirectory.db_url = os.environ["COURSE_DB_URL"]
+elif c.CourseDirectory.db_url.startswith("sqlite:") and "?" not in c.CourseDirectory.db_url:
+    c.CourseDirectory.db_url += "?timeout=600"
+# COURSE_EXCHANGE: a local exchange folder (make course-lab), instead of /srv/nbgrader/exchange.
+if os.environ.get("COURSE_EXCHANGE"):
+    c.Exchange.root = os.environ["COURSE_EXCHANGE"]
+# A late submission loses 10% of its points per started day, down to zero (LateSubmissionPlugin).
+c.AssignLatePenalties.plugin_class = "torchlight_grader.late.PercentPerDayLate"
+c.PercentPerDayLate.percent_per_day = 10.0

@@ -1,0 +1,251 @@
+"""Grade a course's submissions with several nbgrader processes at once (``make course-grade``).
+
+nbgrader grades one notebook after another in one process. This tool splits the
+students into groups and runs one ``nbgrader autograde`` + ``nbgrader generate_feedback`` pair
+per group (``--student`` / ``--CourseDirectory.student_id_exclude``), ``--jobs`` groups at a
+time, then the exports once, after every student is done::
+
+    .venv/bin/python tools/course_parallel.py --jobs 4                    # every assignment
+    .venv/bin/python tools/course_parallel.py --jobs 4 --assignment a1_functions
+    .venv/bin/python tools/course_parallel.py --db-url postgresql+psycopg2://...  --jobs 8
+
+Why the grades are exactly a serial run's: a student's grades depend only on their own
+submission and on the instructor's rows of the gradebook (source cells, points), which grading
+only reads. Each worker writes only its own students' rows (student, submission, grades,
+comments) and their ``autograded/<student>`` and ``feedback/<student>`` folders, so no two
+workers touch the same row or file. The exports (one process, after the pool) read the finished
+gradebook, as they do after a serial run.
+
+What is serialized, and how:
+
+- **sqlite** allows one writer at a time. Every gradebook write of nbgrader is a short
+  transaction (create the submission, save a notebook's grades); the long part, running the
+  notebook and the hidden checks, holds no lock. The course's ``nbgrader_config.py`` opens the
+  sqlite file with ``?timeout=600``, so a writer that finds the file locked waits for sqlite's own
+  lock instead of failing with "database is locked": the writes are serialized by sqlite, the
+  grading runs concurrently. A student whose run still failed with a lock error is graded again,
+  alone, after the pool (reported as a retry).
+- **PostgreSQL** (``--db-url`` / ``COURSE_DB_URL``) takes concurrent writers natively: nothing is
+  serialized except row locks on different rows, which never wait on each other.
+- The gradebook's schema and the assignments exist before the pool starts (``nbgrader
+  generate_assignment`` made them); the tool checks that once, serially, and stops with a message
+  when they are missing.
+
+One student's failure costs that student only: the pool goes on, the exports run for everyone,
+and the tool lists the failed students (with the tail of their nbgrader output and the path of
+the full log) and exits 1 at the end.
+
+``--jobs 1`` runs nbgrader's own one-command-per-step serial pipeline (``autograde "*"`` over
+all students at once), the reference the parallel run is compared against in
+``tests/test_course_scale.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+EXPORTER = "torchlight_grader.exports.CourseExportPlugin"  # grades.csv, items.csv, canvas.csv
+LOCKED = "database is locked"
+NBGRADER_FAILED = re.compile(
+    r"There was an error processing assignment '([^']*)' for student '([^']*)'"
+)
+
+
+@dataclass
+class Run:
+    """One nbgrader command's outcome."""
+
+    args: tuple[str, ...]
+    returncode: int
+    output: str
+    seconds: float
+
+
+def nbgrader(course: Path, args: Sequence[str], env: dict[str, str]) -> Run:
+    """``nbgrader ARGS`` in ``course``, its output captured (never raises on failure)."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [str(BIN / "nbgrader"), *args],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return Run(tuple(args), proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start)
+
+
+def students_of(course: Path, assignment: str) -> list[str]:
+    """Students with a submitted folder for an assignment matching the pattern ``assignment``."""
+    submitted = course / "submitted"
+    if not submitted.is_dir():
+        return []
+    return sorted(
+        s.name
+        for s in submitted.iterdir()
+        if s.is_dir() and any(a.is_dir() and fnmatch(a.name, assignment) for a in s.iterdir())
+    )
+
+
+def environment(db_url: str | None) -> dict[str, str]:
+    """The children's environment: the venv first on PATH (nbgrader runs ``alembic`` from it)."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if db_url:
+        env["COURSE_DB_URL"] = db_url
+    return env
+
+
+def chunks(students: Sequence[str], jobs: int, largest: int = 8) -> list[list[str]]:
+    """Groups of students, one nbgrader process pair each.
+
+    Each nbgrader start costs seconds, so a worker grades a group, not one student. Groups are at
+    most ``largest`` students, and there are at least ``jobs`` of them (when there are that many
+    students) so every worker has work; more, smaller groups than workers balance the load when
+    some students take much longer (a hostile notebook that runs into its time limit).
+    """
+    size = max(1, min(largest, math.ceil(len(students) / max(1, jobs))))
+    return [list(students[i : i + size]) for i in range(0, len(students), size)]
+
+
+def select(group: Sequence[str], everyone: Sequence[str]) -> list[str]:
+    """nbgrader options for exactly ``group``: --student=ID, or all but the others excluded."""
+    if len(group) == 1:
+        return [f"--student={group[0]}"]
+    others = sorted(set(everyone) - set(group))
+    return ["--student=*", f"--CourseDirectory.student_id_exclude={','.join(others)}"]
+
+
+def grade_group(
+    course: Path,
+    group: Sequence[str],
+    everyone: Sequence[str],
+    assignment: str,
+    extra: Sequence[str],
+    env: dict[str, str],
+) -> list[Run]:
+    """autograde, then generate_feedback, for one group of students."""
+    who = select(group, everyone)
+    return [
+        nbgrader(course, ["autograde", assignment, *who, "--force", *extra], env),
+        nbgrader(course, ["generate_feedback", assignment, *who, "--force"], env),
+    ]
+
+
+def exports(course: Path, env: dict[str, str]) -> list[Run]:
+    """grades.csv (nbgrader's own), items.csv (one row per test cell), canvas.csv (the LMS)."""
+    return [nbgrader(course, ["export", f"--exporter={EXPORTER}", "--to=."], env)]
+
+
+def grade(
+    course: Path,
+    jobs: int,
+    assignment: str = "*",
+    db_url: str | None = None,
+    extra: Sequence[str] = (),
+    log_dir: Path | None = None,
+) -> tuple[list[str], dict[str, float]]:
+    """Grade every student of ``course``; returns (failed students, seconds per phase)."""
+    env = environment(db_url)
+    seconds: dict[str, float] = {}
+    failed: dict[str, list[Run]] = {}
+    log_dir = log_dir or course / "logs"
+    log_dir.mkdir(exist_ok=True)
+    students = students_of(course, assignment)
+    if not students:
+        print(f"no submissions in {course / 'submitted'} for {assignment!r}", file=sys.stderr)
+        return [], seconds
+
+    start = time.perf_counter()
+    check = nbgrader(course, ["db", "assignment", "list"], env)
+    if check.returncode != 0 or "There are no assignments" in check.output:
+        raise SystemExit(
+            "expected a gradebook with the released assignments, found none:\n"
+            f"{check.output[-2000:]}\nrun `make course-release` (with the same DB_URL) first"
+        )
+    if jobs <= 1:
+        runs = [
+            nbgrader(course, ["autograde", assignment, "--force", *extra], env),
+            nbgrader(course, ["generate_feedback", assignment, "--force"], env),
+        ]
+        _write_log(log_dir / "serial.log", runs)
+        if any(r.returncode != 0 for r in runs):
+            failed["(serial run)"] = runs
+    else:
+        groups = chunks(students, jobs)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(
+                pool.map(lambda g: grade_group(course, g, students, assignment, extra, env), groups)
+            )
+        for group, runs in zip(groups, results, strict=True):
+            name = ",".join(group)
+            if any(LOCKED in r.output for r in runs if r.returncode != 0):
+                print(f"retrying {name} alone (sqlite stayed locked)", file=sys.stderr)
+                runs = grade_group(course, group, students, assignment, extra, env)
+            _write_log(log_dir / f"{group[0]}.log", runs)
+            if any(r.returncode != 0 for r in runs):
+                failed[name] = runs
+    seconds["grading"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    export_runs = exports(course, env)
+    _write_log(log_dir / "export.log", export_runs)
+    if any(r.returncode != 0 for r in export_runs):
+        failed["(exports)"] = export_runs
+    seconds["exports"] = time.perf_counter() - start
+    for who, runs in failed.items():
+        bad = next(r for r in runs if r.returncode != 0)
+        named = sorted({f"{s} ({a})" for r in runs for a, s in NBGRADER_FAILED.findall(r.output)})
+        if named:
+            who = f"{who}: {', '.join(named)}"
+        print(f"FAILED {who}: nbgrader {' '.join(bad.args)} (exit {bad.returncode}), log in "
+              f"{log_dir}\n{bad.output[-1500:]}", file=sys.stderr)  # fmt: skip
+    return list(failed), seconds
+
+
+def _write_log(path: Path, runs: Sequence[Run]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for r in runs:
+            f.write(f"$ nbgrader {' '.join(r.args)}  # exit {r.returncode}, {r.seconds:.1f} s\n")
+            f.write(r.output + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--course", type=Path, default=ROOT / "assignments")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="students graded at once (default: the number of cores)")  # fmt: skip
+    parser.add_argument("--assignment", default="*", help="an assignment name or pattern")
+    parser.add_argument("--db-url", default=os.environ.get("COURSE_DB_URL") or None,
+                        help="the gradebook, e.g. postgresql+psycopg2://user@host/db "
+                             "(default: COURSE_DB_URL, else the config's sqlite file)")  # fmt: skip
+    parser.add_argument("extra", nargs="*", help="more options for nbgrader autograde (after --)")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    course = args.course.resolve()
+    failed, seconds = grade(course, args.jobs, args.assignment, args.db_url, args.extra)
+    n = len(students_of(course, args.assignment))
+    print(f"graded {n} students with {args.jobs} job(s) in {seconds.get('grading', 0):.1f} s "
+          f"(+{seconds.get('exports', 0):.1f} s exports): {course}/grades.csv, items.csv, "
+          f"canvas.csv; feedback in {course}/feedback/")  # fmt: skip
+    if failed:
+        print(f"{len(failed)} failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
