@@ -190,7 +190,7 @@ def batch(request: pytest.FixtureRequest) -> Iterator[Batch]:
     finally:
         shutil.rmtree(where, ignore_errors=True)
         if _CREATED:
-            subprocess.run(["userdel", USER], check=False, capture_output=True)
+            subprocess.run(["userdel", "--force", USER], check=False, capture_output=True)
             _CREATED.clear()
 
 
