@@ -56,6 +56,9 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from course import gradebook_changes, gradebook_snapshot, integrity_report  # noqa: E402
+
 BIN = Path(sys.executable).parent
 EXPORTER = "torchlight_grader.exports.CourseExportPlugin"  # grades.csv, items.csv, canvas.csv
 LOCKED = "database is locked"
@@ -175,6 +178,7 @@ def grade(
             "expected a gradebook with the released assignments, found none:\n"
             f"{check.output[-2000:]}\nrun `make course-release` (with the same DB_URL) first"
         )
+    before = gradebook_snapshot(course, db_url)
     if jobs <= 1:
         runs = [
             nbgrader(course, ["autograde", assignment, "--force", *extra], env),
@@ -198,6 +202,12 @@ def grade(
             if any(r.returncode != 0 for r in runs):
                 failed[name] = runs
     seconds["grading"] = time.perf_counter() - start
+    # The gradebook checks itself: what autograde never changes must not have changed.
+    changes = gradebook_changes(before, gradebook_snapshot(course, db_url))
+    if changes:
+        text = "\n".join(f"gradebook changed outside the grader: {c}" for c in changes)
+        failed["(gradebook integrity)"] = [Run(("integrity check",), 1, text, 0.0)]
+    print(f"integrity report: {integrity_report(course)}")
 
     start = time.perf_counter()
     export_runs = exports(course, env)
