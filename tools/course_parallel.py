@@ -31,6 +31,10 @@ What is serialized, and how:
   generate_assignment`` made them); the tool checks that once, serially, and stops with a message
   when they are missing.
 
+As in ``tools/course.py grade``, the gradebook is snapshotted before grading and compared after
+every worker is done: a change to source cells, checksums, points or manual scores that the
+grader did not make fails loudly; ``integrity.csv`` lists per student what the grader found.
+
 One student's failure costs that student only: the pool goes on, the exports run for everyone,
 and the tool lists the failed students (with the tail of their nbgrader output and the path of
 the full log) and exits 1 at the end.
@@ -54,6 +58,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
+
+import course as course_tool  # tools/course.py (beside this file): the gradebook integrity check
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -175,6 +181,7 @@ def grade(
             "expected a gradebook with the released assignments, found none:\n"
             f"{check.output[-2000:]}\nrun `make course-release` (with the same DB_URL) first"
         )
+    before = course_tool.gradebook_snapshot(course, db_url)
     if jobs <= 1:
         runs = [
             nbgrader(course, ["autograde", assignment, "--force", *extra], env),
@@ -198,6 +205,14 @@ def grade(
             if any(r.returncode != 0 for r in runs):
                 failed[name] = runs
     seconds["grading"] = time.perf_counter() - start
+    # The same integrity check as tools/course.py grade: after every worker is done, nothing but
+    # the grader changed source cells, checksums, points or manual scores.
+    changes = course_tool.gradebook_changes(before, course_tool.gradebook_snapshot(course, db_url))
+    for change in changes:
+        print(f"FAILED gradebook changed outside the grader: {change}", file=sys.stderr)
+    if changes:
+        failed["(gradebook integrity)"] = []
+    print(f"integrity report: {course_tool.integrity_report(course)}")
 
     start = time.perf_counter()
     export_runs = exports(course, env)
@@ -206,6 +221,8 @@ def grade(
         failed["(exports)"] = export_runs
     seconds["exports"] = time.perf_counter() - start
     for who, runs in failed.items():
+        if not runs:
+            continue
         bad = next(r for r in runs if r.returncode != 0)
         named = sorted({f"{s} ({a})" for r in runs for a, s in NBGRADER_FAILED.findall(r.output)})
         if named:
