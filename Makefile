@@ -4,11 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.torchlight-installed
-LINT_PATHS := $(wildcard torchlight tests benchmarks tools)
+LINT_PATHS := $(wildcard torchlight tests benchmarks tools docs/conf.py docs/_ext)
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
 
-.PHONY: venv lab test pytest lint typecheck notebooks bench clean distclean
+.PHONY: venv lab test pytest lint typecheck notebooks bench gpu-check clean distclean docs docs-serve
 
 # (Re)install when pyproject.toml is newer than the stamp, or the venv is missing.
 venv: $(STAMP)
@@ -40,11 +40,28 @@ typecheck: venv
 notebooks: venv
 	$(PY) tools/build_notebooks.py
 
+# The Sphinx site: docs/_build/html (warnings are errors, every cross-reference must resolve).
+docs: venv
+	$(PY) -m sphinx -W --keep-going -n -q -b html docs docs/_build/html
+	@echo "built docs/_build/html/index.html (make docs-serve serves it)"
+
+DOCS_PORT ?= 8000
+docs-serve: docs
+	$(PY) -m http.server $(DOCS_PORT) --bind 127.0.0.1 --directory docs/_build/html
+
 bench: venv
 	@set -e; for f in benchmarks/*.py; do \
 		[ -e "$$f" ] || { echo "no benchmarks/*.py"; break; }; \
+		case "$$f" in *gpu_check.py) continue;; esac; \
 		echo "== $$f"; $(PY) "$$f"; \
 	done
+
+# On a machine with an NVIDIA GPU: the CUDA tests on the device and the benchmarks, one
+# Markdown report (benchmarks/results/gpu_check.md), under 5 minutes. Needs no venv and no
+# package index: .venv's Python if there is one, else python3 with numpy, numba, numba-cuda.
+GPU_PY := $(if $(wildcard $(PY)),$(PY),python3)
+gpu-check:
+	PYTHONPATH=. $(GPU_PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -33,7 +34,15 @@ COMPILE_SCRIPT = textwrap.dedent(
     from numba import cuda
     from numba.cuda.cudadrv import nvvm
     if not nvvm.is_available():
-        print(json.dumps({"toolkit": False}))
+        print(json.dumps({"toolkit": False, "reason": "libNVVM not found"}))
+        sys.exit(0)
+    try:  # numba-cuda also needs NVRTC (to list the architectures it may target)
+        from numba.cuda.cuda_paths import get_cuda_paths
+        get_cuda_paths()
+    except ImportError:
+        pass  # numba's built-in numba.cuda: NVVM is enough
+    except Exception as error:
+        print(json.dumps({"toolkit": False, "reason": f"{type(error).__name__}: {error}"}))
         sys.exit(0)
     target = [(7, 5)]
     if not cuda.is_available():
@@ -46,14 +55,17 @@ COMPILE_SCRIPT = textwrap.dedent(
         )
     import numpy as np
     from torchlight.backends.cuda_backend import kernel_sources
+    GENERIC = ("reduce", "fold", "matmul")
     compiled = []
     start = time.perf_counter()
     for cc in ((7, 5), (9, 0)):  # Turing (T4), Hopper (H100/H200)
         target[0] = cc
         for dtype in (np.float64, np.float32):
             for name, fn, sig in kernel_sources(dtype):
-                if dtype == np.float64 and cc != (7, 5) and not name.startswith("matmul"):
-                    continue  # the other kernels compile the same way for every capability
+                # float64 for sm_75 and float32 (the GPU's own type) for sm_90; the kernels
+                # whose code depends on the type (shared/local arrays) in both for both
+                if (dtype == np.float64) != (cc == (7, 5)) and not name.startswith(GENERIC):
+                    continue
                 ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
                 assert f".target sm_{cc[0]}{cc[1]}" in ptx, name
                 compiled.append(f"{name} {np.dtype(dtype).name} sm_{cc[0]}{cc[1]}")
@@ -94,19 +106,22 @@ def test_every_kernel_compiles_for_a_real_gpu() -> None:
     report = json.loads(done.stdout.strip().splitlines()[-1])
     if not report["toolkit"]:
         reason = (
-            "the CUDA toolkit's libNVVM was not found, so the CUDA kernels were NOT compiled for a "
-            "real GPU (install the toolkit or conda's cuda-nvcc, or set CUDA_HOME)"
+            f"the CUDA toolkit was not found ({report['reason'][:300]}), so the CUDA kernels were "
+            "NOT compiled for a real GPU (install the toolkit, or set CUDA_HOME, and the `cuda` "
+            "extra for NVRTC)"
         )
         if os.environ.get("CI") and os.environ.get("TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT") != "1":
             pytest.fail(reason + "; set TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT=1 where that is expected")
         pytest.skip(reason)
     # (not imported here: importing numba.cuda in this process would fix it to the real driver)
     kernels = report["kernels"]
-    matmuls = [k for k in kernels if k.startswith("matmul")]
-    # every kernel in both dtypes for sm_75; in float32 for sm_90, and the matmuls in float64 too
-    assert len(report["compiled"]) == 2 * len(kernels) + len(kernels) + len(matmuls)
-    assert {"map exp", "zip add", "reduce sum", "matmul blocked", "copy"} <= set(kernels)
-    assert "matmul blocked float32 sm_90" in report["compiled"]
+    typed = [k for k in kernels if k.startswith(("reduce", "fold", "matmul"))]
+    # every kernel for sm_75 (float64) and for sm_90 (float32); the typed ones in both dtypes
+    assert len(report["compiled"]) == 2 * len(kernels) + 2 * len(typed)
+    assert {"map exp", "zip add", "reduce sum", "fold max", "matmul blocked", "fill"} <= set(
+        kernels
+    )
+    assert {"matmul blocked float32 sm_90", "map sigmoid float64 sm_75"} <= set(report["compiled"])
     # numba.cuda is NVIDIA's numba-cuda (the `cuda` extra), not numba's deprecated built-in one
     assert report["implementation"] == "NVIDIA", report["module"]
     assert report["rejects_simulator_only_code"], "compile_ptx accepted a kernel that allocates"
@@ -171,20 +186,165 @@ def test_reduction_with_more_elements_than_threads(cu) -> None:
     np.testing.assert_array_equal((t > 0).sum().numpy(), (a > 0).sum())
 
 
-def test_register_blocked_matmul_kernel(cu) -> None:
-    """The kernel large products use, run directly on a small ragged problem (one block)."""
-    from torchlight.backends.cuda_backend import BM, BN, TM, TN, matmul_kernels
+def test_a_reduction_with_few_outputs_splits_into_parts(cu) -> None:
+    """One output of many elements: several blocks fold a part each, then their parts are
+    reduced once more (once a thread would fold more than ``reduce_work`` elements: 2 in the
+    simulator, so 773 elements there)."""
+    n = 3 * 128 * cu.reduce_work + 5
+    a = np.random.default_rng(2).normal(size=(n,))
+    t = tl.tensor(a, backend=cu)
+    assert cu.max_blocks > 1, "the test must reach the split"
+    np.testing.assert_allclose(t.sum().numpy(), a.sum(), rtol=1e-12)
+    np.testing.assert_array_equal(t[::-1].max().numpy(), a.max())
+    np.testing.assert_array_equal((t > 0).sum().numpy(), (a > 0).sum())
+
+
+def test_argmax_and_argmin_run_on_the_gpu_like_numpy(cu) -> None:
+    """Ties give the first index, a nan is the extreme (the first nan wins), on any layout."""
+    a = np.array([[3.0, 1.0, 3.0, -2.0], [0.5, np.nan, 7.0, np.nan], [-1.0, -1.0, 2.0, 2.0]])
+    t = tl.tensor(a, backend=cu)
+    for got, expected in [
+        (t.argmax(1), np.argmax(a, 1)),
+        (t.argmin(1), np.argmin(a, 1)),
+        (t.argmax(0, keepdim=True), np.argmax(a, 0, keepdims=True)),
+        (t.T.argmin(1), np.argmin(a.T, 1)),
+        (t[:, ::-1].argmax(), np.argmax(a[:, ::-1])),
+        (t.argmin(keepdim=True), np.argmin(a, keepdims=True)),
+    ]:
+        assert got.backend is cu
+        np.testing.assert_array_equal(got.numpy(), expected)
+        assert got.shape == expected.shape
+
+
+def test_cat_of_views_of_one_buffer_is_one_launch(cu, monkeypatch) -> None:
+    """im2col's windows (views of one buffer that differ only in offset) are cat'ed by one
+    kernel; other parts one kernel each. Both give numpy's answer."""
+    from torchlight.backends.cuda_backend import helper_kernel
+
+    a = np.arange(60.0).reshape(3, 4, 5)
+    t = cu.permute(cu.from_numpy(a.transpose(2, 0, 1).copy()), (1, 2, 0))  # strided, as a
+    views = [cu.getitem(t, (slice(None), slice(i, i + 2), None)) for i in range(3)]
+    other = cu.from_numpy(a[:, :2, None] + 1.0)
+    launches: list[object] = []
+    launch = cu._launch
+
+    def counted(kernel: object, *args: object) -> None:
+        launches.append(kernel)
+        launch(kernel, *args)
+
+    monkeypatch.setattr(cu, "_launch", counted)
+    joined, mixed = cu.cat(views, 2), cu.cat([views[0], other], 2)
+    assert launches[0] is helper_kernel("cat_views") and len(launches) == 3
+    monkeypatch.undo()
+    expected = np.concatenate([a[:, i : i + 2, None] for i in range(3)], 2)
+    np.testing.assert_array_equal(cu.to_numpy(joined), expected)
+    np.testing.assert_array_equal(
+        cu.to_numpy(mixed), np.concatenate([expected[:, :, :1], a[:, :2, None] + 1.0], 2)
+    )
+
+
+def test_coalesce_merges_the_dimensions_every_operand_walks_as_one() -> None:
+    from torchlight.backends.cuda_backend import coalesce
+
+    # contiguous: one dimension; a broadcast row keeps its own
+    assert coalesce((2, 3, 4), [(12, 4, 1)]) == ((24,), [(1,)])
+    assert coalesce((2, 3, 4), [(12, 4, 1), (0, 4, 1)]) == ((2, 12), [(12, 1), (0, 1)])
+    # a transpose cannot merge; size-1 dimensions drop out; 0-d walks as (1,)
+    assert coalesce((3, 2), [(1, 3)]) == ((3, 2), [(1, 3)])
+    assert coalesce((1, 5, 1), [(5, 1, 1)]) == ((5,), [(1,)])
+    assert coalesce((), [(), ()]) == ((1,), [(0,), (0,)])
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["row-major", "transposed"])
+@pytest.mark.parametrize("kernel", ["small", "tiled", "blocked"])
+def test_each_matmul_kernel_on_a_ragged_batched_problem(cu, kernel: str, transposed: bool) -> None:
+    """Each matmul kernel, launched directly on a small ragged batched problem, as the backend
+    launches it: A's batch contiguous, B broadcast over the batch (stride 0); row-major, or both
+    transposed views (x @ W.T, G.T @ x in training), which the blocked kernel loads along the
+    other axis. The public API picks the small kernel for the op table's shapes, and the others
+    for large products: K = 11 makes the tiled (8 wide in the simulator) and blocked kernels
+    (BK = 8) take a partial second step along k."""
+    from torchlight.backends.cuda_backend import BM, BN, MM_THREADS, matmul_kernels
 
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=(2, 5, 11)), rng.normal(size=(11, 7))
-    A, B = cu.from_numpy(a), cu.from_numpy(b)
+    if transposed:  # the same matrices, stored transposed
+        A, B = cu.from_numpy(a.transpose(0, 2, 1).copy()), cu.from_numpy(b.T.copy())
+        a_strides, b_strides = (55, 1, 5), (0, 1, 11)
+    else:
+        A, B = cu.from_numpy(a), cu.from_numpy(b)
+        a_strides, b_strides = (55, 11, 1), (0, 7, 1)
     out = cu.empty((2, 5, 7), np.float64)
-    _, blocked = matmul_kernels("float64", cu.tile)
-    blocked[(1, 1, 2), (BM // TM) * (BN // TN)](
-        out.buffer, A.buffer, 0, (55, 11, 1), B.buffer, 0, (0, 7, 1), 5, 7, 11
-    )
+    small, tiled, blocked = matmul_kernels("float64", cu.tile)
+    args = (out.buffer, A.buffer, 0, a_strides, B.buffer, 0, b_strides, 5, 7, 11)
+    if kernel == "small":
+        small[2, 32](*args)  # 64 threads for 70 outputs: the grid-stride loop takes the rest
+    elif kernel == "tiled":
+        tiled[(1, 1, 2), (cu.tile, cu.tile)](*args)
+    else:
+        assert (BM, BN) == (128, 128)
+        blocked[(1, 1, 2), MM_THREADS](*args)
     np.testing.assert_allclose(cu.to_numpy(out), a @ b, rtol=1e-12)
 
 
 def test_runs_where_it_should(cu) -> None:
+    from torchlight.backends.cuda_kernels import cuda
+
     assert cu.simulator == (cuda_mode() == "simulator")
+    # NVIDIA's numba-cuda (the `cuda` extra) provides numba.cuda, simulator included
+    assert getattr(cuda, "implementation", "Built-in") == "NVIDIA", cuda.__file__
+
+
+def test_gpu_check_runs_its_tiny_version_in_the_simulator(tmp_path: Path) -> None:
+    """benchmarks/gpu_check.py --simulator: every section of the report, "simulator" on top,
+    the op-table rows it checks all pass, and each benchmark has a torchlight time."""
+    out = tmp_path / "report.md"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu_check.py", "--simulator", "--out", str(out)],
+        cwd=ROOT,
+        env={**_clean_env(), "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = out.read_text()
+    assert report.startswith("# torchlight GPU check: numba CUDA simulator")
+    assert "**simulator**" in report and "remain to be measured" in report
+    for section in ("## Machine", "## 1. CUDA tests", "## 2. The `--device`", "## 3. torchlight"):
+        assert section in report, section
+    assert "numba.cuda: NVIDIA" in report
+    passed = re.search(r"\*\*(\d+) passed, (\d+) failed\*\* of (\d+) op-table cases", report)
+    assert passed and passed[2] == "0" and passed[1] == passed[3] != "0", report
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in report.splitlines()}
+    for name in (
+        "matmul 16 float32",
+        "matmul 32 float32",
+        "elementwise add of 1,000 float32",
+        "sum of 1,000 float32",
+        "conv2d 1->8 3x3, digits batch 1",
+        "MLP training step (SGD, batch 1, float32)",
+        "CNN training step (SGD, batch 1, float32)",
+        "host -> device, 4,000 bytes (pageable)",
+        "device -> host, 4,000 bytes (pageable)",
+    ):
+        assert name in rows, f"no row {name!r} in:\n{report}"
+        assert float(rows[name][1]) > 0, rows[name]  # the torchlight CUDA time, in ms
+
+
+def test_gpu_check_states_rates_as_shares_of_the_peaks() -> None:
+    """The report's rate cells on a GPU: GFLOP/s against the fp32 peak, GB/s against the
+    memory bandwidth (not for transfers, which cross PCIe), '-' without a time."""
+    from benchmarks.gpu_check import Device, Row, _rate
+
+    h200 = Device("H200", fp32_tflops=66.9, bandwidth_gbs=4800.0, notes=[])
+    matmul = Row("matmul 4096 float32", 2 * 4096**3, "flop", {})
+    assert _rate(matmul, 0.01, h200) == "13,743.9 GFLOP/s (20.5%)"
+    add = Row("elementwise add of 10,000,000 float32", 3 * 4 * 10**7, "byte", {})
+    assert _rate(add, 50e-6, h200) == "2,400.0 GB/s (50%)"
+    upload = Row("host -> device, 40,000,000 bytes (pageable)", 4 * 10**7, "byte", {})
+    assert _rate(upload, 0.004, h200) == "10.0 GB/s"
+    step = Row("CNN training step", 0, "", {})
+    assert _rate(step, 0.002, h200) == "-" and _rate(matmul, None, h200) == "-"
+    simulator = Device("simulator", None, None, [])
+    assert _rate(matmul, 0.01, simulator) == "13,743.9 GFLOP/s"

@@ -74,8 +74,20 @@ def write_jupyter_config(home: Path) -> dict[str, str]:
     }
 
 
+#: Tutorials whose stored pictures must show before any cell runs (Jupyter does not trust them).
+STORED_PICTURES = ("01_tensors.ipynb", "02_autograd.ipynb")
+TUTORIAL_3 = "03_neural_networks.ipynb"
+
+TALL_GRAPH = """import torchlight as tl
+x = tl.tensor([1.0], requires_grad=True)
+y = x
+for _ in range(8):
+    y = (y * 1.5).tanh()
+viz.show(y, names={"x": x, "y": y})"""
+
 VIEWERS_NOTEBOOK = [
     "from torchlight import nn, viz",
+    TALL_GRAPH,
     'trainer = viz.TrainingViewer("xor", hidden=8, steps_per_tick=5)\ntrainer',
     "viz.ModuleViewer(trainer.trainer.model)",
 ]
@@ -107,7 +119,8 @@ def jupyter_lab(tmp_path_factory):
     home = tmp_path_factory.mktemp("jupyter")
     work = home / "lab"
     work.mkdir()
-    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    for name in (NOTEBOOK.name, *STORED_PICTURES, TUTORIAL_3):
+        shutil.copy(ROOT / "notebooks" / name, work / name)
     write_viewers_notebook(work / "viewers.ipynb")
     env = {**os.environ, **write_jupyter_config(home / "home")}
     port, token = free_port(), secrets.token_hex(16)
@@ -267,7 +280,7 @@ def test_graph_viewer_in_jupyterlab(lab_page, tmp_path):
     assert width == pytest.approx(svg.bounding_box()["width"], abs=1)  # 1:1: one unit per pixel
 
     # Press play: backward runs one node at a time until a's gradient is complete.
-    viewer.locator(".widget-play button").first.click()
+    viewer.locator(".tl-ticker-button").click()
     status = viewer.locator(".tl-step-text")
     expect(status).to_contain_text("Step 1 of 3", timeout=10_000)
     expect(status).to_contain_text("Backward is finished", timeout=15_000)
@@ -291,9 +304,9 @@ def test_training_and_module_viewers_in_jupyterlab(lab_page, tmp_path):
     expect(viewer).to_be_visible(timeout=20_000)
     status = viewer.locator(".tl-training-status")
     expect(status).to_contain_text("step 0")
-    viewer.locator(".widget-play button").first.click()  # start training
+    viewer.locator(".tl-ticker-button").click()  # start training
     expect(status).to_contain_text(re.compile(r"step [1-9]\d{1,}"), timeout=20_000)
-    viewer.locator(".widget-play button").nth(0).click()  # pause
+    viewer.locator(".tl-ticker-button").click()  # pause
     assert viewer.locator(".tl-boundary-view svg image").count() == 1
     viewer.screenshot(path=str(tmp_path / "training.png"))
     tree = page.locator(".tl-module-viewer")
@@ -301,3 +314,99 @@ def test_training_and_module_viewers_in_jupyterlab(lab_page, tmp_path):
     expect(tree).to_contain_text("42 parameters")
     assert_no_console_errors(errors)
     print(f"\ntraining + module viewers: {time.monotonic() - started:.1f} s; {tmp_path}")
+
+
+def test_training_viewer_shown_twice_keeps_training(lab_page, tmp_path):
+    """Tutorial 3 as shipped: ``viewer``, then ``viewer.train(500); viewer``: play keeps going."""
+    from playwright.sync_api import expect
+
+    page, open_and_run, errors = lab_page
+    started = time.monotonic()
+    open_and_run(TUTORIAL_3)
+    viewers = page.locator(".tl-training-viewer")
+    expect(viewers).to_have_count(2, timeout=20_000)  # one widget, displayed twice
+    first = viewers.first
+    first.scroll_into_view_if_needed()
+    status = first.locator(".tl-training-status")
+    expect(status).to_contain_text("step 500")
+    expect(status).to_contain_text("lr 0.5 ·")  # the slider kept 0.5 (not 10**-0.3 = 0.501)
+    first.locator(".tl-ticker-button").click()  # train
+    # Five steps per tick: past step 600 needs 20+ ticks, so the timer kept running.
+    expect(status).to_contain_text(re.compile(r"step (6\d\d|[7-9]\d\d|\d{4,})"), timeout=30_000)
+    expect(viewers.nth(1).locator(".tl-training-status")).to_contain_text(
+        re.compile(r"step [6-9]\d\d")
+    )
+    first.screenshot(path=str(tmp_path / "tutorial3_training.png"))
+    first.locator(".tl-ticker-button").click()  # pause
+    expect(first.locator(".tl-ticker-button")).to_contain_text("train")
+    paused = first.locator(".tl-training-status").inner_text()
+    time.sleep(1.0)
+    assert first.locator(".tl-training-status").inner_text() == paused, "pause did not stop it"
+    assert_no_console_errors(errors)
+    print(f"\nTutorial 3 viewer shown twice: {time.monotonic() - started:.1f} s; {tmp_path}")
+
+
+IMAGES_SHOWN = """
+() => [...document.querySelectorAll(".jp-OutputArea-output img")]
+  .filter((img) => img.src.startsWith("data:image/svg+xml"))
+  .map((img) => ({ w: img.naturalWidth, h: img.naturalHeight, complete: img.complete }))
+"""
+
+
+@pytest.mark.parametrize("name", STORED_PICTURES)
+def test_stored_pictures_show_before_any_cell_runs(jupyter_lab, browser, tmp_path, name):
+    """JupyterLab does not trust a notebook it did not run: the pictures must show anyway."""
+    base, token, _ = jupyter_lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+        page.wait_for_selector(".jp-OutputArea-output", timeout=60_000)
+        page.wait_for_timeout(1500)  # let the outputs and their images settle
+        trusted = page.evaluate(
+            "() => window.jupyterapp.shell.currentWidget.content.model.cells.get(0).trusted"
+        )
+        assert trusted is False, "the copy should be untrusted, as on a student's machine"
+        if name == "02_autograd.ipynb":  # the erratum's formula: one $$ line, no stray >=
+            erratum = page.locator(".jp-MarkdownOutput", has_text="product rule needs").first
+            expect_text = erratum.inner_text()
+            at = expect_text.find(">=")
+            assert at < 0, repr(expect_text[max(0, at - 200) : at + 50])
+            assert erratum.locator(".MathJax, mjx-container").count() >= 1
+            link = page.locator(".jp-MarkdownOutput a", has_text="Tutorial 3: Neural networks")
+            assert link.count() == 1, "the Next section links to Tutorial 3"
+            assert "03_neural_networks.ipynb" in (link.get_attribute("href") or ""), (
+                link.get_attribute("href")
+            )
+        text = page.locator(".jp-OutputArea-output").all_inner_texts()
+        shown_as_text = [t for t in text if "IPython.core.display.SVG object" in t]
+        assert not shown_as_text, f"{len(shown_as_text)} SVG outputs shown as text"
+        images = page.evaluate(IMAGES_SHOWN)
+        assert images, "no stored picture rendered as an image"
+        assert all(i["complete"] and i["w"] > 0 and i["h"] > 0 for i in images), images
+        picture = page.locator(".jp-OutputArea-output img[src^='data:image/svg+xml']").first
+        picture.scroll_into_view_if_needed()
+        picture.screenshot(path=str(tmp_path / f"{name}.png"))
+    finally:
+        page.close()
+
+
+def test_tall_graph_shows_its_root_on_first_show(lab_page, tmp_path):
+    """A graph taller than the canvas is fitted at first, so the root (at the bottom) is in view."""
+    from playwright.sync_api import expect
+
+    page, open_and_run, errors = lab_page
+    open_and_run("viewers.ipynb")
+    viewer = page.locator(".tl-graph-viewer").first
+    expect(viewer).to_be_visible(timeout=20_000)
+    viewer.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)  # the canvas places the graph once it has its size
+    box = viewer.locator(".tl-svgbox").bounding_box()
+    root = viewer.locator("g.tl-node", has=page.locator("text:text-is('y')")).first.bounding_box()
+    leaf = viewer.locator("g.tl-node", has=page.locator("text:text-is('x')")).first.bounding_box()
+    assert box and root and leaf
+    for name, node in (("root y", root), ("leaf x", leaf)):
+        assert (
+            box["y"] - 1 <= node["y"] and node["y"] + node["height"] <= box["y"] + box["height"] + 1
+        ), f"{name} is outside the canvas: node {node}, canvas {box}"
+    viewer.screenshot(path=str(tmp_path / "tall_graph.png"))
+    assert_no_console_errors(errors)

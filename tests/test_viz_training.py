@@ -115,7 +115,29 @@ def test_training_viewer_controls():
 def test_training_viewer_static_fallback():
     bundle = TrainingViewer("simple")._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert "static picture" in bundle["text/html"] and "<svg" in bundle["text/html"]
+    assert "static picture" in bundle["text/html"] and "<svg" not in bundle["text/html"]
+    assert bundle["text/html"].count('src="data:image/svg+xml;base64,') == 2  # boundary, curves
+
+
+def test_learning_rate_slider_keeps_the_given_value():
+    viewer = TrainingViewer("xor", lr=0.5)
+    # The browser may only send back one of the options: 0.5 must be one, exactly.
+    assert 0.5 in [value for _, value in viewer.lr_slider.options]
+    assert viewer.lr_slider.value == 0.5 and viewer.trainer.lr == 0.5
+    assert "lr 0.5 " in viewer.status.value
+    odd = TrainingViewer("xor", lr=0.3)  # a value between the choices is added to them
+    assert odd.lr_slider.value == 0.3 and "lr 0.3 " in odd.status.value
+
+
+def test_play_button_is_one_timer_per_widget():
+    # Each view of ipywidgets' Play can stop the timer another view started; the ticker keeps
+    # its timer in the widget's initialize (once per model). The browser test shows it works.
+    from torchlight.viz.ticker import Ticker
+
+    viewer = TrainingViewer("xor")
+    assert isinstance(viewer.play, Ticker)
+    assert "function initialize" in Ticker._esm and "setInterval" in Ticker._esm
+    assert "setInterval" not in Ticker._esm.split("function render")[1]  # views draw, never tick
 
 
 def test_module_tree_counts_and_shapes():

@@ -139,6 +139,7 @@ def zeros(
     backend: str | Backend | None = None,
     device: Any = None,
 ) -> Tensor:
+    """A tensor of zeros of shape ``size`` (``tl.zeros(2, 3)`` or ``tl.zeros((2, 3))``)."""
     return _make(
         np.zeros(_size(size), dtype=_numpy_dtype(dtype)), dtype, requires_grad, backend, device
     )
@@ -151,6 +152,7 @@ def ones(
     backend: str | Backend | None = None,
     device: Any = None,
 ) -> Tensor:
+    """A tensor of ones of shape ``size`` (``tl.ones(2, 3)`` or ``tl.ones((2, 3))``)."""
     return _make(
         np.ones(_size(size), dtype=_numpy_dtype(dtype)), dtype, requires_grad, backend, device
     )
@@ -176,6 +178,7 @@ def eye(
     backend: str | Backend | None = None,
     device: Any = None,
 ) -> Tensor:
+    """The ``n`` x ``m`` identity matrix (square when ``m`` is None): ones on the diagonal."""
     return _make(np.eye(n, m), dtype, requires_grad, backend, device)
 
 
@@ -257,18 +260,21 @@ def _like(t: Tensor, dtype: Any, device: Any) -> dict[str, Any]:
 def zeros_like(
     t: Tensor, *, dtype: Any = None, requires_grad: bool = False, device: Any = None
 ) -> Tensor:
+    """Zeros with the shape, dtype and backend of ``t`` (``dtype=`` overrides the dtype)."""
     return zeros(t.shape, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
 def ones_like(
     t: Tensor, *, dtype: Any = None, requires_grad: bool = False, device: Any = None
 ) -> Tensor:
+    """Ones with the shape, dtype and backend of ``t`` (``dtype=`` overrides the dtype)."""
     return ones(t.shape, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
 def empty_like(
     t: Tensor, *, dtype: Any = None, requires_grad: bool = False, device: Any = None
 ) -> Tensor:
+    """An uninitialized tensor with the shape, dtype and backend of ``t``."""
     return empty(t.shape, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
@@ -280,18 +286,21 @@ def full_like(
     requires_grad: bool = False,
     device: Any = None,
 ) -> Tensor:
+    """``fill_value`` everywhere, with the shape, dtype and backend of ``t``."""
     return full(t.shape, fill_value, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
 def rand_like(
     t: Tensor, *, dtype: Any = None, requires_grad: bool = False, device: Any = None
 ) -> Tensor:
+    """Uniform samples in [0, 1) with the shape, dtype and backend of ``t``."""
     return rand(t.shape, requires_grad=requires_grad, **_like(t, dtype, device))
 
 
 def randn_like(
     t: Tensor, *, dtype: Any = None, requires_grad: bool = False, device: Any = None
 ) -> Tensor:
+    """Standard normal samples with the shape, dtype and backend of ``t``."""
     return randn(t.shape, requires_grad=requires_grad, **_like(t, dtype, device))
 
 

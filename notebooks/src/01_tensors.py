@@ -171,7 +171,7 @@ print("all stride checks passed")
 # %% jupyter={"source_hidden": true}
 from itertools import product
 
-from IPython.display import SVG
+from torchlight.viz import Picture  # an SVG that JupyterLab shows before the cell runs
 
 
 def show_storage(view, storage, title="view"):
@@ -205,7 +205,7 @@ def show_storage(view, storage, title="view"):
                    f'<text x="{x + 12}" y="{bottom + cell + 10}" fill="#888" font-size="10">{pos}</text>')
     out.append(f'<text x="10" y="{bottom + cell + 32}" fill="#2e86c1">storage: {len(values)} elements '
                "(position under each; grey = not read by this view)</text></svg>")
-    return SVG("".join(out))
+    return Picture("".join(out))
 
 
 # %% [markdown]
@@ -372,4 +372,4 @@ assert np.allclose(p.sum(dim=1).numpy(), 1.0)
 #    check it against `torchlight.shape.to_index` for every position of a (2, 3, 4) tensor.
 # 5. Why can `m.T.view(12)` not work, while `m.view(12)` can? State it in terms of strides.
 #
-# Next: **Tutorial 2: Autograd** -- tensors that remember how they were made.
+# Next: [Tutorial 2: Autograd](02_autograd.ipynb) -- tensors that remember how they were made.

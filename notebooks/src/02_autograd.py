@@ -91,8 +91,7 @@ print(c.history.last_fn.__name__, c.history.parents[0] is b, c.history.parents[1
 # > **Erratum.** The printed gradient `[4.0, 8.0]` is right, but the explanation next to it is
 # > not. `b` depends on `a` too, so the product rule needs $\partial b / \partial a = 2$, not 1:
 # >
-# > $$\frac{\partial (b \cdot a)}{\partial a} = b + a \cdot \frac{\partial b}{\partial a}
-# >   = 2a + 2a = 4a = [4, 8].$$
+# > $$\frac{\partial (b \cdot a)}{\partial a} = b + a \cdot \frac{\partial b}{\partial a} = 2a + 2a = 4a = [4, 8].$$
 # >
 # > The page's "$2a + a$" would give $3a = [3, 6]$. (Also note: `c` has two elements. Like the
 # > page, torchlight seeds a non-scalar root with ones, which is the gradient of `c.sum()`;
@@ -364,7 +363,7 @@ backpropagate(c, tl.ones(2))
 a.grad
 
 # %% [markdown]
-# See the Autograd API (`help(tl.autograd)`) for full signatures.
+# See [Autograd API](../docs/autograd.md) for full signatures (or `help(tl.autograd)` here).
 
 # %% [markdown]
 # ---
@@ -594,4 +593,4 @@ except GradcheckError as error:
 #
 # ## Next
 #
-# Learn to compose gradient-tracked ops into neural networks: **Tutorial 3: Neural networks**.
+# Learn to compose gradient-tracked ops into neural networks: [Tutorial 3: Neural networks](03_neural_networks.ipynb).

@@ -211,7 +211,7 @@ print(X[:3], labels[:3])
 # below uses.
 
 # %%
-from IPython.display import SVG
+from torchlight.viz import Picture  # an SVG that JupyterLab shows before the cell runs
 
 from torchlight.viz.plots import boundary_svg, line_chart_svg
 
@@ -225,7 +225,7 @@ def show_boundary(model, X, labels, grid=60):
         probs = F.softmax(model(tl.tensor(np.stack([x1.ravel(), x2.ravel()], axis=1))), dim=1)
         predicted = model(X).argmax(dim=1).numpy()
     p1 = probs[:, 1].numpy().reshape(grid, grid)
-    return SVG(boundary_svg(p1, points, labels.numpy(), (low, high), 260, predicted))
+    return Picture(boundary_svg(p1, points, labels.numpy(), (low, high), 260, predicted))
 
 
 # %% [markdown]
@@ -263,7 +263,7 @@ for step in range(601):
 # drops fast once the hidden units have bent the boundary into a spiral:
 
 # %%
-SVG(line_chart_svg([("loss", losses, "#c5221f"), ("accuracy", accuracies, "#188038")], title="spiral, Adam"))
+Picture(line_chart_svg([("loss", losses, "#c5221f"), ("accuracy", accuracies, "#188038")], title="spiral, Adam"))
 
 # %%
 assert accuracy(model, X, labels) >= 0.95
@@ -324,7 +324,7 @@ def show_digits(images, labels, predicted=None, n=12, scale=4):
             wrong = predicted[k].item() != labels[k].item()
             out.append(f'<text x="{x0 + 2}" y="{side + 30}" fill="{"#c0392b" if wrong else "#1e8449"}">'
                        f'{predicted[k].item()}</text>')
-    return SVG("".join(out + ["</svg>"]))
+    return Picture("".join(out + ["</svg>"]))
 
 
 # %%
@@ -408,4 +408,4 @@ assert accuracy(copy, test_x, test_y) == test_accuracy
 # 5. Add a second hidden layer to the digits MLP. Does the test accuracy improve? What about
 #    the training accuracy?
 #
-# Next: **Tutorial 4: Backends and the GPU** -- where the numbers are actually computed.
+# Next: [Tutorial 4: Backends and the GPU](04_backends_and_gpu.ipynb) -- where the numbers are actually computed.

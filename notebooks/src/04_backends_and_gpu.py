@@ -232,6 +232,22 @@ t_strided = best_time(lambda: small_s + small_s, 2)
 print(f"strided add on 100x100: {t_strided * 1e3:.1f} ms = {t_strided / 1e4 * 1e9:.0f} ns per element")
 
 # %% [markdown]
+# **If numba's elementwise rows (add, exp, sum) are many times slower than numpy's** (20x has
+# been seen on a machine with 2 cores that other programs kept busy), nothing is broken:
+#
+# - A `parallel=True` kernel hands its loop to numba's thread pool on every call: it wakes one
+#   thread per core, splits the range, and waits for the *slowest* thread. On an idle
+#   many-core laptop that costs microseconds; when the other core is busy, the waiting thread
+#   must wait until the operating system gives that core back (milliseconds).
+# - numpy runs the same elementwise loop on one thread, with SIMD instructions, and never waits
+#   for another thread. For `add` on a million float64s both are limited by memory bandwidth
+#   (24 MB are read and written), so more threads can only help when there are idle cores.
+#
+# So compare on an idle machine, or give numba one thread (`NUMBA_NUM_THREADS=1` before
+# numba is imported) to see the loop itself. `matmul` is different: numpy calls a tuned BLAS
+# library, which a simple tiled loop does not beat on any machine.
+
+# %% [markdown]
 # ## 4. The GPU
 #
 # A GPU runs thousands of threads at once. A CUDA **kernel** is a function every thread runs;
@@ -343,4 +359,4 @@ except RuntimeError as error:
 # 5. Train the digits MLP of Tutorial 3 for one epoch with `tl.set_default_backend("numba")`.
 #    Is the loss the same as on numpy? Is it faster on your machine?
 #
-# Next: **Tutorial 5: Convolutions**.
+# Next: [Tutorial 5: Convolutions](05_convolutions.ipynb).

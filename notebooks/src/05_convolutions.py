@@ -122,7 +122,7 @@ print(edges_v.shape)
 # blue for negative values otherwise (kernels and edge maps have both signs).
 
 # %% jupyter={"source_hidden": true}
-from IPython.display import SVG
+from torchlight.viz import Picture  # an SVG that JupyterLab shows before the cell runs
 
 
 def _colour(v, signed):
@@ -149,7 +149,7 @@ def show_images(images, titles, scale=12):
         parts.append(f'<text x="{x0}" y="{h * scale + 14}">{title}</text>')
         height = max(height, h * scale + 20)
         x0 += max(w * scale, 8 * len(title)) + 16
-    return SVG(f'<svg xmlns="http://www.w3.org/2000/svg" width="{x0}" height="{height}" shape-rendering="crispEdges" '
+    return Picture(f'<svg xmlns="http://www.w3.org/2000/svg" width="{x0}" height="{height}" shape-rendering="crispEdges" '
                f'font-family="sans-serif" font-size="12">{"".join(parts)}</svg>')
 
 

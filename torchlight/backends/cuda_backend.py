@@ -5,15 +5,16 @@ Storage is :class:`CudaStorage`: the strided reference backend's layout (``shape
 (reshape, permute, expand, slicing) therefore never touch the GPU: they are the very functions
 of :mod:`~torchlight.backends.strided_layout`. The kernels
 (:mod:`~torchlight.backends.cuda_kernels`, which describes each) receive the flat buffer plus
-the layout and do the same index arithmetic as the reference loops, one GPU thread per output
-element; a reduction gives each output element a block of threads, and matmul stages tiles of
-A and B in shared memory.
+the layout and do the same index arithmetic as the reference loops, in grid-stride loops over
+the output's elements; a reduction gives each output element a block of threads (or one
+thread, when it has few elements), and matmul stages tiles of A and B in shared memory. Before
+a launch, :func:`coalesce` merges the dimensions every operand walks as one, so contiguous
+tensors are walked as 1-D.
 
 Data moves between host and GPU only where you ask: ``tensor.to("cuda")`` and
-``tensor.to("numpy")`` (or printing, ``.numpy()``, ``.item()``). ``argmax``/``argmin`` are
-computed on the host (a documented shortcut); indexing with integer or boolean arrays computes
-*which positions* on the host (numpy indexes a table of positions) and moves the elements on
-the GPU.
+``tensor.to("numpy")`` (or printing, ``.numpy()``, ``.item()``). Indexing with integer or
+boolean arrays computes *which positions* on the host (numpy indexes a table of positions),
+copies that table to the GPU and moves the elements there.
 
 Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before the backend is first used: numba then runs
 the same kernels in its simulator (slowly, one Python thread per GPU thread).
@@ -42,11 +43,16 @@ from torchlight.backends.cuda_kernels import (
     BK,
     BM,
     BN,
+    MM_THREADS,
+    SMALL_MATMUL,
+    SMALL_REDUCE,
     THREADS,
     TILE,
     TM,
     TN,
+    argfold_kernel,
     cuda,
+    fold_kernel,
     helper_kernel,
     kernel_sources,
     launch,
@@ -55,7 +61,6 @@ from torchlight.backends.cuda_kernels import (
     reduce_kernel,
     zip_kernel,
 )
-from torchlight.backends.numpy_backend import NumpyBackend
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided_layout import (
     LayoutOps,
@@ -63,22 +68,28 @@ from torchlight.backends.strided_layout import (
     basic_index,
     expand_strides,
     is_basic_index,
+    is_contiguous,
     position_table,
 )
-from torchlight.shape import broadcast_shape, strides_from_shape
+from torchlight.shape import broadcast_shape, reduced_shape, strides_from_shape
 
 # The kernels live in cuda_kernels.py; their names stay importable from here.
 __all__ = [
     "BK",
     "BM",
     "BN",
+    "MM_THREADS",
+    "SMALL_MATMUL",
+    "SMALL_REDUCE",
     "THREADS",
     "TILE",
     "TM",
     "TN",
     "CudaBackend",
     "CudaStorage",
+    "argfold_kernel",
     "cuda",
+    "fold_kernel",
     "helper_kernel",
     "kernel_sources",
     "map_kernel",
@@ -100,16 +111,54 @@ class CudaStorage(StridedLayout):
         )
 
 
+def coalesce(
+    shape: tuple[int, ...], strides: Sequence[tuple[int, ...]]
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """``shape`` and each operand's ``strides`` with neighbouring dimensions merged wherever
+    every operand walks them as one (``stride[d] == stride[d + 1] * shape[d + 1]``), and
+    dimensions of size 1 dropped; row-major order is unchanged. A contiguous tensor becomes
+    1-D, so a kernel finds its elements with no division. Never 0-d: at least ``(1,)``.
+
+    Example: ``coalesce((2, 3, 4), [(12, 4, 1), (0, 4, 1)])`` is ``((2, 12), [(12, 1), (0, 1)])``.
+    """
+    dims = [(n, [s[d] for s in strides]) for d, n in enumerate(shape) if n != 1]
+    if not dims:
+        return (1,), [(0,) for _ in strides]
+    merged = [dims[0]]
+    for n, ss in dims[1:]:
+        previous_n, previous_ss = merged[-1]
+        if all(p == s * n for p, s in zip(previous_ss, ss, strict=True)):
+            merged[-1] = (previous_n * n, ss)
+        else:
+            merged.append((n, ss))
+    return tuple(n for n, _ in merged), [
+        tuple(ss[k] for _, ss in merged) for k in range(len(strides))
+    ]
+
+
 def _strided_args(shape: tuple[int, ...], *operands: CudaStorage) -> tuple[Any, ...]:
     """The arguments a strided kernel takes to walk ``shape``: each operand's buffer, offset and
-    strides (broadcast to ``shape``: stride 0), then ``shape`` itself (0-d walked as 1-d)."""
-    strides = [expand_strides(o.shape, o.strides, shape) for o in operands]
-    if not shape:
-        shape, strides = (1,), [(0,) for _ in operands]
+    strides (broadcast to ``shape``: stride 0), then ``shape`` itself, coalesced."""
+    shape, strides = coalesce(shape, [expand_strides(o.shape, o.strides, shape) for o in operands])
     args: list[Any] = []
     for o, s in zip(operands, strides, strict=True):
         args += [o.buffer, o.offset, s]
     return (*args, shape)
+
+
+def _writable_in_place(out: CudaStorage, dtype: np.dtype, *operands: CudaStorage) -> bool:
+    """Whether a kernel may write its ``dtype`` result straight into ``out`` while it reads
+    ``operands``: ``out`` is its whole buffer in row-major order (the kernels write ``out[i]``),
+    and each operand lives in another buffer or is the same elements in the same layout (each
+    thread reads its element before it writes it)."""
+    if out.dtype != dtype or out.offset != 0 or out.buffer.size != out.size:
+        return False
+    if not is_contiguous(out.shape, out.strides):
+        return False
+    layout = (out.shape, out.strides, out.offset)
+    return all(
+        x.buffer is not out.buffer or (x.shape, x.strides, x.offset) == layout for x in operands
+    )
 
 
 class CudaBackend(LayoutOps):
@@ -132,6 +181,28 @@ class CudaBackend(LayoutOps):
         # (asked of numba.cuda itself: numba's config follows the environment, which may change)
         self.simulator = cuda.device_array.__module__.startswith("numba.cuda.simulator")
         self.tile = 8 if self.simulator else TILE
+        # Grid-stride kernels launch at most max_blocks blocks: 16 per multiprocessor fill a GPU
+        # (2048 threads each); the simulator runs one Python thread per GPU thread, so fewer, and
+        # smaller blocks.
+        # A reduction splits into parts once each thread would fold more than reduce_work
+        # elements (small in the simulator, so its tests reach that path).
+        if self.simulator:
+            self.threads, self.max_blocks, self.reduce_work = 32, 4, 2
+        else:
+            self.threads, self.max_blocks, self.reduce_work = (
+                THREADS,
+                16 * self.multiprocessors(),
+                16,
+            )
+
+    def _launch(self, kernel: Any, n: int, *args: Any) -> None:
+        """Run the grid-stride ``kernel`` over ``n`` elements (see :func:`launch`)."""
+        launch(kernel, n, *args, max_blocks=self.max_blocks, threads=self.threads)
+
+    @staticmethod
+    def multiprocessors() -> int:
+        """The number of streaming multiprocessors (SMs) of the current GPU."""
+        return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
 
     # ------------------------------------------------------------------ conversions (explicit transfers)
     def empty(self, shape: Sequence[int], dtype: Any) -> CudaStorage:
@@ -168,25 +239,28 @@ class CudaBackend(LayoutOps):
     def map(self, op: str, a: CudaStorage, dtype: Any = None) -> CudaStorage:
         out = self.empty(a.shape, dtype if dtype is not None else map_dtype(op, a.dtype))
         if out.size:
-            launch(map_kernel(op), out.size, out.buffer, *_strided_args(a.shape, a))
+            args = _strided_args(a.shape, a)
+            self._launch(map_kernel(op), out.size, out.buffer, *args)
         return out
 
     def zip(
         self, op: str, a: CudaStorage, b: CudaStorage, out: CudaStorage | None = None
     ) -> CudaStorage:
+        if out is not None and _writable_in_place(out, zip_dtype(op, a.dtype, b.dtype), a, b):
+            args = _strided_args(out.shape, a, b)
+            self._launch(zip_kernel(op), out.size, out.buffer, *args)
+            return out
         if out is not None:  # the result, then a copy into ``out`` (safe when out aliases a or b)
             self.setitem(out, (...,), self.zip(op, a, b))
             return out
         out = self.empty(broadcast_shape(a.shape, b.shape), zip_dtype(op, a.dtype, b.dtype))
         if out.size:
-            launch(zip_kernel(op), out.size, out.buffer, *_strided_args(out.shape, a, b))
+            args = _strided_args(out.shape, a, b)
+            self._launch(zip_kernel(op), out.size, out.buffer, *args)
         return out
 
     def reduce(self, op: str, a: CudaStorage, dims: tuple[int, ...], keepdim: bool) -> CudaStorage:
-        kept_shape = tuple(1 if d in dims else n for d, n in enumerate(a.shape))
-        out_shape = (
-            kept_shape if keepdim else tuple(n for d, n in enumerate(a.shape) if d not in dims)
-        )
+        out_shape = reduced_shape(a.shape, dims, keepdim=keepdim)
         out_dtype = reduce_dtype(op, a.dtype)
         count = math.prod(a.shape[d] for d in dims)
         if count == 0 and op != "sum":
@@ -195,17 +269,30 @@ class CudaBackend(LayoutOps):
             return self.from_numpy(np.zeros(out_shape, out_dtype))
         acc_dtype = np.dtype(np.int64) if a.dtype.kind == "b" else out_dtype
         kept_dims = [d for d in range(len(a.shape)) if d not in dims]
-        kept = position_table(
-            [a.shape[d] for d in kept_dims], [a.strides[d] for d in kept_dims], a.offset
+        outputs = math.prod(a.shape[d] for d in kept_dims)
+        kept_shape, (kept_strides,) = coalesce(
+            tuple(a.shape[d] for d in kept_dims), [tuple(a.strides[d] for d in kept_dims)]
         )
-        red = position_table([a.shape[d] for d in dims], [a.strides[d] for d in dims], 0)
-        out = self.empty(out_shape, acc_dtype)
-        threads = min(THREADS, 1 << (red.size - 1).bit_length())  # a power of two for the tree
-        kernel = reduce_kernel(op, acc_dtype.name)
-        kernel[kept.size, threads](
-            out.buffer, a.buffer, cuda.to_device(kept.ravel()), cuda.to_device(red.ravel())
+        red_shape, (red_strides,) = coalesce(
+            tuple(a.shape[d] for d in dims), [tuple(a.strides[d] for d in dims)]
         )
-        return out if acc_dtype == out_dtype else self.astype(out, out_dtype)
+        args = (a.buffer, a.offset, kept_shape, kept_strides, red_shape, red_strides)
+        if count <= SMALL_REDUCE:  # one thread per output
+            out = self.empty(out_shape, acc_dtype)
+            kernel = fold_kernel(op, acc_dtype.name)
+            self._launch(kernel, outputs, out.buffer, *args)
+            return out if acc_dtype == out_dtype else self.astype(out, out_dtype)
+        threads = min(THREADS, 1 << (count - 1).bit_length())  # a power of two for the tree
+        # Few outputs of many elements (a full sum): split each output's elements into parts,
+        # one block each, so that the whole GPU works; their results are reduced once more.
+        parts = max(
+            1, min(count // (threads * self.reduce_work), 1024, -(-self.max_blocks // outputs))
+        )
+        partial = self.empty((outputs, parts), acc_dtype)
+        reduce_kernel(op, acc_dtype.name)[(outputs, parts), threads](partial.buffer, *args)
+        result = self.reduce(op, partial, (1,), False) if parts > 1 else partial
+        out = self._reshape(result, out_shape)
+        return out if out.dtype == out_dtype else self.astype(out, out_dtype)
 
     def matmul(self, a: CudaStorage, b: CudaStorage) -> CudaStorage:
         dtype = np.result_type(a.dtype, b.dtype)
@@ -223,7 +310,7 @@ class CudaBackend(LayoutOps):
         if out.size and K == 0:
             self.setitem(out, (...,), 0)
         elif out.size:
-            tiled, blocked = matmul_kernels(compute.name, self.tile)
+            small, tiled, blocked = matmul_kernels(compute.name, self.tile)
             args = (
                 out.buffer,
                 a3.buffer,
@@ -236,10 +323,10 @@ class CudaBackend(LayoutOps):
                 N,
                 K,
             )
-            if M >= BM and N >= BN:
-                blocked[(math.ceil(N / BN), math.ceil(M / BM), count), (BM // TM) * (BN // TN)](
-                    *args
-                )
+            if M * N * K <= SMALL_MATMUL:
+                self._launch(small, out.size, *args)
+            elif M >= BM and N >= BN:
+                blocked[(math.ceil(N / BN), math.ceil(M / BM), count), MM_THREADS](*args)
             else:
                 tile = self.tile
                 tiled[(math.ceil(N / tile), math.ceil(M / tile), count), (tile, tile)](*args)
@@ -271,13 +358,9 @@ class CudaBackend(LayoutOps):
         table = position_table(a.shape, a.strides, a.offset)[index]
         out = self.empty(table.shape, a.dtype)
         if out.size:
-            launch(
-                helper_kernel("gather"),
-                out.size,
-                out.buffer,
-                a.buffer,
-                cuda.to_device(table.ravel()),
-            )
+            positions = cuda.to_device(table.ravel())
+            args = (out.buffer, a.buffer, positions)
+            self._launch(helper_kernel("gather"), out.size, *args)
         return out
 
     def index_add(self, shape: tuple[int, ...], index: Index, values: CudaStorage) -> CudaStorage:
@@ -288,13 +371,21 @@ class CudaBackend(LayoutOps):
         if table.size:
             args = _strided_args(table.shape, values)
             targets = cuda.to_device(table.ravel())
-            launch(helper_kernel("scatter_add"), table.size, out.buffer, targets, *args)
+            self._launch(helper_kernel("scatter_add"), table.size, out.buffer, targets, *args)
         return out
 
     def setitem(self, a: CudaStorage, index: Index, values: Any) -> None:
         """Write ``values`` (device storage or a number, broadcast) into ``a[index]`` on the GPU."""
         if any(s == 0 and n > 1 for n, s in zip(a.shape, a.strides, strict=True)):
             raise ValueError("assignment destination is read-only (an expanded view)")
+        if is_basic_index(index) and np.ndim(values) == 0 and not isinstance(values, CudaStorage):
+            shape, strides, offset = basic_index(a.shape, a.strides, a.offset, index)
+            if math.prod(shape):  # a number: the fill kernel writes it, nothing is transferred
+                shape, (strides,) = coalesce(shape, [strides])
+                value = np.asarray(values, dtype=a.dtype)[()]
+                args = (a.buffer, offset, strides, value, shape)
+                self._launch(helper_kernel("fill"), math.prod(shape), *args)
+            return
         if not isinstance(values, CudaStorage):
             values = self.from_numpy(np.asarray(values, dtype=a.dtype))
         if values.dtype != a.dtype:
@@ -308,18 +399,29 @@ class CudaBackend(LayoutOps):
             target = CudaStorage(a.buffer, shape, strides, offset, a.dtype)
             args = _strided_args(shape, target, values)
             if math.prod(shape):
-                launch(helper_kernel("copy"), math.prod(shape), *args)
+                self._launch(helper_kernel("copy"), math.prod(shape), *args)
             return
         table = position_table(a.shape, a.strides, a.offset)[index]
         if table.size:
             args = _strided_args(table.shape, values)
             targets = cuda.to_device(table.ravel())
-            launch(helper_kernel("scatter"), table.size, a.buffer, targets, *args)
+            self._launch(helper_kernel("scatter"), table.size, a.buffer, targets, *args)
 
     def cat(self, parts: Sequence[CudaStorage], dim: int) -> CudaStorage:
         shape = list(parts[0].shape)
         shape[dim] = sum(p.shape[dim] for p in parts)
         out = self.empty(shape, np.result_type(*[p.dtype for p in parts]))
+        first = parts[0]
+        alike = (first.shape, first.strides, out.dtype)
+        if out.size and all(
+            p.buffer is first.buffer and (p.shape, p.strides, p.dtype) == alike for p in parts
+        ):  # views of one buffer, alike but for their offsets (im2col's windows): one launch
+            split = (*first.shape[:dim], len(parts), *first.shape[dim:])
+            strides = (*first.strides[:dim], 0, *first.strides[dim:])
+            offsets = cuda.to_device(np.array([p.offset for p in parts], np.int64))
+            args = (out.buffer, first.buffer, offsets, strides, split, dim)
+            self._launch(helper_kernel("cat_views"), out.size, *args)
+            return out
         start = 0
         for part in parts:
             self.setitem(out, (slice(None),) * dim + (slice(start, start + part.shape[dim]),), part)
@@ -331,9 +433,23 @@ class CudaBackend(LayoutOps):
         out = self.empty(shape, np.result_type(a.dtype, b.dtype))
         if out.size:
             args = _strided_args(shape, condition, a, b)
-            launch(helper_kernel("where"), out.size, out.buffer, *args)
+            self._launch(helper_kernel("where"), out.size, out.buffer, *args)
         return out
 
     def argreduce(self, op: str, a: CudaStorage, dim: int | None, keepdim: bool) -> CudaStorage:
-        """Computed on the host (a shortcut: the values go to the host, the indices come back)."""
-        return self.from_numpy(NumpyBackend().argreduce(op, self.to_numpy(a), dim, keepdim))
+        """Index of the first largest (``"max"``) or smallest (``"min"``) element along ``dim``
+        (of all elements, flattened, when ``None``): one GPU thread per output."""
+        if a.size == 0:
+            raise ValueError(f"arg{op}() of an empty tensor (shape {a.shape})")
+        if dim is None:
+            flat = self._reshape(a, (a.size,))
+            out = self.argreduce(op, flat, 0, False)
+            return self._reshape(out, (1,) * len(a.shape)) if keepdim else out
+        kept = tuple(1 if d == dim else n for d, n in enumerate(a.shape))
+        out = self.empty(kept, np.int64)
+        kept_shape, (kept_strides,) = coalesce(kept, [a.strides])
+        args = (a.buffer, a.offset, kept_shape, kept_strides, a.shape[dim], a.strides[dim])
+        self._launch(argfold_kernel(op), out.size, out.buffer, *args)
+        if keepdim:
+            return out
+        return self._reshape(out, tuple(n for d, n in enumerate(a.shape) if d != dim))

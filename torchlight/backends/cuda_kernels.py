@@ -1,18 +1,23 @@
-r"""The CUDA backend's kernels: the code that runs on the GPU, one thread per output element.
+r"""The CUDA backend's kernels: the code that runs on the GPU.
 
 Each kernel is written as a plain Python function (``_map_source`` and friends build them), which
 ``cuda.jit`` compiles at its first launch; the tests compile every one for a real GPU with
 ``numba.cuda.compile_ptx`` (:func:`kernel_sources` lists them). What they compute:
 
-- ``map`` / ``zip`` / ``where`` / ``copy`` / ``scatter``: thread ``i`` turns ``i`` into an
-  index (:func:`to_index`), the index into a position in each strided operand
-  (:func:`index_to_position`; broadcast operands have stride 0), and writes one element;
-- ``reduce``: one *block* per output element; its threads fold a share of the reduced elements
-  each, then combine their partial results pairwise in shared memory (a tree of
-  $\log_2$ 128 = 7 steps);
-- ``matmul``: tiles of A and B are staged in shared memory so each element read from GPU memory
-  is used many times; large products use a register-blocked kernel (each thread computes an
-  8x8 piece of the output).
+- ``map`` / ``zip`` / ``where`` / ``copy`` / ``fill`` / ``gather`` / ``scatter`` / ``cat_views``:
+  *grid-stride
+  loops*, thread ``i`` taking elements ``i``, ``i + gridsize``, ...: each element's ordinal
+  becomes an index (:func:`to_index`), the index a position in each strided operand
+  (:func:`index_to_position`; broadcast operands have stride 0);
+- ``reduce``: one *block* per output element (or per part of one, when there are few outputs);
+  its threads fold a share of the reduced elements each, then combine their partial results
+  pairwise in shared memory (a tree of $\log_2$ 128 = 7 steps). ``fold`` (few elements per
+  output: a softmax's row, a pooling window) and ``argfold`` (argmax/argmin) use one thread per
+  output instead;
+- ``matmul``: small products one thread per output; larger ones stage tiles of A and B in
+  shared memory so each element read from GPU memory is used many times; large ones use a
+  register-blocked kernel (each thread computes 8x8 outputs from registers, and loads the next
+  tiles while it multiplies).
 
 The backend that launches them, and the storage they work on, are in
 :mod:`~torchlight.backends.cuda_backend`. Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before
@@ -20,8 +25,8 @@ this module is first imported: numba then runs the same kernels in its simulator
 
 Example:
     >>> from torchlight.backends.cuda_kernels import kernel_sources   # doctest: +SKIP
-    >>> sorted({name.split()[0] for name, _, _ in kernel_sources()})  # doctest: +SKIP
-    ['copy', 'gather', 'map', 'matmul', 'reduce', 'scatter', 'scatter_add', 'where', 'zip']
+    >>> sorted({name.split()[0] for name, _, _ in kernel_sources()})[:6]  # doctest: +SKIP
+    ['argfold', 'cat_views', 'copy', 'fill', 'fold', 'gather']
 """
 
 from __future__ import annotations
@@ -59,9 +64,24 @@ THREADS = 128
 #: Side of the square tiles of the shared-memory matmul (TILE x TILE threads per block). The
 #: simulator uses 8 (it runs one Python thread per GPU thread, so fewer threads run faster).
 TILE = 16
+#: Products of at most this many multiply-adds (M N K) use the one-thread-per-output kernel.
+SMALL_MATMUL = 1 << 18
+#: Reductions of at most this many elements per output use one thread per output.
+SMALL_REDUCE = 64
 #: The register-blocked matmul: a block computes BM x BN outputs, in steps of BK along k,
 #: each of its (BM / TM) * (BN / TN) = 256 threads a TM x TN piece.
 BM, BN, BK, TM, TN = 128, 128, 8, 8, 8
+#: The row length of the blocked matmul's shared tile of A: BM plus 4 words of padding (see the
+#: kernel).
+BM_PADDED = BM + 4
+#: Threads per block of the blocked matmul (256), and how many elements of A's and of B's tile
+#: each of them loads per step (numba needs local array sizes as plain constants).
+MM_THREADS = (BM // TM) * (BN // TN)
+LOADS_A, LOADS_B = BM * BK // MM_THREADS, BK * BN // MM_THREADS
+#: BK as an unsigned integer: a loop over ``range(BK_UNSIGNED)`` gives unsigned indices, for
+#: which numba skips its negative-index wraparound test (sm_90 code of the blocked matmul's
+#: inner loop: 137 instructions per k instead of 142, 64 of them multiply-adds).
+BK_UNSIGNED = np.uint64(BK)
 
 
 # --------------------------------------------------------------------------- kernel sources
@@ -72,16 +92,19 @@ BM, BN, BK, TM, TN = 128, 128, 8, 8, 8
 # The two device functions below are the GPU twins of ``to_index`` and ``index_to_position`` in
 # :mod:`torchlight.shape`. A kernel keeps the index in ``cuda.local.array(len(shape), int64)``:
 # ``len(shape)`` is known when numba compiles (``shape`` is a tuple), so NVVM keeps the array in
-# registers. The divisions that find the index (slow on a GPU) are done once per thread, however
-# many operands then read their element at that index.
+# registers. The divisions that find the index (slow on a GPU) are done once per element, however
+# many operands then read their element at that index; and the backend first merges the
+# dimensions that every operand walks as one (:func:`coalesce`), so a contiguous tensor is
+# walked as 1-D, with no division at all.
 
 
 @cuda.jit(device=True)
 def to_index(ordinal, shape, index):  # pragma: no cover - runs on the GPU
     """Write into ``index`` the multi-index of the ``ordinal``-th element (row-major) of ``shape``."""
-    for d in range(len(shape) - 1, -1, -1):
+    for d in range(len(shape) - 1, 0, -1):
         index[d] = ordinal % shape[d]
         ordinal //= shape[d]
+    index[0] = ordinal  # (ordinal < size, so what is left is the first index: no division)
 
 
 @cuda.jit(device=True)
@@ -93,13 +116,18 @@ def index_to_position(index, strides, offset):  # pragma: no cover - runs on the
     return position
 
 
+# The elementwise kernels are *grid-stride loops*: the backend launches a few blocks per
+# multiprocessor, not one thread per element, and thread ``i`` handles elements
+# ``i, i + gridsize, i + 2 gridsize, ...``. Neighbouring threads touch neighbouring elements
+# (coalesced memory access), and each thread's set-up is paid once for many elements.
+
+
 def _map_source(fn: Callable[[Any], Any]) -> Callable[..., None]:
     f = device_function(fn)
 
     def map_kernel(out, a, a_offset, a_strides, shape):  # pragma: no cover - runs on the GPU
-        i = cuda.grid(1)
-        if i < out.size:
-            index = cuda.local.array(len(shape), numba.int64)
+        index = cuda.local.array(len(shape), numba.int64)
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
             to_index(i, shape, index)
             out[i] = f(a[index_to_position(index, a_strides, a_offset)])
 
@@ -110,9 +138,8 @@ def _zip_source(fn: Callable[[Any, Any], Any]) -> Callable[..., None]:
     f = device_function(fn)
 
     def zip_kernel(out, a, a_offset, a_strides, b, b_offset, b_strides, shape):  # pragma: no cover
-        i = cuda.grid(1)
-        if i < out.size:
-            index = cuda.local.array(len(shape), numba.int64)
+        index = cuda.local.array(len(shape), numba.int64)
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
             to_index(i, shape, index)
             x = a[index_to_position(index, a_strides, a_offset)]
             y = b[index_to_position(index, b_strides, b_offset)]
@@ -126,15 +153,30 @@ def _reduce_source(
 ) -> Callable[..., None]:
     f = device_function(fn)
 
-    def reduce_kernel(out, a, kept, red):  # pragma: no cover - runs on the GPU
-        # Block o computes out[o]; its threads share the elements a[kept[o] + red[r]].
+    def reduce_kernel(
+        out, a, offset, kept_shape, kept_strides, red_shape, red_strides
+    ):  # pragma: no cover - runs on the GPU
+        # Block (o, p) folds part p of the elements that make output o: the reduced elements
+        # r = p * blockDim + t, then r + parts * blockDim, ... of thread t. Many parts keep the
+        # whole GPU busy when there are few outputs (a full sum); the backend then reduces the
+        # parts' results, out[o * parts + p], once more.
         partial = cuda.shared.array(THREADS, acc_type)
         o = cuda.blockIdx.x
+        p = cuda.blockIdx.y
+        parts = cuda.gridDim.y
         t = cuda.threadIdx.x
-        base = kept[o]
-        total = acc_type(0) if is_sum else acc_type(a[base + red[0]])
-        for r in range(t, red.size, cuda.blockDim.x):
-            total = f(total, a[base + red[r]])
+        index = cuda.local.array(len(kept_shape), numba.int64)
+        to_index(o, kept_shape, index)
+        base = index_to_position(index, kept_strides, offset)
+        count = 1
+        for d in range(len(red_shape)):
+            count *= red_shape[d]
+        red_index = cuda.local.array(len(red_shape), numba.int64)
+        # sum starts from 0; max/min from the first element (threads with no elements keep it)
+        total = acc_type(0) if is_sum else acc_type(a[base])
+        for r in range(p * cuda.blockDim.x + t, count, parts * cuda.blockDim.x):
+            to_index(r, red_shape, red_index)
+            total = f(total, a[index_to_position(red_index, red_strides, base)])
         partial[t] = total
         cuda.syncthreads()
         step = cuda.blockDim.x // 2
@@ -144,9 +186,58 @@ def _reduce_source(
             cuda.syncthreads()
             step //= 2
         if t == 0:
-            out[o] = partial[0]
+            out[o * parts + p] = partial[0]
 
     return reduce_kernel
+
+
+def _fold_source(fn: Callable[[Any, Any], Any], is_sum: bool, acc_type: Any) -> Callable[..., None]:
+    f = device_function(fn)
+
+    def fold_kernel(
+        out, a, offset, kept_shape, kept_strides, red_shape, red_strides
+    ):  # pragma: no cover - runs on the GPU
+        # Few elements per output (a softmax over 10 classes, a 2x2 pooling window): one thread
+        # per output folds them in a loop, which beats a block whose threads mostly idle.
+        index = cuda.local.array(len(kept_shape), numba.int64)
+        red_index = cuda.local.array(len(red_shape), numba.int64)
+        count = 1
+        for d in range(len(red_shape)):
+            count *= red_shape[d]
+        for o in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            to_index(o, kept_shape, index)
+            base = index_to_position(index, kept_strides, offset)
+            total = acc_type(0) if is_sum else acc_type(a[base])
+            for r in range(count):
+                to_index(r, red_shape, red_index)
+                total = f(total, a[index_to_position(red_index, red_strides, base)])
+            out[o] = total
+
+    return fold_kernel
+
+
+def _argfold_source(is_max: bool) -> Callable[..., None]:
+    def argfold_kernel(
+        out, a, offset, kept_shape, kept_strides, count, stride
+    ):  # pragma: no cover - runs on the GPU
+        # out[o] = the index along the reduced dimension (``count`` elements ``stride`` apart)
+        # of the first largest (smallest) element of output o; a nan counts as the extreme and
+        # the first nan wins, as in numpy.
+        index = cuda.local.array(len(kept_shape), numba.int64)
+        for o in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            to_index(o, kept_shape, index)
+            base = index_to_position(index, kept_strides, offset)
+            best, best_value = 0, a[base]
+            for r in range(1, count):
+                if best_value != best_value:
+                    break
+                value = a[base + r * stride]
+                better = value > best_value if is_max else value < best_value
+                if value != value or better:
+                    best, best_value = r, value
+            out[o] = best
+
+    return argfold_kernel
 
 
 def _copy_source() -> Callable[..., None]:
@@ -154,12 +245,11 @@ def _copy_source() -> Callable[..., None]:
         dst, dst_offset, dst_strides, src, src_offset, src_strides, shape
     ):  # pragma: no cover
         # dst[index] = src[index] for every index of shape, both strided (setitem, cat, contiguous)
-        i = cuda.grid(1)
         size = 1
         for d in range(len(shape)):
             size *= shape[d]
-        if i < size:
-            index = cuda.local.array(len(shape), numba.int64)
+        index = cuda.local.array(len(shape), numba.int64)
+        for i in range(cuda.grid(1), size, cuda.gridsize(1)):
             to_index(i, shape, index)
             pd = index_to_position(index, dst_strides, dst_offset)
             dst[pd] = src[index_to_position(index, src_strides, src_offset)]
@@ -167,13 +257,41 @@ def _copy_source() -> Callable[..., None]:
     return copy_kernel
 
 
+def _cat_views_source() -> Callable[..., None]:
+    def cat_views_kernel(
+        dst, src, offsets, src_strides, shape, part_axis
+    ):  # pragma: no cover - runs on the GPU
+        # dst (contiguous, of ``shape``) = the parts cat'ed along ``part_axis``, where part p is
+        # the strided view of ``src`` at offsets[p] (its stride along part_axis is 0): one
+        # launch for the kh*kw window views of a convolution's im2col, not one per view.
+        index = cuda.local.array(len(shape), numba.int64)
+        for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
+            to_index(i, shape, index)
+            dst[i] = src[index_to_position(index, src_strides, offsets[index[part_axis]])]
+
+    return cat_views_kernel
+
+
+def _fill_source() -> Callable[..., None]:
+    def fill_kernel(dst, dst_offset, dst_strides, value, shape):  # pragma: no cover
+        # dst[index] = value for every index of shape (x.fill_(0), zeros on the GPU)
+        size = 1
+        for d in range(len(shape)):
+            size *= shape[d]
+        index = cuda.local.array(len(shape), numba.int64)
+        for i in range(cuda.grid(1), size, cuda.gridsize(1)):
+            to_index(i, shape, index)
+            dst[index_to_position(index, dst_strides, dst_offset)] = value
+
+    return fill_kernel
+
+
 def _where_source() -> Callable[..., None]:
     def where_kernel(
         out, c, c_offset, c_strides, a, a_offset, a_strides, b, b_offset, b_strides, shape
     ):  # pragma: no cover
-        i = cuda.grid(1)
-        if i < out.size:
-            index = cuda.local.array(len(shape), numba.int64)
+        index = cuda.local.array(len(shape), numba.int64)
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
             to_index(i, shape, index)
             pc = index_to_position(index, c_strides, c_offset)
             pa = index_to_position(index, a_strides, a_offset)
@@ -185,8 +303,7 @@ def _where_source() -> Callable[..., None]:
 
 def _gather_source() -> Callable[..., None]:
     def gather_kernel(out, a, positions):  # pragma: no cover - runs on the GPU
-        i = cuda.grid(1)
-        if i < out.size:
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
             out[i] = a[positions[i]]
 
     return gather_kernel
@@ -195,9 +312,8 @@ def _gather_source() -> Callable[..., None]:
 def _scatter_add_source() -> Callable[..., None]:
     def scatter_add_kernel(out, targets, src, src_offset, src_strides, shape):  # pragma: no cover
         # out[targets[i]] += src[i]; atomics make repeated targets add up
-        i = cuda.grid(1)
-        if i < targets.size:
-            index = cuda.local.array(len(shape), numba.int64)
+        index = cuda.local.array(len(shape), numba.int64)
+        for i in range(cuda.grid(1), targets.size, cuda.gridsize(1)):
             to_index(i, shape, index)
             ps = index_to_position(index, src_strides, src_offset)
             cuda.atomic.add(out, targets[i], src[ps])
@@ -207,13 +323,32 @@ def _scatter_add_source() -> Callable[..., None]:
 
 def _scatter_source() -> Callable[..., None]:
     def scatter_kernel(dst, targets, src, src_offset, src_strides, shape):  # pragma: no cover
-        i = cuda.grid(1)
-        if i < targets.size:
-            index = cuda.local.array(len(shape), numba.int64)
+        index = cuda.local.array(len(shape), numba.int64)
+        for i in range(cuda.grid(1), targets.size, cuda.gridsize(1)):
             to_index(i, shape, index)
             dst[targets[i]] = src[index_to_position(index, src_strides, src_offset)]
 
     return scatter_kernel
+
+
+def _small_matmul_source(dtype: Any) -> Callable[..., None]:
+    def small_matmul_kernel(
+        out, a, a_offset, a_strides, b, b_offset, b_strides, M, N, K
+    ):  # pragma: no cover - runs on the GPU
+        # Small products (a digits batch): one thread per output element, a plain loop over k.
+        # Launching is what such a product costs; staging tiles would only add steps.
+        for o in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            s = o // (M * N)
+            i = o // N % M
+            j = o % N
+            pa = a_offset + s * a_strides[0] + i * a_strides[1]
+            pb = b_offset + s * b_strides[0] + j * b_strides[2]
+            total = dtype(0)
+            for k in range(K):
+                total += a[pa + k * a_strides[2]] * b[pb + k * b_strides[1]]
+            out[o] = total
+
+    return small_matmul_kernel
 
 
 def _tiled_matmul_source(dtype: Any, TILE: int = TILE) -> Callable[..., None]:  # noqa: N803
@@ -252,16 +387,38 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
     def blocked_matmul_kernel(
         out, a, a_offset, a_strides, b, b_offset, b_strides, M, N, K
     ):  # pragma: no cover
-        # A block of 256 threads computes a BM x BN tile of out[s]; thread (ti, tj) owns the
-        # TM x TN piece at rows ti*TM.., columns tj*TN.. and keeps it in registers (``acc``).
-        # Per step of BK along k: stage A's BM x BK and B's BK x BN tiles in shared memory,
-        # then each thread does TM*TN multiply-adds per TM + TN shared-memory reads.
-        tile_a = cuda.shared.array((BK, BM), dtype)  # transposed: tile_a[k, i]
+        # A block of 256 threads computes a BM x BN tile of out[s]. Thread (ti, tj) owns the
+        # TM x TN outputs at rows ti + 16 x, columns tj + 16 y (x < TM, y < TN) and keeps them in
+        # registers (``acc``). Step by step along k, BK at a time, the block stages A's BM x BK
+        # and B's BK x BN tiles in shared memory; each thread then does TM*TN multiply-adds per
+        # TM + TN shared-memory reads. Owning every 16th row/column (not 8 neighbouring ones)
+        # makes the 16 threads of a half-warp read 16 neighbouring words of tile_b (no bank
+        # conflicts) and write 16 neighbouring outputs (coalesced).
+        # Latency hiding: the loads of step + 1 from GPU memory go into registers (``next_a``,
+        # ``next_b``) before step's multiply-adds, which run while those loads are in flight.
+        tile_a = cuda.shared.array((BK, BM_PADDED), dtype)  # transposed: tile_a[k, i]
         tile_b = cuda.shared.array((BK, BN), dtype)
         acc = cuda.local.array((TM, TN), dtype)
         col_a = cuda.local.array(TM, dtype)
         row_b = cuda.local.array(TN, dtype)
+        next_a = cuda.local.array(LOADS_A, dtype)
+        next_b = cuda.local.array(LOADS_B, dtype)
+        # Which tile element each thread loads (the same every step): neighbouring threads
+        # take neighbouring elements in memory, so each warp's loads coalesce. For a row-major
+        # A that is along k; for a transposed A (a_strides[1] == 1) along i; likewise for B.
+        a_row = cuda.local.array(LOADS_A, numba.int32)
+        a_col = cuda.local.array(LOADS_A, numba.int32)
+        b_row = cuda.local.array(LOADS_B, numba.int32)
+        b_col = cuda.local.array(LOADS_B, numba.int32)
         t = cuda.threadIdx.x
+        a_transposed = a_strides[1] == 1 and a_strides[2] != 1
+        b_transposed = b_strides[1] == 1 and b_strides[2] != 1
+        for n in range(LOADS_A):
+            e = t + n * MM_THREADS
+            a_row[n], a_col[n] = (e % BM, e // BM) if a_transposed else (e // BK, e % BK)
+        for n in range(LOADS_B):
+            e = t + n * MM_THREADS
+            b_row[n], b_col[n] = (e % BK, e // BK) if b_transposed else (e // BN, e % BN)
         ti = t // (BN // TN)
         tj = t % (BN // TN)
         row0 = cuda.blockIdx.y * BM
@@ -269,37 +426,45 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
         s = cuda.blockIdx.z
         pa = a_offset + s * a_strides[0]
         pb = b_offset + s * b_strides[0]
-        threads = (BM // TM) * (BN // TN)
         for x in range(TM):
             for y in range(TN):
                 acc[x, y] = 0
-        for k0 in range(0, K, BK):
-            for e in range(t, BM * BK, threads):
-                i = row0 + e // BK
-                k = k0 + e % BK
-                tile_a[e % BK, e // BK] = (
-                    a[pa + i * a_strides[1] + k * a_strides[2]] if i < M and k < K else 0
-                )
-            for e in range(t, BK * BN, threads):
-                k = k0 + e // BN
-                j = col0 + e % BN
-                tile_b[e // BN, e % BN] = (
-                    b[pb + k * b_strides[1] + j * b_strides[2]] if k < K and j < N else 0
-                )
-            cuda.syncthreads()
-            for k in range(BK):
-                for x in range(TM):
-                    col_a[x] = tile_a[k, ti * TM + x]
-                for y in range(TN):
-                    row_b[y] = tile_b[k, tj * TN + y]
-                for x in range(TM):
+        steps = (K + BK - 1) // BK
+        for step in range(steps + 1):
+            if step < steps:  # load tile `step` into registers
+                k0 = step * BK
+                for n in range(LOADS_A):
+                    i = row0 + a_row[n]
+                    k = k0 + a_col[n]
+                    inside = i < M and k < K
+                    next_a[n] = a[pa + i * a_strides[1] + k * a_strides[2]] if inside else 0
+                for n in range(LOADS_B):
+                    k = k0 + b_row[n]
+                    j = col0 + b_col[n]
+                    inside = k < K and j < N
+                    next_b[n] = b[pb + k * b_strides[1] + j * b_strides[2]] if inside else 0
+            if step > 0:  # multiply tile step - 1, already in shared memory
+                for k in range(BK_UNSIGNED):
+                    for x in range(TM):
+                        col_a[x] = tile_a[k, ti + x * (BM // TM)]
                     for y in range(TN):
-                        acc[x, y] += col_a[x] * row_b[y]
-            cuda.syncthreads()
+                        row_b[y] = tile_b[k, tj + y * (BN // TN)]
+                    for x in range(TM):
+                        for y in range(TN):
+                            acc[x, y] += col_a[x] * row_b[y]
+            cuda.syncthreads()  # everyone is done reading the tiles
+            if step < steps:
+                # (the padding shifts each k-row of tile_a by 4 banks, so that the stores of a
+                # row-major A do not collide in one shared-memory bank)
+                for n in range(LOADS_A):
+                    tile_a[a_col[n], a_row[n]] = next_a[n]
+                for n in range(LOADS_B):
+                    tile_b[b_row[n], b_col[n]] = next_b[n]
+            cuda.syncthreads()  # the new tiles are complete
         for x in range(TM):
+            i = row0 + ti + x * (BM // TM)
             for y in range(TN):
-                i = row0 + ti * TM + x
-                j = col0 + tj * TN + y
+                j = col0 + tj + y * (BN // TN)
                 if i < M and j < N:
                     out[(s * M + i) * N + j] = acc[x, y]
 
@@ -310,6 +475,8 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
 
 _HELPERS = {
     "copy": _copy_source,
+    "fill": _fill_source,
+    "cat_views": _cat_views_source,
     "where": _where_source,
     "gather": _gather_source,
     "scatter": _scatter_source,
@@ -334,10 +501,25 @@ def reduce_kernel(op: str, acc_dtype: str) -> Any:
 
 
 @functools.cache
-def matmul_kernels(dtype: str, tile: int) -> tuple[Any, Any]:
-    """``(tiled, blocked)`` matmul kernels for elements of ``dtype``."""
+def fold_kernel(op: str, acc_dtype: str) -> Any:
+    acc_type = numba.from_dtype(np.dtype(acc_dtype))
+    return cuda.jit(_fold_source(scalar_ops.REDUCE[op], op == "sum", acc_type))
+
+
+@functools.cache
+def argfold_kernel(op: str) -> Any:
+    return cuda.jit(_argfold_source(op == "max"))
+
+
+@functools.cache
+def matmul_kernels(dtype: str, tile: int) -> tuple[Any, Any, Any]:
+    """``(small, tiled, blocked)`` matmul kernels for elements of ``dtype``."""
     t = numba.from_dtype(np.dtype(dtype))
-    return cuda.jit(_tiled_matmul_source(t, tile)), cuda.jit(_blocked_matmul_source(t))
+    return (
+        cuda.jit(_small_matmul_source(t)),
+        cuda.jit(_tiled_matmul_source(t, tile)),
+        cuda.jit(_blocked_matmul_source(t)),
+    )
 
 
 @functools.cache
@@ -359,6 +541,7 @@ def kernel_sources(
     arr = types.Array(el, 1, "C")
     ints, boolean = types.Array(types.int64, 1, "C"), types.Array(types.boolean, 1, "C")
     i64, tup, tup3 = types.int64, types.UniTuple(types.int64, 2), types.UniTuple(types.int64, 3)
+    tup1 = types.UniTuple(types.int64, 1)  # what a contiguous operand is walked as
     out: list[tuple[str, Callable[..., None], tuple[Any, ...]]] = []
     for op, fn1 in scalar_ops.MAP.items():
         out.append((f"map {op}", _map_source(fn1), (arr, arr, i64, tup, tup)))
@@ -366,11 +549,20 @@ def kernel_sources(
         result = boolean if op in ("eq", "ne", "lt", "le", "gt", "ge") else arr
         out.append((f"zip {op}", _zip_source(fn2), (result, arr, i64, tup, arr, i64, tup, tup)))
     for op, fn2 in scalar_ops.REDUCE.items():
-        out.append((f"reduce {op}", _reduce_source(fn2, op == "sum", el), (arr, arr, ints, ints)))
+        reduce_args = (arr, arr, i64, tup, tup, tup, tup)
+        out.append((f"reduce {op}", _reduce_source(fn2, op == "sum", el), reduce_args))
+        out.append((f"fold {op}", _fold_source(fn2, op == "sum", el), reduce_args))
+    for op in ("max", "min"):
+        argfold_args = (ints, arr, i64, tup, tup, i64, i64)
+        out.append((f"argfold {op}", _argfold_source(op == "max"), argfold_args))
     matmul_args = (arr, arr, i64, tup3, arr, i64, tup3, i64, i64, i64)
+    out.append(("matmul small", _small_matmul_source(el), matmul_args))
     out.append(("matmul tiled", _tiled_matmul_source(el), matmul_args))
     out.append(("matmul blocked", _blocked_matmul_source(el), matmul_args))
     out.append(("copy", _copy_source(), (arr, i64, tup, arr, i64, tup, tup)))
+    out.append(("copy 1-d", _copy_source(), (arr, i64, tup1, arr, i64, tup1, tup1)))
+    out.append(("fill", _fill_source(), (arr, i64, tup, el, tup)))
+    out.append(("cat_views", _cat_views_source(), (arr, arr, ints, tup3, tup3, i64)))
     out.append(
         ("where", _where_source(), (arr, boolean, i64, tup, arr, i64, tup, arr, i64, tup, tup))
     )
@@ -380,7 +572,8 @@ def kernel_sources(
     return out
 
 
-def launch(kernel: Any, n: int, *args: Any) -> None:
-    """Run ``kernel`` with one thread per element ``0 <= i < n``."""
-    threads = min(THREADS, n)
-    kernel[(n + threads - 1) // threads, threads](*args)
+def launch(kernel: Any, n: int, *args: Any, max_blocks: int = 1024, threads: int = THREADS) -> None:
+    """Run the grid-stride ``kernel`` over the elements ``0 <= i < n``: one thread per element
+    up to ``max_blocks`` blocks of ``threads``, and a loop in each thread beyond that."""
+    threads = min(threads, n)
+    kernel[min((n + threads - 1) // threads, max_blocks), threads](*args)

@@ -51,10 +51,12 @@ def constant_(tensor: Tensor, val: float) -> Tensor:
 
 
 def zeros_(tensor: Tensor) -> Tensor:
+    """Fill ``tensor`` with 0 in place (without recording it in the graph); returns it."""
     return constant_(tensor, 0.0)
 
 
 def ones_(tensor: Tensor) -> Tensor:
+    """Fill ``tensor`` with 1 in place (without recording it in the graph); returns it."""
     return constant_(tensor, 1.0)
 
 

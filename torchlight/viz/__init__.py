@@ -26,14 +26,14 @@ from typing import Any
 from torchlight.viz.graph import Edge, Graph, Node, trace
 from torchlight.viz.layout import LayoutResult, count_crossings, layered_layout
 from torchlight.viz.replay import BackwardReplay, BackwardStep, replay_backward
-from torchlight.viz.svg import layout_graph, render_svg
+from torchlight.viz.svg import Picture, layout_graph, render_svg, svg_img_html
 from torchlight.viz.view import GraphPicture, GraphView, draw, to_svg
 
 __all__ = [
     "BackwardReplay", "BackwardStep", "Edge", "Graph", "GraphPicture", "GraphView", "GraphViewer",
-    "LayoutResult", "ModuleViewer", "Node", "TrainingViewer", "count_crossings", "draw",
+    "LayoutResult", "ModuleViewer", "Node", "Picture", "TrainingViewer", "count_crossings", "draw",
     "in_jupyter_kernel", "layered_layout", "layout_graph", "render_svg", "replay_backward", "show",
-    "to_svg", "trace",
+    "svg_img_html", "to_svg", "trace",
 ]  # fmt: skip
 
 _WIDGETS = {

@@ -6,7 +6,8 @@ here as a string (no npm build, nothing fetched from a CDN), that
 
 - shows the ``svg`` trait and keeps the pan/zoom position when Python redraws it;
 - sets the ``selected`` trait to the ``data-node`` id of a clicked node (Python observes it);
-- pans on drag, zooms on Ctrl + wheel and with its + / − / fit / 1:1 buttons.
+- pans on drag, zooms on Ctrl + wheel and with its + / − / fit / 1:1 buttons;
+- starts at 1:1 when the graph fits, else fitted (a tall graph's root, at the bottom, is in view).
 
 Without anywidget, :func:`make_canvas` returns a scrollable ``HTML`` widget instead; the viewer
 then selects nodes through its drop-down list only.
@@ -41,8 +42,10 @@ function render({ model, el }) {
   el.append(box, bar, hint);
 
   // The view: SVG units per pixel (scale) and the top-left corner (vx, vy). Until the user
-  // pans or zooms (touched), the graph stays at 1:1, centred, also when the canvas resizes.
-  let scale = 1, vx = 0, vy = 0, full = null, placed = false, touched = false;
+  // pans or zooms (touched), the graph stays placed as first shown, also when the canvas
+  // resizes: at 1:1 when it fits, else fitted, so that a tall graph's root (at the bottom)
+  // is on screen from the start.
+  let scale = 1, vx = 0, vy = 0, full = null, placed = false, touched = false, fitted = false;
   const width = () => box.clientWidth || 900;
   const height = () => model.get("height");
 
@@ -83,14 +86,18 @@ function render({ model, el }) {
     svg.setAttribute("preserveAspectRatio", "xMinYMin meet");
     svg.style.width = "100%";
     svg.style.height = "100%";
-    if (!placed) { actual(); placed = true; } else { apply(); }
+    if (!placed) {
+      fitted = full.h > height() || full.w > width();
+      fitted ? fit() : actual();
+      placed = true;
+    } else { apply(); }
   }
 
   for (const [text, title, action] of [
     ["+", "zoom in", () => zoom(1.25, width() / 2, height() / 2)],
     ["−", "zoom out", () => zoom(0.8, width() / 2, height() / 2)],
-    ["fit", "show the whole graph", () => { touched = true; fit(); }],
-    ["1:1", "actual size, centred", () => { touched = false; actual(); }],
+    ["fit", "show the whole graph", () => { touched = false; fitted = true; fit(); }],
+    ["1:1", "actual size, centred", () => { touched = false; fitted = false; actual(); }],
   ]) {
     const b = document.createElement("button");
     b.textContent = text;
@@ -130,7 +137,9 @@ function render({ model, el }) {
     zoom(Math.exp(-ev.deltaY * 0.002), ev.clientX - r.left, ev.clientY - r.top);
   }, { passive: false });
 
-  const resized = new ResizeObserver(() => { if (full) { touched ? apply() : actual(); } });
+  const resized = new ResizeObserver(() => {
+    if (full) { touched ? apply() : (fitted ? fit() : actual()); }
+  });
   resized.observe(box);
   model.on("change:svg", draw);
   model.on("change:height", draw);
@@ -182,7 +191,7 @@ class HTMLCanvas(widgets.HTML):
 
 
 def make_canvas(height: int) -> Any:
-    """A :class:`GraphCanvas` (clickable) when anywidget is installed, else an :class:`HTMLCanvas`."""
+    """A ``GraphCanvas`` (clickable) when anywidget is installed, else an ``HTMLCanvas``."""
     if anywidget is not None:
         return GraphCanvas(height=height)
     return HTMLCanvas(height)

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import base64
 import html
 from collections.abc import Mapping
 from typing import Any
@@ -35,7 +36,7 @@ from torchlight.viz.graph import (
 )
 from torchlight.viz.layout import LayoutResult, layered_layout
 
-__all__ = ["COLORS", "layout_graph", "node_size", "render_svg"]
+__all__ = ["COLORS", "Picture", "layout_graph", "node_size", "render_svg", "svg_img_html"]
 
 # (fill, stroke, legend text) per kind of node: colour-blind-friendly hues, dark text on light fill.
 COLORS = {
@@ -55,7 +56,7 @@ LINE_H = 15
 MAX_CHARS = 44  # longer text is cut with an ellipsis (the info panel shows it all)
 TENSOR_H = 4 * LINE_H + 24
 FUNCTION_H = 26
-LEGEND_H = 30
+LEGEND_H = 48  # two rows: the kinds of node, then gradients and the two rings
 LEGEND_W = 800
 
 
@@ -164,6 +165,17 @@ def _legend(y: float) -> list[str]:
         f'<rect x="{x}" y="{y}" width="14" height="12" rx="3" fill="none" stroke="{PENDING}" stroke-dasharray="3 3"/>'
     )
     out.append(_text(x + 19, y + 10, "not computed yet", font_size="10", fill="#3c4043"))
+    # Second row: the two outlines drawn around nodes (see render_svg's ring below).
+    x, y = 16.0, y + 18
+    for color, text in (
+        (CURRENT, "amber ring: the node backward is at in this step"),
+        (HIGHLIGHT, "magenta: the selected node and its path to the root"),
+    ):
+        out.append(
+            f'<rect x="{x}" y="{y}" width="14" height="12" rx="3" fill="none" stroke="{color}" stroke-width="2.5"/>'
+        )
+        out.append(_text(x + 19, y + 10, text, font_size="10", fill="#3c4043"))
+        x += 19 + len(text) * 6.1 + 14
     return out
 
 
@@ -290,3 +302,50 @@ def render_svg(
         out.extend(_legend(layout.height + 6))
     out.append("</svg>")
     return "\n".join(out)
+
+
+def svg_img_html(svg: str, alt: str = "picture") -> str:
+    """An ``<img>`` tag that shows ``svg`` from a ``data:`` URI.
+
+    JupyterLab does not trust a notebook it did not run: it will not render its stored
+    ``image/svg+xml`` outputs and it sanitizes stored HTML, which strips inline ``<svg>``
+    elements (leaving their text run together). An ``<img>`` whose source is the SVG passes the
+    sanitizer and is shown, because an SVG loaded as an image cannot run scripts. So every
+    picture torchlight stores in a notebook is also offered in this form.
+
+    Example:
+        >>> svg_img_html("<svg xmlns='http://www.w3.org/2000/svg'/>")[:42]
+        '<img alt="picture" src="data:image/svg+xml'
+    """
+    encoded = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/svg+xml;base64,{encoded}"/>'
+
+
+class Picture:
+    """An SVG picture that shows itself in Jupyter, also in a notebook JupyterLab does not trust.
+
+    It offers ``image/svg+xml`` (what a trusted notebook, nbconvert or GitHub show) and an
+    HTML ``<img>`` of the same SVG (see :func:`svg_img_html`), so the stored notebooks show
+    their pictures before any cell runs. Use it instead of ``IPython.display.SVG``.
+
+    Args:
+        svg: the SVG text.
+        alt: a short description, for screen readers.
+
+    Example:
+        >>> Picture("<svg xmlns='http://www.w3.org/2000/svg' width='4' height='4'/>").svg[:4]
+        '<svg'
+    """
+
+    def __init__(self, svg: str, alt: str = "picture") -> None:
+        self.svg = svg
+        self.alt = alt
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def _repr_html_(self) -> str:
+        return svg_img_html(self.svg, self.alt)
+
+    def __repr__(self) -> str:
+        return f"Picture({self.alt}: an SVG of {len(self.svg)} characters)"

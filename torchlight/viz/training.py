@@ -3,7 +3,7 @@ r"""Watch a small network learn a 2-D toy data set: decision boundary, loss and 
 :class:`ToyTrainer` is the training (no widgets): a one-hidden-layer network
 $\mathrm{Linear}(2, h) \to \mathrm{act} \to \mathrm{Linear}(h, 2)$, trained full batch with
 SGD + momentum on the cross-entropy loss. :class:`TrainingViewer` puts controls around it.
-Training advances in small chunks, one per tick of an ipywidgets ``Play`` (start / pause), so
+Training advances in small chunks, one per tick of a play button (start / pause), so
 everything runs in the kernel's own thread: no background threads, nothing to clean up.
 
 Example:
@@ -26,9 +26,12 @@ from torchlight.data import TOY_DATASETS
 from torchlight.nn import functional as F
 from torchlight.optim import SGD
 from torchlight.viz.plots import boundary_svg, line_chart_svg
+from torchlight.viz.svg import svg_img_html
+from torchlight.viz.ticker import make_ticker
 
 __all__ = ["ToyTrainer", "TrainingViewer"]
 
+LR_CHOICES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid}
 STATIC_NOTE = "A static picture: run the cell in JupyterLab to train interactively."
 
@@ -121,7 +124,7 @@ class ToyTrainer:
 
     @property
     def extent(self) -> tuple[float, float]:
-        """The square the map covers: the data's range plus a margin."""
+        """The square the map covers, (low, high), is the data's range plus a margin."""
         low, high = float(self.points.min()), float(self.points.max())
         margin = 0.08 * (high - low)
         return low - margin, high + margin
@@ -198,12 +201,17 @@ class TrainingViewer(widgets.VBox):
         self.activation_picker = widgets.Dropdown(
             options=list(ACTIVATIONS), value=activation, description="activation", style=wide
         )
-        self.lr_slider = widgets.FloatLogSlider(
-            value=lr, base=10, min=-3, max=1, step=0.1, description="learning rate", style=wide
+        # Fixed choices, not a FloatLogSlider: that one snaps 0.5 to 10**-0.3 = 0.501 in the
+        # browser (its steps are in the exponent) and then trains with the snapped value.
+        choices = sorted({*LR_CHOICES, float(lr)})
+        self.lr_slider = widgets.SelectionSlider(
+            options=[(f"{c:g}", c) for c in choices],
+            value=float(lr),
+            description="learning rate",
+            style=wide,
         )
-        self.play = widgets.Play(
-            value=0, min=0, max=10**9, step=1, interval=150, show_repeat=False, description="train"
-        )
+        # One timer however often the viewer is displayed (see torchlight.viz.ticker).
+        self.play = make_ticker(interval=150, label="train")
         self.reset_button = widgets.Button(
             description="Reset", icon="refresh", tooltip="fresh weights, empty history"
         )
@@ -278,7 +286,9 @@ class TrainingViewer(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         note = f"<p style='color:#b06000;margin:0 0 4px 0'>{html.escape(STATIC_NOTE)}</p>"
-        pictures = f"<div style='display:flex;gap:12px'>{self.trainer.boundary_svg()}{self.trainer.curves_svg()}</div>"
+        boundary = svg_img_html(self.trainer.boundary_svg(), "decision boundary")
+        curves = svg_img_html(self.trainer.curves_svg(), "loss and accuracy")
+        pictures = f"<div style='display:flex;gap:12px'>{boundary}{curves}</div>"
         bundle["text/html"] = (
             f"<div class='tl-training-picture'>{note}{pictures}<p>{html.escape(self.trainer.summary())}</p></div>"
         )

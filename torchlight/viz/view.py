@@ -22,7 +22,7 @@ from typing import Any
 
 from torchlight.viz.graph import CONSTANT, FUNCTION, INTERMEDIATE, LEAF, ROOT, trace
 from torchlight.viz.replay import replay_backward
-from torchlight.viz.svg import COLORS, render_svg
+from torchlight.viz.svg import COLORS, render_svg, svg_img_html
 from torchlight.viz.svg import layout_graph as _layout_graph
 
 __all__ = ["GraphPicture", "GraphView", "draw", "to_svg"]
@@ -243,7 +243,9 @@ class GraphPicture:
             if self.message
             else ""
         )
-        return f"<div class='tl-graph-picture' style='overflow:auto'>{note}{self.svg}</div>"
+        # An <img>, not inline SVG: JupyterLab shows it also in a notebook it does not trust.
+        picture = svg_img_html(self.svg, "computation graph")
+        return f"<div class='tl-graph-picture' style='overflow:auto'>{note}{picture}</div>"
 
     def __str__(self) -> str:
         return self.svg

@@ -26,7 +26,8 @@ import traitlets
 
 from torchlight.viz.canvas import HAS_ANYWIDGET, make_canvas
 from torchlight.viz.graph import FUNCTION
-from torchlight.viz.svg import LEGEND_H
+from torchlight.viz.svg import LEGEND_H, svg_img_html
+from torchlight.viz.ticker import make_ticker
 from torchlight.viz.view import GraphView
 
 __all__ = ["GraphViewer"]
@@ -78,8 +79,8 @@ class GraphViewer(widgets.VBox):
         canvas_height = height or int(min(self.view.layout.height + LEGEND_H + 6, 560))
         self.canvas = make_canvas(canvas_height)
         self.canvas.add_class("tl-graph-canvas")
-        self.play = widgets.Play(value=0, min=0, max=n, step=1, interval=900, show_repeat=False)
-        self.play.description = "play backward"
+        # One timer however often the viewer is displayed (see torchlight.viz.ticker).
+        self.play = make_ticker(interval=900, label="backward", max=n)
         self.slider = widgets.IntSlider(
             value=0, min=0, max=n, description="backward step", continuous_update=True,
             style={"description_width": "initial"}, layout=widgets.Layout(width="340px"),
@@ -162,8 +163,9 @@ class GraphViewer(widgets.VBox):
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         note = f"<p style='color:#b06000;margin:0 0 4px 0'>{html.escape(STATIC_NOTE)}</p>"
         svg = self.view.svg(self.step, selected=self.selected or None)
+        picture = svg_img_html(svg, "computation graph")  # shown also where JupyterLab distrusts
         bundle["text/html"] = (
-            f"<div class='tl-graph-picture' style='overflow:auto'>{note}{svg}</div>"
+            f"<div class='tl-graph-picture' style='overflow:auto'>{note}{picture}</div>"
         )
         bundle["text/plain"] = repr(self)
         return bundle
