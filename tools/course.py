@@ -79,7 +79,9 @@ EXPORTER = "torchlight_grader.export.ItemCsvExportPlugin"
 
 def gradebook_snapshot(course: Path, db_url: str | None = None) -> dict[tuple[str, ...], object]:
     """What only the instructor (``generate_assignment``, the formgrader) may change: every
-    source cell (source, checksum, locked), every test cell's points, every manual score."""
+    source cell (source, checksum, locked), every test cell's points, every manual score.
+
+    ``db_url``: another gradebook than the course's ``gradebook.db`` (e.g. PostgreSQL)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     snapshot: dict[tuple[str, ...], object] = {}

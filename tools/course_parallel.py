@@ -31,6 +31,10 @@ What is serialized, and how:
   generate_assignment`` made them); the tool checks that once, serially, and stops with a message
   when they are missing.
 
+As in ``tools/course.py grade``, the gradebook is snapshotted before grading and compared after
+every worker is done: a change to source cells, checksums, points or manual scores that the
+grader did not make fails loudly; ``integrity.csv`` lists per student what the grader found.
+
 One student's failure costs that student only: the pool goes on, the exports run for everyone,
 and the tool lists the failed students (with the tail of their nbgrader output and the path of
 the full log) and exits 1 at the end.
@@ -216,6 +220,8 @@ def grade(
         failed["(exports)"] = export_runs
     seconds["exports"] = time.perf_counter() - start
     for who, runs in failed.items():
+        if not runs:
+            continue
         bad = next(r for r in runs if r.returncode != 0)
         named = sorted({f"{s} ({a})" for r in runs for a, s in NBGRADER_FAILED.findall(r.output)})
         if named:
