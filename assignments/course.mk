@@ -11,6 +11,7 @@
 #   make course-duedates DUEDATES=duedates.csv  due dates from a CSV (name,duedate)
 #   make course-report                grade statistics + histograms: assignments/report.html
 #   make course-lab                   JupyterLab + Formgrader on the course, local exchange
+#   make course-lab LAB_ARGS="--no-browser --port=8899"   more options for jupyter lab
 #
 # Submissions go in assignments/submitted/<student>/<assignment>/ (nbgrader collect puts them
 # there, or copy them by hand). The gradebook is assignments/gradebook.db (sqlite).
@@ -63,4 +64,4 @@ course-lab: venv
 	mkdir -p "$(EXCHANGE)" && chmod 1777 "$(EXCHANGE)"
 	cd $(COURSE) && COURSE_EXCHANGE="$(EXCHANGE)" $(if $(DB_URL),COURSE_DB_URL='$(DB_URL)',) \
 		PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(VENV))/bin/jupyter lab \
-		--ServerApp.root_dir=. $(if $(filter 0,$(shell id -u)),--allow-root,)
+		--ServerApp.root_dir=. $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)

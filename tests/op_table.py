@@ -391,7 +391,9 @@ OPS: list[Op] = [
 # --------------------------------------------------------------------------- PyTorch's other ops
 # (torchlight/ops_*.py and tensor_extras.py: elementwise math, reductions, layout, indexing)
 
-SMALL_UNARY = (((4,),), ((2, 3),))
+# One 2-d shape, run contiguous and permuted: the map kernels are shared by every op, so more
+# shapes would test them again, not the new ops.
+SMALL_UNARY = (((2, 3),),)
 _GATHER_INDEX = np.array([[0, 2, 0], [1, 1, 0]])
 _SCATTER_INDEX = np.array([[2, 0], [1, 2]])  # unique per column: scatter's result is defined
 
@@ -647,6 +649,181 @@ OPS += [
         (((2, 2, 4, 4),),),
     ),
 ]
+
+
+# ---------------------------------------------------------------------------- nn surface (issue 13)
+def _np_log_softmax(a: np.ndarray, axis: int) -> np.ndarray:
+    shifted = a - a.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+_CE_TARGET = np.array([0, 2, -100, 1, 2])  # -100: ignored
+_CE_WEIGHT = np.array([0.5, 1.0, 2.0])
+
+
+def _np_cross_entropy(x: np.ndarray, smoothing: float) -> float:
+    """PyTorch's weighted, smoothed cross-entropy with ignore_index=-100, written out."""
+    logp, keep = _np_log_softmax(x, 1), _CE_TARGET != -100
+    picked = np.where(keep, _CE_TARGET, 0)
+    w = _CE_WEIGHT[picked] * keep
+    nll = -(logp[np.arange(len(picked)), picked] * w).sum() / w.sum()
+    smooth = -((logp * _CE_WEIGHT).sum(1) * keep).sum() / w.sum()
+    return (1 - smoothing) * nll + smoothing / x.shape[1] * smooth
+
+
+def _np_conv2d_general(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pad: tuple[int, int, int, int],
+    dilation: int, groups: int,
+) -> np.ndarray:  # fmt: skip
+    """Cross-correlation by loops over output channels and kernel taps; pad = (top, bottom,
+    left, right)."""
+    xp = np.pad(x, ((0, 0), (0, 0), pad[:2], pad[2:]))
+    o, cg, kh, kw = w.shape
+    ho = (xp.shape[2] - dilation * (kh - 1) - 1) // stride + 1
+    wo = (xp.shape[3] - dilation * (kw - 1) - 1) // stride + 1
+    out = np.zeros((x.shape[0], o, ho, wo))
+    for oc in range(o):
+        g = oc // (o // groups)
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dilation, i * dilation + stride * (ho - 1) + 1, stride)
+                cols = slice(j * dilation, j * dilation + stride * (wo - 1) + 1, stride)
+                patch = xp[:, g * cg : (g + 1) * cg, rows, cols]
+                out[:, oc] += np.einsum("nchw,c->nhw", patch, w[oc, :, i, j])
+    return out + b[None, :, None, None]
+
+
+def _np_conv_transpose2d(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, padding: int, extra: int,
+    groups: int, dilation: int,
+) -> np.ndarray:  # fmt: skip
+    """Each input pixel adds the kernel times its value at stride ``stride``; then crop."""
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    cg = c // groups
+    full_h = (h - 1) * stride + dilation * (kh - 1) + 1 + extra
+    full_w = (wd - 1) * stride + dilation * (kw - 1) + 1 + extra
+    out = np.zeros((n, og * groups, full_h, full_w))
+    for ci in range(c):
+        g = ci // cg
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dilation, i * dilation + stride * (h - 1) + 1, stride)
+                cols = slice(j * dilation, j * dilation + stride * (wd - 1) + 1, stride)
+                out[:, g * og : (g + 1) * og, rows, cols] += (
+                    x[:, ci, None] * w[ci, :, i, j][None, :, None, None]
+                )
+    out = out[:, :, padding : full_h - padding, padding : full_w - padding]
+    return out + b[None, :, None, None]
+
+
+def _np_avg_pool2d(x: np.ndarray, k: int, s: int, p: int, count_include_pad: bool) -> np.ndarray:
+    """ceil_mode=True average pooling, PyTorch's divisor rule, by loops over windows."""
+    h, w = x.shape[2:]
+
+    def size(n: int) -> int:
+        out = -(-(n + 2 * p - k) // s) + 1
+        return out - 1 if (out - 1) * s >= n + p else out
+
+    out = np.zeros(x.shape[:2] + (size(h), size(w)))
+    for i in range(size(h)):
+        for j in range(size(w)):
+            h0, w0 = i * s - p, j * s - p
+            h1, w1 = min(h0 + k, h + p), min(w0 + k, w + p)
+            area = (h1 - h0) * (w1 - w0)
+            h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, h), min(w1, w)
+            total = x[:, :, h0:h1, w0:w1].sum(axis=(2, 3))
+            out[:, :, i, j] = total / (area if count_include_pad else (h1 - h0) * (w1 - w0))
+    return out
+
+
+def _np_adaptive_avg_pool2d(x: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    h, w = x.shape[-2:]
+    out = np.zeros(x.shape[:-2] + size)
+    for i in range(size[0]):
+        for j in range(size[1]):
+            rows = slice(i * h // size[0], -(-(i + 1) * h // size[0]))
+            cols = slice(j * w // size[1], -(-(j + 1) * w // size[1]))
+            out[..., i, j] = x[..., rows, cols].mean(axis=(-2, -1))
+    return out
+
+
+_F = tl.nn.functional
+# compositions that exercise layout ops (cat, stack, slicing, integer indexing) on every backend;
+# the elementwise ones (leaky_relu, elu, silu, softplus, l1/huber/kl losses) are checked on numpy
+# in tests/test_nn_pytorch_api.py
+NN_OPS: list[Op] = [
+    Op(
+        "cross_entropy_weight_ignore_smoothing",
+        lambda a: _F.cross_entropy(
+            a, tl.tensor(_CE_TARGET), tl.tensor(_CE_WEIGHT, backend=a.backend), label_smoothing=0.2
+        ),
+        lambda a: _np_cross_entropy(a, 0.2),
+        (real,),
+        (((5, 3),),),
+    ),
+    Op(
+        "cross_entropy_probabilities",
+        lambda a, b: _F.cross_entropy(a, b),
+        lambda a, b: -(b * _np_log_softmax(a, 1)).sum(1).mean(),
+        (real, positive),
+        (((4, 3), (4, 3)),),
+    ),
+    Op(
+        "pad",
+        lambda a: _F.pad(a, (1, 2, 0, 1), value=0.5),
+        lambda a: np.pad(a, ((0, 0), (0, 1), (1, 2)), constant_values=0.5),
+        (real,),
+        (((2, 2, 3),),),
+    ),
+    Op(
+        "adaptive_avg_pool2d",
+        lambda a: _F.adaptive_avg_pool2d(a, (2, 3)),
+        lambda a: _np_adaptive_avg_pool2d(a, (2, 3)),
+        (real,),
+        (((1, 2, 5, 4),),),
+    ),
+    Op(
+        "avg_pool2d_ceil_no_pad_count",
+        lambda a: _F.avg_pool2d(a, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+        lambda a: _np_avg_pool2d(a, 3, 2, 1, False),
+        (real,),
+        (((1, 2, 5, 6),),),
+    ),
+    Op(
+        "conv2d_same_dilation_groups",
+        lambda x, w, b: _F.conv2d(x, w, b, padding="same", dilation=2, groups=2),
+        lambda x, w, b: _np_conv2d_general(x, w, b, 1, (2, 2, 1, 1), 2, 2),
+        (real, real, real),
+        (((1, 4, 5, 4), (4, 2, 3, 2), (4,)),),
+    ),
+    Op(
+        "conv_transpose2d",
+        lambda x, w, b: _F.conv_transpose2d(
+            x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=2
+        ),
+        lambda x, w, b: _np_conv_transpose2d(x, w, b, 2, 1, 1, 2, 2),
+        (real, real, real),
+        (((1, 4, 3, 2), (4, 1, 2, 2), (2,)),),
+    ),
+    Op(
+        "embedding_padding_idx",
+        lambda w: _F.embedding(tl.tensor([[1, 2, 1], [0, 2, 3]]), w, padding_idx=2),
+        lambda w: w[np.array([[1, 2, 1], [0, 2, 3]])],
+        (real,),
+        (((4, 3),),),
+        grad=False,  # by design row 2 gets no gradient (tests/test_nn_pytorch_api.py checks it)
+    ),
+    Op(
+        "embedding",
+        lambda w: _F.embedding(tl.tensor([[1, 2, 1], [0, 2, 3]]), w),
+        lambda w: w[np.array([[1, 2, 1], [0, 2, 3]])],
+        (real,),
+        (((4, 3),),),
+    ),
+]
+OPS += NN_OPS
+
 
 OPS_BY_NAME = {op.name: op for op in OPS}
 

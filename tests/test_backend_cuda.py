@@ -216,6 +216,33 @@ def test_argmax_and_argmin_run_on_the_gpu_like_numpy(cu) -> None:
         assert got.shape == expected.shape
 
 
+def test_cat_of_views_of_one_buffer_is_one_launch(cu, monkeypatch) -> None:
+    """im2col's windows (views of one buffer that differ only in offset) are cat'ed by one
+    kernel; other parts one kernel each. Both give numpy's answer."""
+    from torchlight.backends.cuda_backend import helper_kernel
+
+    a = np.arange(60.0).reshape(3, 4, 5)
+    t = cu.permute(cu.from_numpy(a.transpose(2, 0, 1).copy()), (1, 2, 0))  # strided, as a
+    views = [cu.getitem(t, (slice(None), slice(i, i + 2), None)) for i in range(3)]
+    other = cu.from_numpy(a[:, :2, None] + 1.0)
+    launches: list[object] = []
+    launch = cu._launch
+
+    def counted(kernel: object, *args: object) -> None:
+        launches.append(kernel)
+        launch(kernel, *args)
+
+    monkeypatch.setattr(cu, "_launch", counted)
+    joined, mixed = cu.cat(views, 2), cu.cat([views[0], other], 2)
+    assert launches[0] is helper_kernel("cat_views") and len(launches) == 3
+    monkeypatch.undo()
+    expected = np.concatenate([a[:, i : i + 2, None] for i in range(3)], 2)
+    np.testing.assert_array_equal(cu.to_numpy(joined), expected)
+    np.testing.assert_array_equal(
+        cu.to_numpy(mixed), np.concatenate([expected[:, :, :1], a[:, :2, None] + 1.0], 2)
+    )
+
+
 def test_coalesce_merges_the_dimensions_every_operand_walks_as_one() -> None:
     from torchlight.backends.cuda_backend import coalesce
 
@@ -228,21 +255,28 @@ def test_coalesce_merges_the_dimensions_every_operand_walks_as_one() -> None:
     assert coalesce((), [(), ()]) == ((1,), [(0,), (0,)])
 
 
+@pytest.mark.parametrize("transposed", [False, True], ids=["row-major", "transposed"])
 @pytest.mark.parametrize("kernel", ["small", "tiled", "blocked"])
-def test_each_matmul_kernel_on_a_ragged_batched_problem(cu, kernel: str) -> None:
-    """Each matmul kernel, launched directly on a small ragged batched problem (A's batch
-    contiguous, B broadcast over the batch with stride 0), as the backend launches it. The
-    public API picks the small kernel for the op table's shapes, and the others for large
-    products: K = 11 makes the tiled (8 wide in the simulator) and blocked kernels (BK = 8) take
-    a partial second step along k."""
+def test_each_matmul_kernel_on_a_ragged_batched_problem(cu, kernel: str, transposed: bool) -> None:
+    """Each matmul kernel, launched directly on a small ragged batched problem, as the backend
+    launches it: A's batch contiguous, B broadcast over the batch (stride 0); row-major, or both
+    transposed views (x @ W.T, G.T @ x in training), which the blocked kernel loads along the
+    other axis. The public API picks the small kernel for the op table's shapes, and the others
+    for large products: K = 11 makes the tiled (8 wide in the simulator) and blocked kernels
+    (BK = 8) take a partial second step along k."""
     from torchlight.backends.cuda_backend import BM, BN, MM_THREADS, matmul_kernels
 
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=(2, 5, 11)), rng.normal(size=(11, 7))
-    A, B = cu.from_numpy(a), cu.from_numpy(b)
+    if transposed:  # the same matrices, stored transposed
+        A, B = cu.from_numpy(a.transpose(0, 2, 1).copy()), cu.from_numpy(b.T.copy())
+        a_strides, b_strides = (55, 1, 5), (0, 1, 11)
+    else:
+        A, B = cu.from_numpy(a), cu.from_numpy(b)
+        a_strides, b_strides = (55, 11, 1), (0, 7, 1)
     out = cu.empty((2, 5, 7), np.float64)
     small, tiled, blocked = matmul_kernels("float64", cu.tile)
-    args = (out.buffer, A.buffer, 0, (55, 11, 1), B.buffer, 0, (0, 7, 1), 5, 7, 11)
+    args = (out.buffer, A.buffer, 0, a_strides, B.buffer, 0, b_strides, 5, 7, 11)
     if kernel == "small":
         small[2, 32](*args)  # 64 threads for 70 outputs: the grid-stride loop takes the rest
     elif kernel == "tiled":
@@ -296,3 +330,21 @@ def test_gpu_check_runs_its_tiny_version_in_the_simulator(tmp_path: Path) -> Non
     ):
         assert name in rows, f"no row {name!r} in:\n{report}"
         assert float(rows[name][1]) > 0, rows[name]  # the torchlight CUDA time, in ms
+
+
+def test_gpu_check_states_rates_as_shares_of_the_peaks() -> None:
+    """The report's rate cells on a GPU: GFLOP/s against the fp32 peak, GB/s against the
+    memory bandwidth (not for transfers, which cross PCIe), '-' without a time."""
+    from benchmarks.gpu_check import Device, Row, _rate
+
+    h200 = Device("H200", fp32_tflops=66.9, bandwidth_gbs=4800.0, notes=[])
+    matmul = Row("matmul 4096 float32", 2 * 4096**3, "flop", {})
+    assert _rate(matmul, 0.01, h200) == "13,743.9 GFLOP/s (20.5%)"
+    add = Row("elementwise add of 10,000,000 float32", 3 * 4 * 10**7, "byte", {})
+    assert _rate(add, 50e-6, h200) == "2,400.0 GB/s (50%)"
+    upload = Row("host -> device, 40,000,000 bytes (pageable)", 4 * 10**7, "byte", {})
+    assert _rate(upload, 0.004, h200) == "10.0 GB/s"
+    step = Row("CNN training step", 0, "", {})
+    assert _rate(step, 0.002, h200) == "-" and _rate(matmul, None, h200) == "-"
+    simulator = Device("simulator", None, None, [])
+    assert _rate(matmul, 0.01, simulator) == "13,743.9 GFLOP/s"

@@ -157,24 +157,3 @@ def test_tensors_on_the_strided_backend_print_their_layout() -> None:
     )
     assert x[1, ::2].storage.offset == 3 and x[1, ::2].storage.strides == (2,)
     assert x.device == "strided" and "device='strided'" in repr(x)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "torchlight.backends.scalar_ops",
-        "torchlight.backends.strided",
-        "torchlight.backends.strided_layout",
-        "torchlight.backends.strided_storage",
-        "torchlight.backends.numba_backend",
-    ],
-)
-def test_docstring_examples(name: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(
-        importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE
-    )
-    assert result.attempted > 0, f"{name} lost its examples"
-    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"

@@ -289,3 +289,30 @@ def test_backend_primitives_refuse_to_silently_drop_the_graph():
     with tl.no_grad():
         assert values(x.zip("mul", x)) == [1.0, 4.0]
     assert values(tl.tensor([1.0, 2.0]).map("neg")) == [-1.0, -2.0]  # nothing to record
+
+
+def test_a_write_to_an_expanded_view_raises_its_own_error_class():
+    e = tl.tensor([1.0, 2.0]).expand(3, 2)
+    for write in (lambda: e.add_(1.0), lambda: e.fill_(0.0), lambda: e.__setitem__(0, 5.0)):
+        with pytest.raises(tl.ExpandedViewWriteError, match=r"expanded view.*\.clone\(\)"):
+            write()
+    with tl.no_grad(), pytest.raises(tl.ExpandedViewWriteError, match="mul_: this tensor"):
+        e.mul_(2.0)
+
+
+# ---------------------------------------------------------------- autograd features (issue 13)
+def test_register_hook_sees_and_may_replace_a_gradient():
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    seen = []
+    y.register_hook(lambda g: seen.append(values(g)))
+    handle = y.register_hook(lambda g: g * 2)  # doubles what flows back through y
+    (y * y).sum().backward(retain_graph=True)
+    assert seen == [[6.0, 12.0]]
+    assert values(x.grad) == [36.0, 72.0]  # 2 * (2 y) * 3
+    handle.remove()
+    x.grad = None
+    (y * y).sum().backward()
+    assert values(x.grad) == [18.0, 36.0]
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        tl.ones(2).register_hook(print)

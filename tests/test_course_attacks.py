@@ -36,8 +36,17 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix)
 A = "a1_functions"
 BATCH = [HONEST[0], *ATTACKS, HONEST[1]]
-OUTPUTS = {"autograded", "feedback", "gradebook.db", "grades.csv", "items.csv", ".nbgrader.log"}
+OUTPUTS = {
+    "autograded",
+    "feedback",
+    "gradebook.db",
+    "grades.csv",
+    "items.csv",
+    "integrity.csv",
+    ".nbgrader.log",
+}
 USER = "torchlight-grader-test"
+_CREATED: list[str] = []  # the user, if this run created it (removed again at the end)
 FLAGS = (
     "--Execute.timeout=10",
     "--SandboxedExecute.total_timeout=60",
@@ -95,6 +104,7 @@ def _user() -> tuple[int, int]:
     try:
         entry = pwd.getpwnam(USER)
     except KeyError:
+        _CREATED.append(USER)
         subprocess.run(
             ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
             check=True,
@@ -179,6 +189,9 @@ def batch(request: pytest.FixtureRequest) -> Iterator[Batch]:
                     before, after, graded.returncode, graded.stdout + graded.stderr)  # fmt: skip
     finally:
         shutil.rmtree(where, ignore_errors=True)
+        if _CREATED:
+            subprocess.run(["userdel", USER], check=False, capture_output=True)
+            _CREATED.clear()
 
 
 # ------------------------------------------------------------------------------ the tests
@@ -266,6 +279,39 @@ def test_refused_files_are_never_followed_or_copied(batch: Batch) -> None:
         batch.course / "feedback" / "a1_functions--attack-symlink-notebook" / A / f"{A}.html"
     ).read_text()
     assert "Refused files" in linked
+
+
+def test_integrity_report_names_what_was_undone_and_honest_students_are_clean(batch: Batch) -> None:
+    import csv
+
+    with open(batch.course / "integrity.csv", newline="", encoding="utf-8") as f:
+        rows = [(r["student"], r["finding"]) for r in csv.DictReader(f)]
+    findings = {s: [f for t, f in rows if t == s] for s in {t for t, _ in rows}}
+    for sub in HONEST:
+        assert sub.student not in findings, findings.get(sub.student)
+    beside = " ".join(findings["a1_functions--attack-symlinks-beside"])
+    assert "answers.txt is not a regular file" in beside and "gradebook.db" in beside, beside
+    bogus = findings["a1_functions--attack-bogus-metadata"]
+    assert "cell test_tanh was deleted (restored)" in bogus, bogus
+    # no honest student gets nbgrader's checksum warning any more: a warning now means an edit
+    assert "Attribute 'checksum'" not in batch.output
+    assert "gradebook changed outside the grader" not in batch.output
+
+
+def test_a_change_to_the_gradebook_is_reported_naming_the_student() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course_tool", ROOT / "tools" / "course.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    key = ("manual score", "alice", A, A, "test_mul")
+    before = {key: 0.0, ("points", A, A, "test_mul"): 1.0}
+    assert tool.gradebook_changes(before, dict(before)) == []
+    changed = tool.gradebook_changes(before, {**before, key: 1.0})
+    assert changed and "alice" in changed[0], changed
+    assert tool.gradebook_changes(before, {**before, ("points", A, A, "test_mul"): 5.0})
+    assert tool.gradebook_changes({}, {key: 3.0}), "a manual score that appeared"
 
 
 def test_a_broken_notebook_costs_only_its_student(batch: Batch) -> None:

@@ -239,3 +239,23 @@ def test_grading_fails_closed_without_bubblewrap(monkeypatch: pytest.MonkeyPatch
         sandbox.opted_out()
     monkeypatch.setenv(sandbox.OPT_OUT, sandbox.OPT_OUT_VALUE)
     assert sandbox.opted_out()
+
+
+def test_a_grader_installed_in_the_environment_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Installed into site-packages next to torchlight, the grader's folder would be bound with
+    the environment: the sandbox sees it empty."""
+    import os
+
+    base = os.path.realpath(sys.base_prefix)
+    monkeypatch.setattr(sandbox, "_python_paths", lambda: sorted({base, str(ROOT)}))
+    grader = ROOT / "torchlight_grader"
+    probe = f"import os; assert os.listdir({str(grader)!r}) == [], 'grader visible'; print('ok')"
+    proc = subprocess.run(
+        sandbox.command([sys.executable, "-I", "-B", "-c", probe], Limits()),
+        capture_output=True,
+        text=True,
+        env=sandbox.clean_env(sandbox.WORK),
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]

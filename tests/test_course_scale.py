@@ -20,12 +20,18 @@ with the catalog's expectations.
 from __future__ import annotations
 
 import csv
+import json
+import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -66,8 +72,7 @@ EXPORTS = ("grades.csv", "items.csv", "canvas.csv")
 class Term:
     serial: Path
     parallel: Path
-    postgres: Path
-    pg_counts: str
+    postgres: Path  # a copy of the submissions, graded into PostgreSQL by ``pg_counts``
     points: dict[str, float]
     homes: dict[str, Path]
     exchange: Path
@@ -129,23 +134,32 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
         )
 
     parallel = shutil.copytree(course, where / "parallel" / "course", symlinks=True)
-    postgres = shutil.copytree(
+    # Before grading: the PostgreSQL run (its own fixture) starts from the same submissions.
+    shutil.copytree(
         course, where / "postgres" / "course", symlinks=True,
-        ignore=shutil.ignore_patterns("gradebook.db", "release"),
+        ignore=shutil.ignore_patterns("gradebook.db", "release", "logs"),
     )  # fmt: skip
     grade(course, jobs=1)
     grade(parallel, jobs=2)
-    with PostgresServer() as pg:
-        url = pg.create_database("gradebook")
-        setup_gradebook(postgres, [f"--CourseDirectory.db_url={url}"])
-        grade(postgres, jobs=2, db_url=url)
-        counts = pg.psql("gradebook", "SELECT count(*) FROM submitted_assignment")
     # Only what came through the exchange goes back (carol's and dave's have no secret).
     nbgrader(parallel, "release_feedback", A, "--student=*", f"--Exchange.root={exchange}",
              "--CourseDirectory.student_id_exclude=carol,dave")  # fmt: skip
     for name, home in homes.items():
         as_student(home, "fetch_feedback", A, f"--student={name}", exchange=exchange)
-    return Term(course, parallel, postgres, counts, max_points(source), homes, exchange)
+    return Term(
+        course, parallel, where / "postgres" / "course", max_points(source), homes, exchange
+    )
+
+
+@pytest.fixture(scope="module")
+def pg_counts(term: Term) -> str:
+    """The term's submissions graded by two workers into a real PostgreSQL server; returns the
+    number of submissions the server's gradebook holds."""
+    with PostgresServer() as pg:
+        url = pg.create_database("gradebook")
+        setup_gradebook(term.postgres, [f"--CourseDirectory.db_url={url}"])
+        grade(term.postgres, jobs=2, db_url=url)
+        return pg.psql("gradebook", "SELECT count(*) FROM submitted_assignment")
 
 
 def rows(course: Path, name: str) -> list[dict[str, str]]:
@@ -193,7 +207,11 @@ def test_canvas_csv_has_the_roster_and_final_scores(term: Term) -> None:
 
 
 @pytest.mark.parametrize("run", ["parallel", "postgres"])
-def test_concurrent_runs_equal_the_serial_run(term: Term, run: str) -> None:
+def test_concurrent_runs_equal_the_serial_run(
+    term: Term, run: str, request: pytest.FixtureRequest
+) -> None:
+    if run == "postgres":
+        request.getfixturevalue("pg_counts")
     other = getattr(term, run)
     for name in EXPORTS:
         assert (other / name).read_text() == (term.serial / name).read_text(), f"{run}: {name}"
@@ -203,8 +221,8 @@ def test_concurrent_runs_equal_the_serial_run(term: Term, run: str) -> None:
     assert feedback(other) == serial_feedback, run
 
 
-def test_postgres_run_wrote_postgres_only(term: Term) -> None:
-    assert term.pg_counts.strip() == str(len(STUDENTS))
+def test_postgres_run_wrote_postgres_only(term: Term, pg_counts: str) -> None:
+    assert pg_counts.strip() == str(len(STUDENTS))
     assert not (term.postgres / "gradebook.db").exists()
 
 
@@ -247,3 +265,54 @@ def test_late_policy_is_ten_percent_per_started_day() -> None:
     assert plugin.late_submission_penalty("s", 10.0, 30 * DAY) == 10.0
     with pytest.raises(ValueError, match="between 0 and 100"):
         PercentPerDayLate(percent_per_day=150.0).late_submission_penalty("s", 1.0, 1)
+
+
+def test_course_lab_formgrader_lists_the_course_without_the_exchange_banner(term: Term) -> None:
+    """``make course-lab`` on the graded course: the Formgrader finds its config, the gradebook
+    (with the four submissions) and the local exchange."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exchange = term.serial / "exchange"
+    assert not exchange.exists()
+    args = f"--no-browser --port={port} --IdentityProvider.token=course-test"
+    proc = subprocess.Popen(
+        ["make", "-s", "-C", str(ROOT), "course-lab", f"COURSE={term.serial}", f"LAB_ARGS={args}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assignments = _get_json(port, "/formgrader/api/assignments", proc)
+        a1 = next(a for a in assignments if a["name"] == A)
+        assert a1["num_submissions"] == len(STUDENTS), a1
+        assert a1["max_score"] == sum(term.points.values())
+        page = _get(port, "/formgrader/manage_assignments")
+        assert "torchlight-autograd" in page or A in page
+        assert "does not exist" not in page, "the exchange banner is shown"
+        assert exchange.is_dir() and exchange.stat().st_mode & 0o1777 == 0o1777
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _get(port: int, path: str) -> str:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", headers={"Authorization": "token course-test"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.read().decode()
+
+
+def _get_json(port: int, path: str, proc: subprocess.Popen[bytes], wait: float = 180) -> Any:
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return json.loads(_get(port, path))
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                raise AssertionError(f"course-lab did not serve {path}:\n{err[-3000:]}") from None
+            time.sleep(1)

@@ -1,4 +1,5 @@
-"""Every runnable example in the core's docstrings is a test (doctest)."""
+"""Every runnable example in the library's docstrings is a test (doctest): the one list of
+modules with examples, core, backends, nn, optim, data, checkpoint and viz alike."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import importlib
 
 import pytest
 
-CORE_MODULES = [
+MODULES = [
     "torchlight",
     "torchlight.autograd",
     "torchlight.creation",
@@ -26,11 +27,62 @@ CORE_MODULES = [
     "torchlight.return_types",
     "torchlight.serialization",
     "torchlight.tensor_extras",
+    # backends
+    "torchlight.backends.scalar_ops",
+    "torchlight.backends.strided",
+    "torchlight.backends.strided_layout",
+    "torchlight.backends.strided_storage",
+    "torchlight.backends.numba_backend",
+    "torchlight.backends.numba_kernels",
+    "torchlight.backends.numba_expf",
+    # nn, optim, data, checkpoint
+    "torchlight.nn",
+    "torchlight.nn.module",
+    "torchlight.nn.layers",
+    "torchlight.nn.conv",
+    "torchlight.nn.functional",
+    "torchlight.nn.init",
+    "torchlight.nn.activation",
+    "torchlight.nn.container",
+    "torchlight.nn.hooks",
+    "torchlight.nn.loss",
+    "torchlight.nn.sparse",
+    "torchlight.nn.padding",
+    "torchlight.nn.pooling",
+    "torchlight.nn.conv_general",
+    "torchlight.nn.utils",
+    "torchlight.nn.utils.clip_grad",
+    "torchlight.nn.utils.convert_parameters",
+    "torchlight.nn.normalization",
+    "torchlight.nn.attention",
+    "torchlight.nn.recurrent",
+    "torchlight.nn.transformer",
+    "torchlight.optim",
+    "torchlight.optim.sgd",
+    "torchlight.optim.adam",
+    "torchlight.optim.rmsprop",
+    "torchlight.optim.adagrad",
+    "torchlight.optim.lr_scheduler",
+    "torchlight.data",
+    "torchlight.data.loader",
+    "torchlight.data.toy",
+    "torchlight.data.digits",
+    "torchlight.checkpoint",
+    # viz
+    "torchlight.viz",
+    "torchlight.viz.view",
+    "torchlight.viz.graph",
+    "torchlight.viz.layout",
+    "torchlight.viz.svg",
+    "torchlight.viz.widgets",
+    "torchlight.viz.training",
+    "torchlight.viz.modules",
+    "torchlight.viz.plots",
 ]
 
 
-@pytest.mark.parametrize("name", CORE_MODULES)
-def test_docstring_examples(name):
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0, f"{name} lost its examples"

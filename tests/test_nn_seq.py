@@ -106,23 +106,3 @@ def test_wrong_shapes_are_named() -> None:
         nn.MultiheadAttention(6, 4)
     with pytest.raises(ValueError, match="block_size"):
         nn.GPT(5, block_size=2, d_model=8, nhead=2, num_layers=1)(tl.tensor([[1, 2, 3]]))
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "torchlight.nn.normalization",
-        "torchlight.nn.attention",
-        "torchlight.nn.recurrent",
-        "torchlight.nn.transformer",
-    ],
-)
-def test_docstring_examples(name: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(
-        importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE
-    )
-    assert result.attempted > 0, f"{name} lost its examples"
-    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"

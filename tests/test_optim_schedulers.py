@@ -100,6 +100,45 @@ def test_state_of_a_parameter_without_steps_is_empty_as_in_pytorch():
 # Two groups (lr 0.1 and 0.5) of an SGD(momentum=0.9); [group lrs] at construction and after each
 # scheduler.step(), recorded from PyTorch 2.13.0.
 SCHEDULES = {
+    "ConstantLR": [
+        [0.025, 0.125],
+        [0.025, 0.125],
+        [0.025, 0.125],
+        [0.1, 0.5],
+        [0.1, 0.5],
+        [0.1, 0.5],
+    ],
+    "PolynomialLR": [
+        [0.1, 0.5],
+        [0.05625, 0.28125],
+        [0.024999999999999998, 0.125],
+        [0.0062499999999999995, 0.03125],
+        [0.0, 0.0],
+        [0.0, 0.0],
+        [0.0, 0.0],
+    ],
+    "CosineAnnealingWarmRestarts": [
+        [0.1, 0.5],
+        [0.0775, 0.3775],
+        [0.032500000000000015, 0.13250000000000006],
+        [0.1, 0.5],
+        [0.09397114317029975, 0.4671762239271875],
+        [0.0775, 0.3775],
+        [0.05500000000000001, 0.255],
+        [0.032500000000000015, 0.13250000000000006],
+        [0.01602885682970026, 0.04282377607281252],
+        [0.1, 0.5],
+        [0.09846666218300808, 0.4916518274408217],
+        [0.09397114317029975, 0.4671762239271875],
+    ],
+    "ChainedScheduler": [
+        [0.05, 0.25],
+        [0.045000000000000005, 0.225],
+        [0.08100000000000002, 0.405],
+        [0.07290000000000002, 0.36450000000000005],
+        [0.06561000000000002, 0.32805000000000006],
+        [0.05904900000000002, 0.2952450000000001],
+    ],
     "StepLR": [
         [0.1, 0.5],
         [0.1, 0.5],
@@ -215,6 +254,18 @@ MOMENTUM = {  # param_groups[0]["momentum"] after each step, from PyTorch 2.13.0
     ],
 }
 MAKE = {
+    "ConstantLR": (lambda o: L.ConstantLR(o, factor=0.25, total_iters=3), 5),
+    "PolynomialLR": (lambda o: L.PolynomialLR(o, total_iters=4, power=2.0), 6),
+    "CosineAnnealingWarmRestarts": (
+        lambda o: L.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.01),
+        11,
+    ),
+    "ChainedScheduler": (
+        lambda o: L.ChainedScheduler(
+            [L.ConstantLR(o, factor=0.5, total_iters=2), L.ExponentialLR(o, gamma=0.9)]
+        ),
+        5,
+    ),
     "StepLR": (lambda o: L.StepLR(o, 3, 0.5), 8),
     "MultiStepLR": (lambda o: L.MultiStepLR(o, [2, 5, 5], 0.1), 7),
     "ExponentialLR": (lambda o: L.ExponentialLR(o, 0.9), 5),
@@ -269,7 +320,8 @@ def test_schedule_matches_pytorch(name):
 
 
 def test_closed_forms_agree_with_the_chained_steps():
-    for name in ("StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LinearLR"):
+    closed_forms = ("StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LinearLR")
+    for name in (*closed_forms, "ConstantLR", "PolynomialLR"):
         make, steps = MAKE[name]
         opt = two_groups()
         scheduler = make(opt)
@@ -352,3 +404,20 @@ def test_scheduler_errors_say_what_was_expected():
         opt = two_groups()
         L.SequentialLR(opt, [L.StepLR(opt, 2)], milestones=[3])
     assert math.isclose(L.CosineAnnealingLR(two_groups(), 5).get_last_lr()[0], 0.1)
+
+
+def test_warm_restarts_stepped_per_batch_with_fractional_epochs():
+    opt = optim.SGD([nn.Parameter(tl.zeros(1))], lr=1.0)
+    scheduler = L.CosineAnnealingWarmRestarts(opt, T_0=1, T_mult=2, eta_min=0.1)
+    lrs = []
+    for epoch in range(4):
+        for i in range(4):
+            opt.step()
+            scheduler.step(epoch + i / 4)
+            lrs.append(opt.param_groups[0]["lr"])
+    expected = [  # PyTorch 2.13.0, the same loop
+        1.0, 0.8681980515339464, 0.55, 0.23180194846605365, 1.0, 0.9657457896300791,
+        0.8681980515339464, 0.7222075445642904, 0.55, 0.3777924554357096, 0.23180194846605365,
+        0.13425421036992097, 1.0, 0.9913533761814537, 0.9657457896300791, 0.9241613255361454,
+    ]  # fmt: skip
+    np.testing.assert_allclose(lrs, expected, rtol=1e-12)

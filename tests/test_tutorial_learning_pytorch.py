@@ -11,8 +11,8 @@ iterations. The tests run each on torchlight and compare with
 - the least-squares cubic fit of $\\sin$ on $[-\\pi, \\pi]$, computed with numpy, for the programs
   whose starting weights come from ``nn.Linear``;
 
-and check that each trains (the loss drops a lot). The programs need ``tl.sin``, ``x -= ...``
-on tensors (issue 13 item 1) and RMSprop.
+and check that each trains (the loss drops a lot). The programs exercise ``tl.sin``,
+``tl.device``, ``x -= ...`` on tensors (issue 13 item 1), custom Functions, RMSprop and SGD.
 """
 
 from __future__ import annotations

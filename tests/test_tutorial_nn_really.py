@@ -14,7 +14,7 @@ CNNs) instead of two. Checks:
   nn.Sequential with Lambda, WrappedDataLoader, AdaptiveAvgPool2d) trains: the validation loss
   falls far below its starting value ($\\log 10$ for a uniform guess) and accuracy is high.
 
-Needs ``x -= ...`` on tensors (issue 13 item 1, the engine branch) and ``tl.argmax`` (the ops branch).
+They exercise ``x -= ...`` on tensors under ``no_grad`` (issue 13 item 1) and ``tl.argmax``.
 """
 
 from __future__ import annotations

@@ -77,8 +77,88 @@ FAILED = re.compile(r"There was an error processing assignment '([^']*)' for stu
 EXPORTER = "torchlight_grader.export.ItemCsvExportPlugin"
 
 
+def gradebook_snapshot(course: Path) -> dict[tuple[str, ...], object]:
+    """What only the instructor (``generate_assignment``, the formgrader) may change: every
+    source cell (source, checksum, locked), every test cell's points, every manual score."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    snapshot: dict[tuple[str, ...], object] = {}
+    db = course / "gradebook.db"
+    if not db.exists():
+        return snapshot
+    with Gradebook(f"sqlite:///{db}") as gb:
+        for assignment in gb.assignments:
+            for nb in assignment.notebooks:
+                key = (assignment.name, nb.name)
+                for cell in nb.source_cells:
+                    value = (cell.source, cell.checksum, cell.locked, cell.cell_type)
+                    snapshot[("source cell", *key, cell.name)] = value
+                for cell in nb.grade_cells:
+                    snapshot[("points", *key, cell.name)] = float(cell.max_score)
+            for student in gb.students:
+                try:
+                    submission = gb.find_submission(assignment.name, student.id)
+                except MissingEntry:
+                    continue
+                for snb in submission.notebooks:
+                    for g in snb.grades:
+                        snapshot[
+                            ("manual score", student.id, assignment.name, snb.name, g.name)
+                        ] = g.manual_score
+    return snapshot
+
+
+def gradebook_changes(before: dict, after: dict) -> list[str]:
+    """Changes autograde never makes: any change to a source cell, to points or to a manual
+    score (new submissions start without one)."""
+    changes = []
+    for key in sorted(before.keys() | after.keys(), key=str):
+        kind = key[0]
+        if kind == "manual score" and before.get(key) is None and after.get(key) is None:
+            continue
+        if before.get(key) != after.get(key):
+            changes.append(
+                f"{kind} {'/'.join(key[1:])}: {before.get(key)!r:.80} -> {after.get(key)!r:.80}"
+            )
+    return changes
+
+
+def integrity_report(course: Path) -> Path:
+    """``integrity.csv``: per student and notebook, what the grader found and undid (edited or
+    deleted locked/test cells, changed metadata, refused files) and where the in-kernel score
+    of a test cell differs from the isolated grade."""
+    import csv
+
+    path = course / "integrity.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "assignment", "notebook", "finding"])
+        for nb_path in sorted((course / "autograded").glob("*/*/*.ipynb")):
+            student, assignment = nb_path.parts[-3], nb_path.parts[-2]
+            nb = nbformat.read(nb_path, as_version=4)
+            report = nb.metadata.get("torchlight", {})
+            rows = [*report.get("refused", []), *report.get("findings", [])]
+            for cell in nb.cells:
+                mark = cell.metadata.get("torchlight")
+                if isinstance(mark, dict) and bool(mark.get("kernel_score")) != bool(
+                    mark.get("passed")
+                ):
+                    grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+                    rows.append(
+                        f"test cell {grade_id}: in-kernel score {mark.get('kernel_score')}, "
+                        f"isolated check {'passed' if mark.get('passed') else 'failed'}"
+                    )
+            for row in rows:
+                writer.writerow([student, assignment, nb_path.stem, row])
+    return path
+
+
 def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -> int:
-    """autograde, generate_feedback, grades.csv, items.csv: all four steps, failures at the end."""
+    """autograde, generate_feedback, grades.csv, items.csv: all four steps, failures at the end.
+
+    After autograde the gradebook is checked against a snapshot taken before it: a change the
+    grader did not make fails loudly, naming the student or the cell.
+    """
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     steps = [
@@ -88,6 +168,7 @@ def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -
         ("export_items", ["export", f"--exporter={EXPORTER}", "--to=items.csv"]),
     ]
     failures: list[str] = []
+    before = gradebook_snapshot(course)
     for name, args in steps:
         start = time.perf_counter()
         proc = subprocess.run(
@@ -99,6 +180,12 @@ def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -
         if proc.returncode != 0:
             found = FAILED.findall(proc.stdout + proc.stderr)
             failures += [f"{name}: {a} of student {s}" for a, s in found] or [f"{name} failed"]
+        if name == "autograde":
+            failures += [
+                f"gradebook changed outside the grader: {c}"
+                for c in gradebook_changes(before, gradebook_snapshot(course))
+            ]
+            print(f"integrity report: {integrity_report(course)}")
     if failures:
         print(f"grading finished with {len(failures)} failure(s):", file=sys.stderr)
         for failure in failures:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -58,6 +59,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 EXPORTER = "torchlight_grader.exports.CourseExportPlugin"  # grades.csv, items.csv, canvas.csv
 LOCKED = "database is locked"
+NBGRADER_FAILED = re.compile(
+    r"There was an error processing assignment '([^']*)' for student '([^']*)'"
+)
 
 
 @dataclass
@@ -203,6 +207,9 @@ def grade(
     seconds["exports"] = time.perf_counter() - start
     for who, runs in failed.items():
         bad = next(r for r in runs if r.returncode != 0)
+        named = sorted({f"{s} ({a})" for r in runs for a, s in NBGRADER_FAILED.findall(r.output)})
+        if named:
+            who = f"{who}: {', '.join(named)}"
         print(f"FAILED {who}: nbgrader {' '.join(bad.args)} (exit {bad.returncode}), log in "
               f"{log_dir}\n{bad.output[-1500:]}", file=sys.stderr)  # fmt: skip
     return list(failed), seconds

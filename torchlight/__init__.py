@@ -49,6 +49,7 @@ from torchlight.dtypes import (
 from torchlight.functional_forms import *  # noqa: F403 - each name is listed in __all__ below
 from torchlight.functional_forms import __all__ as _FUNCTION_FORMS
 from torchlight.tensor import Tensor
+from torchlight.tensor_ops import ExpandedViewWriteError
 
 bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
 float, double, long, int = float32, float64, int64, int32  # noqa: A001 - PyTorch's aliases
@@ -68,7 +69,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "DType", "Tensor", "arange", "autograd", "backends", "bool", "cat", "empty", "empty_like",
+    "DType", "ExpandedViewWriteError", "Tensor", "arange", "autograd", "backends", "bool", "cat", "empty", "empty_like",
     "enable_grad", "eye", "float32", "float64", "full", "full_like", "functions",
     "get_default_backend", "get_default_dtype", "int32", "int64", "is_grad_enabled", "linspace",
     "manual_seed", "no_grad", "ones", "ones_like", "rand", "rand_like", "randint", "randn",

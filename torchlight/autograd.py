@@ -95,11 +95,14 @@ class Variable(Protocol):
     history: History | None
     requires_grad: bool
     _retains_grad: bool
+    _hooks: tuple[Any, ...]
 
     @property
     def shape(self) -> tuple[int, ...]: ...
 
     def _accumulate_grad(self, grad: Any) -> None: ...
+
+    def _lift(self, value: Any) -> Any: ...
 
 
 _FREED = (
@@ -398,6 +401,9 @@ def backward_steps(root: Variable, grad: Any) -> Iterator[tuple[Any, Any, list[t
         grad = grads.pop(id(node), None)
         if grad is None:  # no gradient reaches it (a backward returned None for it)
             continue
+        for hook in node._hooks:  # Tensor.register_hook: may replace the gradient
+            changed = hook(grad)
+            grad = grad if changed is None else node._lift(changed)
         sends = [] if node.history is None else node.history.chain_rule(grad)
         yield node, grad, sends
         for parent, share in sends:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from torchlight.autograd import Context, Function
+from torchlight.shape import reduced_shape
 
 if TYPE_CHECKING:
     from torchlight.backends import Backend
@@ -332,7 +333,7 @@ class Sum(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool) -> Tensor:
-        ctx.shape, ctx.kept = a.shape, _kept_shape(a.shape, dims)
+        ctx.shape, ctx.kept = a.shape, reduced_shape(a.shape, dims, keepdim=True)
         return a._reduce("sum", dims, keepdim)
 
     @staticmethod
@@ -350,7 +351,7 @@ class Max(Function):
         out = a.reduce(op, dims, True)
         ctx.save_for_backward(a, out)
         ctx.dims, ctx.kept = dims, out.shape
-        return out if keepdim else out.reshape(_dropped_shape(a.shape, dims))
+        return out if keepdim else out.reshape(reduced_shape(a.shape, dims, keepdim=False))
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
@@ -461,14 +462,6 @@ class Cat(Function):
             grads.append(grad_output[index])
             start += size
         return tuple(grads)
-
-
-def _kept_shape(shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(1 if d in dims else n for d, n in enumerate(shape))
-
-
-def _dropped_shape(shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(n for d, n in enumerate(shape) if d not in dims)
 
 
 class Min(Max):

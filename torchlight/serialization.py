@@ -17,9 +17,7 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
-import zipfile
 from typing import Any
 
 import numpy as np
@@ -36,6 +34,8 @@ def save(obj: Any, f: str | os.PathLike[str]) -> None:
     Raises:
         TypeError: for an object that cannot be saved, naming where it is in ``obj``.
     """
+    import json  # (here, not at the top: `import torchlight` stays fast)
+
     from torchlight.checkpoint import _atomic_write
 
     arrays: dict[str, np.ndarray] = {}
@@ -52,6 +52,9 @@ def load(f: str | os.PathLike[str], map_location: Any = None) -> Any:
     Raises:
         ValueError: when ``f`` is not a file :func:`save` wrote (or is damaged).
     """
+    import json
+    import zipfile
+
     try:
         with np.load(os.fspath(f), allow_pickle=False) as npz:
             header = json.loads(npz[_HEADER].tobytes().decode("utf-8"))

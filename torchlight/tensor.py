@@ -58,6 +58,7 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
     __slots__ = (
         "__weakref__",
         "_grad",
+        "_hooks",
         "_retains_grad",
         "_version",
         "backend",
@@ -87,6 +88,7 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         self.name: str | None = None
         self._grad: Tensor | None = None
         self._retains_grad = False
+        self._hooks: tuple[Any, ...] = ()  # functions of this tensor's gradient (register_hook)
         # How many in-place changes this storage has seen: shared by every view of it.
         self._version = _Version() if version is None else version
 
@@ -176,7 +178,7 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
     @property
     def T(self) -> Tensor:  # noqa: N802 - PyTorch's name
         """The dimensions reversed (the transpose of a matrix)."""
-        return self.permute(*reversed(range(self.ndim)))
+        return fn.Permute.apply(self, tuple(reversed(range(self.ndim))))  # (always a valid order)
 
     # ------------------------------------------------------------------ autograd
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -198,6 +200,26 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
             )
         self.requires_grad = requires_grad
         return self
+
+    def register_hook(self, hook: Any) -> _RemovableHook:
+        """Call ``hook(grad)`` when backward has this tensor's complete gradient, before it is
+        passed on (or stored in ``.grad``); if the hook returns a tensor, that is used instead
+        (PyTorch's ``register_hook``). Returns a handle whose ``remove()`` unregisters it.
+
+        Example:
+            >>> import torchlight as tl
+            >>> x = tl.tensor([1.0, 2.0], requires_grad=True)
+            >>> handle = x.register_hook(lambda g: g * 10)
+            >>> (x * x).sum().backward(); x.grad
+            tensor([20., 40.])
+        """
+        if not self.requires_grad:
+            raise RuntimeError(
+                "cannot register a hook on a tensor that does not require grad: its gradient "
+                "is never computed; create it with requires_grad=True"
+            )
+        self._hooks = (*self._hooks, hook)
+        return _RemovableHook(self, hook)
 
     def retain_grad(self) -> Tensor:
         """Keep ``.grad`` on this non-leaf tensor during the next backward."""
@@ -479,6 +501,16 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         from torchlight.printing import tensor_html
 
         return tensor_html(self)
+
+
+class _RemovableHook:
+    """What ``register_hook`` returns: ``remove()`` takes the hook off the tensor again."""
+
+    def __init__(self, tensor: Tensor, hook: Any) -> None:
+        self._tensor, self._hook = tensor, hook
+
+    def remove(self) -> None:
+        self._tensor._hooks = tuple(h for h in self._tensor._hooks if h is not self._hook)
 
 
 def _only_unrecorded(name: str, *tensors: Tensor) -> None:

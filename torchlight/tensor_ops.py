@@ -225,16 +225,22 @@ class TensorOps:
         """The smallest element: ``x.min()``, ``(values, indices) = x.min(dim)``, ``x.min(other)``."""
         return _max_or_min(self, "min", dim, keepdim)
 
-    def mse_loss(self: Tensor, target: Any) -> Tensor:
-        r"""Mean squared error $\frac{1}{n}\sum_i (x_i - t_i)^2$ against ``target``."""
+    def mse_loss(self: Tensor, target: Any, reduction: str = "mean") -> Tensor:
+        r"""Mean squared error $\frac{1}{n}\sum_i (x_i - t_i)^2$ against ``target`` (or the
+        sum, or each term: ``reduction="sum"``/``"none"``); ``F.mse_loss`` is this."""
         target = self._lift(target)
         if target.shape != self.shape:
             raise ValueError(
-                f"mse_loss: the input has shape {self.shape} but the target has shape "
-                f"{target.shape}; they must match"
+                f"mse_loss: input {self.shape} and target {target.shape} must have the same shape"
+            )
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(
+                f"mse_loss: reduction must be one of ('mean', 'sum', 'none'), got {reduction!r}"
             )
         diff = self - target
-        return (diff * diff).mean()
+        if reduction == "none":
+            return diff * diff
+        return (diff * diff).mean() if reduction == "mean" else (diff * diff).sum()
 
     # ---------------------------------------------------------------- layout
     def view(self: Tensor, *shape: Any) -> Tensor:
@@ -359,12 +365,8 @@ class TensorOps:
                 raise _cannot_store(what, result, self)
             return _setitem(self, (...,), result, what)  # casts and checks the shape
         self._check_backend(other, what)
-        try:
-            backend.zip(op, a, b, a)
-        except ValueError as error:
-            if "read-only" in str(error):
-                raise RuntimeError(_EXPANDED.format(what=what)) from None
-            raise
+        _check_writable(self, what)
+        backend.zip(op, a, b, a)
         self._version.value += 1
         return self
 
@@ -420,14 +422,20 @@ def _setitem(self: Tensor, index: Any, value: Any, what: str) -> Tensor:
     if hasattr(value, "backend"):
         self._check_backend(value, what)
         value = value.storage
-    try:
-        self.backend.setitem(self.storage, index, value)
-    except ValueError as error:
-        if "read-only" in str(error):
-            raise RuntimeError(_EXPANDED.format(what=what)) from None
-        raise
+    _check_writable(self, what)
+    self.backend.setitem(self.storage, index, value)
     self._version.value += 1
     return self
+
+
+class ExpandedViewWriteError(RuntimeError):
+    """A write into an expanded view (``x.expand(...)``), where several elements share one
+    memory location, so no value could be written to one of them alone."""
+
+
+def _check_writable(self: Tensor, what: str) -> None:
+    if any(step == 0 and n > 1 for n, step in zip(self.shape, self.stride(), strict=True)):
+        raise ExpandedViewWriteError(_EXPANDED.format(what=what))
 
 
 def _cannot_store(what: str, result: Tensor, self: Tensor) -> RuntimeError:

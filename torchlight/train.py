@@ -159,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
     ]
     p = argparse.ArgumentParser(
         prog=_command_name(sys.argv[0]),
-        description="Train a small model on the digits or a toy 2-D data set.",
+        description="Train a small model on the digits or a toy 2-D data set, or a language model "
+        "(gpt, lstm) on Shakespeare.",
         epilog="defaults (flags override them):\n" + "\n".join(lines),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -102,6 +102,9 @@ class CheckSubmission(NbGraderPreprocessor):
             problems.append(f"{refused} is not a regular file (a symbolic link?)")
         if not isinstance(nb.get("metadata"), dict):
             nb.metadata = {}
+        # what the grader finds travels in the notebook from the sanitize to the autograde
+        # step (nbgrader gives each its own resources); whatever the student put there goes
+        nb.metadata["torchlight"] = {"findings": [], "refused": []}
         for cell in nb.cells:
             meta = cell.get("metadata")
             if not isinstance(meta, dict):
@@ -113,7 +116,7 @@ class CheckSubmission(NbGraderPreprocessor):
             text = "**Refused files.** " + "; ".join(problems) + ". Hand in regular files only."
             self.log.warning("refused in %s: %s", folder, "; ".join(problems))
             nb.cells.insert(0, new_markdown_cell(inert_markdown(text)))
-            resources.setdefault("torchlight", {})["refused"] = problems
+            nb.metadata["torchlight"]["refused"] = problems
         return nb, resources
 
 
@@ -134,6 +137,11 @@ class SanitizeNotebook(NbGraderPreprocessor):
         meta = nb.get("metadata", {})
         kernelspec = meta.get("kernelspec") if isinstance(meta, dict) else None
         nb.metadata = {"language_info": {"name": "python"}}
+        report = resources.get("torchlight", {})
+        nb.metadata["torchlight"] = {
+            "findings": list(report.get("findings", [])),
+            "refused": list(report.get("refused", [])),
+        }
         if isinstance(kernelspec, dict):
             nb.metadata["kernelspec"] = {
                 k: str(kernelspec[k])[:100] for k in ("name", "display_name", "language")

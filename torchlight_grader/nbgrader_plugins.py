@@ -101,22 +101,36 @@ class RestoreGradedCells(NbGraderPreprocessor):
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         layout = Layout.load(resources)
+        findings = nb.metadata.setdefault("torchlight", {}).setdefault("findings", [])
         present = set()
         for cell in nb.cells:
             grade_id = grade_id_of(cell)
             if "nbgrader" not in cell.get("metadata", {}):
                 continue
             if grade_id not in layout.source or grade_id in present:
-                self.log.warning("dropping unknown nbgrader metadata %r", grade_id)
+                findings.append(f"unknown nbgrader metadata {str(grade_id)[:60]!r} dropped")
                 del cell.metadata["nbgrader"]
                 continue
             present.add(grade_id)
-            cell.metadata["nbgrader"] = layout.metadata(grade_id)
-            if cell.cell_type != layout.source[grade_id]["cell_type"]:
-                self._set_type(cell, layout.source[grade_id]["cell_type"])
+            wanted = layout.metadata(grade_id)
+            if any(cell.metadata["nbgrader"].get(k) != v for k, v in wanted.items()):
+                findings.append(f"nbgrader metadata of cell {grade_id} changed (restored)")
+            cell.metadata["nbgrader"] = wanted
+            info = layout.source[grade_id]
+            if cell.cell_type != info["cell_type"]:
+                findings.append(f"cell {grade_id} changed to {cell.cell_type} (restored)")
+                self._set_type(cell, info["cell_type"])
+            if info["locked"]:
+                # The release shows test cells without their hidden tests: that is no edit.
+                handed_in = cell.source.strip()
+                if handed_in not in (info["source"].strip(), released(info["source"]).strip()):
+                    findings.append(f"locked cell {grade_id} was edited (restored)")
+                    self.log.warning("locked cell %s was edited by the student; restored", grade_id)
+                cell.source = info["source"]  # so nbgrader's checksum check agrees
         for n, grade_id in enumerate(layout.order):
             if grade_id in present or layout.role(grade_id) not in ("test", "locked"):
                 continue
+            findings.append(f"cell {grade_id} was deleted (restored)")
             self.log.warning("restoring deleted cell %r", grade_id)
             before = [g for g in layout.order[:n] if g in present]
             index = 0
@@ -144,6 +158,11 @@ class RestoreGradedCells(NbGraderPreprocessor):
 HIDDEN_TESTS = re.compile(
     r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.M | re.S
 )
+
+
+def released(source: str) -> str:
+    """A cell's source as the release shows it: without its hidden tests."""
+    return HIDDEN_TESTS.sub("", source)
 
 
 def course_paths(resources: dict[str, Any]) -> list[str]:
@@ -322,6 +341,9 @@ class IsolatedGrader(NbGraderPreprocessor):
         start = time.perf_counter()
         layout = Layout.load(resources)
         notebook = resources["nbgrader"]["notebook"]
+        report = nb.metadata.get("torchlight")  # CheckSubmission's and RestoreGradedCells'
+        if isinstance(report, dict):  # kept for SanitizeNotebook: ClearMetadata drops it
+            resources["torchlight"] = report
         cells: list[Cell] = []
         tests: dict[str, Any] = {}
         for cell in nb.cells:

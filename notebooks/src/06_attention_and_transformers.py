@@ -209,6 +209,59 @@ sample = generate(gpt, chars.encode("ROMEO:\n"), max_new_tokens=200, block_size=
 print(chars.decode(sample))
 
 # %% [markdown]
+# ## 8. Before attention: why recurrent nets forget
+#
+# An RNN carries information forward only through its hidden state, $h_t = \tanh(W_{hh} h_{t-1}
+# + W_{ih} x_t + b)$, so the gradient of the last state with respect to an early input is a
+# product of one Jacobian per step, $\prod_t \mathrm{diag}(1 - h_t^2) W_{hh}$, which shrinks
+# geometrically. The LSTM's cell state is updated by *addition*, $c_t = f \odot c_{t-1} + i
+# \odot g$: its gradient is scaled by the forget gate $f$ only, so with $f$ near 1 (a positive
+# forget-gate bias) it survives many steps. Attention sidesteps the problem: every position
+# reaches every other in one step. Here is $\lVert \partial h_{T} / \partial x_t \rVert$ for
+# $T = 60$:
+
+# %% jupyter={"source_hidden": true}
+def log_plot(series, width=420, height=180):
+    """SVG: lines of log10(values) over the step t, one per (label, values, colour)."""
+    lo, hi = -17, 1
+    left, top, plot_w, plot_h = 44, 10, width - 150, height - 40
+    def xy(t, v, n):
+        y = (hi - np.log10(max(v, 10.0**lo))) / (hi - lo)
+        return f"{left + plot_w * t / (n - 1):.1f},{top + plot_h * y:.1f}"
+    parts = []
+    for e in range(lo + 1, hi + 1, 4):
+        y = top + plot_h * (hi - e) / (hi - lo)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#ddd"/>'
+                     f'<text x="{left - 4}" y="{y + 3:.1f}" text-anchor="end">1e{e}</text>')
+    for k, (label, values, colour) in enumerate(series):
+        points = " ".join(xy(t, v, len(values)) for t, v in enumerate(values))
+        parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>'
+                     f'<text x="{left + plot_w + 8}" y="{top + 14 + 16 * k}" fill="{colour}">{label}</text>')
+    parts.append(f'<text x="{left}" y="{height - 8}">input step t (0 = first) of {len(values)}</text>')
+    return SVG(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+               f'font-family="sans-serif" font-size="10">{"".join(parts)}</svg>')
+
+
+# %%
+def gradient_over_time(layer, steps=60):
+    x = tl.randn(steps, 1, 8, dtype=tl.float64, requires_grad=True)
+    out, _ = layer(x)
+    out[-1].sum().backward()  # d h_T / d x_t for every t
+    return (x.grad**2).sum((1, 2)).sqrt().numpy()
+
+
+tl.manual_seed(0)
+rnn, lstm, lstm_remembers = (layer.double() for layer in (nn.RNN(8, 32), nn.LSTM(8, 32), nn.LSTM(8, 32)))
+with tl.no_grad():
+    lstm_remembers.bias_ih_l0[32:64] = 2.0  # the forget gate's bias: f = sigmoid(2 + ...) ~ 0.9
+curves = [("RNN (tanh)", gradient_over_time(rnn), "#d93025"),
+          ("LSTM", gradient_over_time(lstm), "#1a73e8"),
+          ("LSTM, forget bias 2", gradient_over_time(lstm_remembers), "#188038")]
+for label, values, _ in curves:
+    print(f"{label:20s} first step {values[0]:.1e}, last step {values[-1]:.1e}")
+log_plot(curves)
+
+# %% [markdown]
 # ## Summary
 #
 # - Attention is $\mathrm{softmax}(QK^T/\sqrt d)\,V$: a weighted average of the values, the
@@ -220,6 +273,8 @@ print(chars.decode(sample))
 #   $x + f(\mathrm{LN}(x))$ carry the signal and the gradient around every sublayer.
 # - A GPT is embeddings, a stack of such blocks and a (tied) linear head, trained to predict
 #   the next token; sampling with a temperature and top-k turns it into a text generator.
+# - Through a recurrent net, gradients shrink geometrically with distance; the LSTM's additive
+#   cell state (with its forget gate near 1) keeps them, and attention needs no long path.
 #
 # ## Exercises
 #

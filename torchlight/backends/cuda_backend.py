@@ -68,9 +68,10 @@ from torchlight.backends.strided_layout import (
     basic_index,
     expand_strides,
     is_basic_index,
+    is_contiguous,
     position_table,
 )
-from torchlight.shape import broadcast_shape, strides_from_shape
+from torchlight.shape import broadcast_shape, reduced_shape, strides_from_shape
 
 # The kernels live in cuda_kernels.py; their names stay importable from here.
 __all__ = [
@@ -143,6 +144,21 @@ def _strided_args(shape: tuple[int, ...], *operands: CudaStorage) -> tuple[Any, 
     for o, s in zip(operands, strides, strict=True):
         args += [o.buffer, o.offset, s]
     return (*args, shape)
+
+
+def _writable_in_place(out: CudaStorage, dtype: np.dtype, *operands: CudaStorage) -> bool:
+    """Whether a kernel may write its ``dtype`` result straight into ``out`` while it reads
+    ``operands``: ``out`` is its whole buffer in row-major order (the kernels write ``out[i]``),
+    and each operand lives in another buffer or is the same elements in the same layout (each
+    thread reads its element before it writes it)."""
+    if out.dtype != dtype or out.offset != 0 or out.buffer.size != out.size:
+        return False
+    if not is_contiguous(out.shape, out.strides):
+        return False
+    layout = (out.shape, out.strides, out.offset)
+    return all(
+        x.buffer is not out.buffer or (x.shape, x.strides, x.offset) == layout for x in operands
+    )
 
 
 class CudaBackend(LayoutOps):
@@ -230,6 +246,10 @@ class CudaBackend(LayoutOps):
     def zip(
         self, op: str, a: CudaStorage, b: CudaStorage, out: CudaStorage | None = None
     ) -> CudaStorage:
+        if out is not None and _writable_in_place(out, zip_dtype(op, a.dtype, b.dtype), a, b):
+            args = _strided_args(out.shape, a, b)
+            self._launch(zip_kernel(op), out.size, out.buffer, *args)
+            return out
         if out is not None:  # the result, then a copy into ``out`` (safe when out aliases a or b)
             self.setitem(out, (...,), self.zip(op, a, b))
             return out
@@ -240,10 +260,7 @@ class CudaBackend(LayoutOps):
         return out
 
     def reduce(self, op: str, a: CudaStorage, dims: tuple[int, ...], keepdim: bool) -> CudaStorage:
-        kept_shape = tuple(1 if d in dims else n for d, n in enumerate(a.shape))
-        out_shape = (
-            kept_shape if keepdim else tuple(n for d, n in enumerate(a.shape) if d not in dims)
-        )
+        out_shape = reduced_shape(a.shape, dims, keepdim=keepdim)
         out_dtype = reduce_dtype(op, a.dtype)
         count = math.prod(a.shape[d] for d in dims)
         if count == 0 and op != "sum":
@@ -394,6 +411,17 @@ class CudaBackend(LayoutOps):
         shape = list(parts[0].shape)
         shape[dim] = sum(p.shape[dim] for p in parts)
         out = self.empty(shape, np.result_type(*[p.dtype for p in parts]))
+        first = parts[0]
+        alike = (first.shape, first.strides, out.dtype)
+        if out.size and all(
+            p.buffer is first.buffer and (p.shape, p.strides, p.dtype) == alike for p in parts
+        ):  # views of one buffer, alike but for their offsets (im2col's windows): one launch
+            split = (*first.shape[:dim], len(parts), *first.shape[dim:])
+            strides = (*first.strides[:dim], 0, *first.strides[dim:])
+            offsets = cuda.to_device(np.array([p.offset for p in parts], np.int64))
+            args = (out.buffer, first.buffer, offsets, strides, split, dim)
+            self._launch(helper_kernel("cat_views"), out.size, *args)
+            return out
         start = 0
         for part in parts:
             self.setitem(out, (slice(None),) * dim + (slice(start, start + part.shape[dim]),), part)

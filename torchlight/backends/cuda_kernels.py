@@ -4,7 +4,8 @@ Each kernel is written as a plain Python function (``_map_source`` and friends b
 ``cuda.jit`` compiles at its first launch; the tests compile every one for a real GPU with
 ``numba.cuda.compile_ptx`` (:func:`kernel_sources` lists them). What they compute:
 
-- ``map`` / ``zip`` / ``where`` / ``copy`` / ``fill`` / ``gather`` / ``scatter``: *grid-stride
+- ``map`` / ``zip`` / ``where`` / ``copy`` / ``fill`` / ``gather`` / ``scatter`` / ``cat_views``:
+  *grid-stride
   loops*, thread ``i`` taking elements ``i``, ``i + gridsize``, ...: each element's ordinal
   becomes an index (:func:`to_index`), the index a position in each strided operand
   (:func:`index_to_position`; broadcast operands have stride 0);
@@ -24,8 +25,8 @@ this module is first imported: numba then runs the same kernels in its simulator
 
 Example:
     >>> from torchlight.backends.cuda_kernels import kernel_sources   # doctest: +SKIP
-    >>> sorted({name.split()[0] for name, _, _ in kernel_sources()})  # doctest: +SKIP
-    ['argfold', 'copy', 'fill', 'fold', 'gather', 'map', 'matmul', 'reduce', 'scatter', 'scatter_add', 'where', 'zip']
+    >>> sorted({name.split()[0] for name, _, _ in kernel_sources()})[:6]  # doctest: +SKIP
+    ['argfold', 'cat_views', 'copy', 'fill', 'fold', 'gather']
 """
 
 from __future__ import annotations
@@ -256,6 +257,21 @@ def _copy_source() -> Callable[..., None]:
     return copy_kernel
 
 
+def _cat_views_source() -> Callable[..., None]:
+    def cat_views_kernel(
+        dst, src, offsets, src_strides, shape, part_axis
+    ):  # pragma: no cover - runs on the GPU
+        # dst (contiguous, of ``shape``) = the parts cat'ed along ``part_axis``, where part p is
+        # the strided view of ``src`` at offsets[p] (its stride along part_axis is 0): one
+        # launch for the kh*kw window views of a convolution's im2col, not one per view.
+        index = cuda.local.array(len(shape), numba.int64)
+        for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
+            to_index(i, shape, index)
+            dst[i] = src[index_to_position(index, src_strides, offsets[index[part_axis]])]
+
+    return cat_views_kernel
+
+
 def _fill_source() -> Callable[..., None]:
     def fill_kernel(dst, dst_offset, dst_strides, value, shape):  # pragma: no cover
         # dst[index] = value for every index of shape (x.fill_(0), zeros on the GPU)
@@ -387,7 +403,22 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
         row_b = cuda.local.array(TN, dtype)
         next_a = cuda.local.array(LOADS_A, dtype)
         next_b = cuda.local.array(LOADS_B, dtype)
+        # Which tile element each thread loads (the same every step): neighbouring threads
+        # take neighbouring elements in memory, so each warp's loads coalesce. For a row-major
+        # A that is along k; for a transposed A (a_strides[1] == 1) along i; likewise for B.
+        a_row = cuda.local.array(LOADS_A, numba.int32)
+        a_col = cuda.local.array(LOADS_A, numba.int32)
+        b_row = cuda.local.array(LOADS_B, numba.int32)
+        b_col = cuda.local.array(LOADS_B, numba.int32)
         t = cuda.threadIdx.x
+        a_transposed = a_strides[1] == 1 and a_strides[2] != 1
+        b_transposed = b_strides[1] == 1 and b_strides[2] != 1
+        for n in range(LOADS_A):
+            e = t + n * MM_THREADS
+            a_row[n], a_col[n] = (e % BM, e // BM) if a_transposed else (e // BK, e % BK)
+        for n in range(LOADS_B):
+            e = t + n * MM_THREADS
+            b_row[n], b_col[n] = (e % BK, e // BK) if b_transposed else (e // BN, e % BN)
         ti = t // (BN // TN)
         tj = t % (BN // TN)
         row0 = cuda.blockIdx.y * BM
@@ -403,17 +434,13 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
             if step < steps:  # load tile `step` into registers
                 k0 = step * BK
                 for n in range(LOADS_A):
-                    # neighbouring threads read neighbouring k of a row of A (coalesced when A
-                    # is row-major)
-                    e = t + n * MM_THREADS
-                    i = row0 + e // BK
-                    k = k0 + e % BK
+                    i = row0 + a_row[n]
+                    k = k0 + a_col[n]
                     inside = i < M and k < K
                     next_a[n] = a[pa + i * a_strides[1] + k * a_strides[2]] if inside else 0
                 for n in range(LOADS_B):
-                    e = t + n * MM_THREADS
-                    k = k0 + e // BN
-                    j = col0 + e % BN
+                    k = k0 + b_row[n]
+                    j = col0 + b_col[n]
                     inside = k < K and j < N
                     next_b[n] = b[pb + k * b_strides[1] + j * b_strides[2]] if inside else 0
             if step > 0:  # multiply tile step - 1, already in shared memory
@@ -427,14 +454,12 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
                             acc[x, y] += col_a[x] * row_b[y]
             cuda.syncthreads()  # everyone is done reading the tiles
             if step < steps:
-                # (the padding shifts each k-row of tile_a by 4 banks, so that these stores
-                # do not collide in one shared-memory bank)
+                # (the padding shifts each k-row of tile_a by 4 banks, so that the stores of a
+                # row-major A do not collide in one shared-memory bank)
                 for n in range(LOADS_A):
-                    e = t + n * MM_THREADS
-                    tile_a[e % BK, e // BK] = next_a[n]
+                    tile_a[a_col[n], a_row[n]] = next_a[n]
                 for n in range(LOADS_B):
-                    e = t + n * MM_THREADS
-                    tile_b[e // BN, e % BN] = next_b[n]
+                    tile_b[b_row[n], b_col[n]] = next_b[n]
             cuda.syncthreads()  # the new tiles are complete
         for x in range(TM):
             i = row0 + ti + x * (BM // TM)
@@ -451,6 +476,7 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
 _HELPERS = {
     "copy": _copy_source,
     "fill": _fill_source,
+    "cat_views": _cat_views_source,
     "where": _where_source,
     "gather": _gather_source,
     "scatter": _scatter_source,
@@ -536,6 +562,7 @@ def kernel_sources(
     out.append(("copy", _copy_source(), (arr, i64, tup, arr, i64, tup, tup)))
     out.append(("copy 1-d", _copy_source(), (arr, i64, tup1, arr, i64, tup1, tup1)))
     out.append(("fill", _fill_source(), (arr, i64, tup, el, tup)))
+    out.append(("cat_views", _cat_views_source(), (arr, arr, ints, tup3, tup3, i64)))
     out.append(
         ("where", _where_source(), (arr, boolean, i64, tup, arr, i64, tup, arr, i64, tup, tup))
     )

@@ -50,7 +50,7 @@ from torchlight.backends.numba_kernels import (
 from torchlight.backends.numpy_backend import NumpyBackend
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided import expand_strides, position_table
-from torchlight.shape import broadcast_shape
+from torchlight.shape import broadcast_shape, reduced_shape
 
 __all__ = [
     "CHUNK",
@@ -231,10 +231,7 @@ class NumbaBackend(NumpyBackend):
         return out
 
     def reduce(self, op: str, a: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
-        kept_shape = tuple(1 if d in dims else n for d, n in enumerate(a.shape))
-        out_shape = (
-            kept_shape if keepdim else tuple(n for d, n in enumerate(a.shape) if d not in dims)
-        )
+        out_shape = reduced_shape(a.shape, dims, keepdim=keepdim)
         out_dtype = reduce_dtype(op, a.dtype)
         count = math.prod(a.shape[d] for d in dims)
         if count == 0 and op != "sum":

@@ -67,6 +67,7 @@ from torchlight.shape import (
     broadcast_index,
     broadcast_shape,
     index_to_position,
+    reduced_shape,
     strides_from_shape,
     to_index,
 )
@@ -160,7 +161,7 @@ class StridedBackend(LayoutOps):
     ) -> StridedStorage:
         r"""$\mathrm{out}_j = a_{j, r_0} \oplus a_{j, r_1} \oplus \cdots$ over the indices $r$ of ``dims``."""
         combine = scalar_ops.REDUCE[op]
-        kept = tuple(1 if d in dims else n for d, n in enumerate(a.shape))
+        kept = reduced_shape(a.shape, dims, keepdim=True)
         reduced = tuple(a.shape[d] for d in dims)
         count = math.prod(reduced)
         if count == 0 and op != "sum":
@@ -177,7 +178,7 @@ class StridedBackend(LayoutOps):
                 acc = value if (r == 0 and op != "sum") else combine(acc, value)
             out.buffer[ordinal] = store(acc)
         if not keepdim:
-            dropped = tuple(n for d, n in enumerate(a.shape) if d not in dims)
+            dropped = reduced_shape(a.shape, dims, keepdim=False)
             out = StridedStorage(out.buffer, dropped, strides_from_shape(dropped), 0, out.dtype)
         return out
 
@@ -317,7 +318,7 @@ class StridedBackend(LayoutOps):
             out = self.argreduce(op, flat, 0, False)
             return self.view(out, (1,) * len(a.shape)) if keepdim else out
         better = scalar_ops.gt if op == "max" else scalar_ops.lt
-        kept = tuple(1 if d == dim else n for d, n in enumerate(a.shape))
+        kept = reduced_shape(a.shape, (dim,), keepdim=True)
         out = empty(kept, np.int64)
         for ordinal in range(out.size):
             index = to_index(ordinal, kept)
@@ -329,7 +330,7 @@ class StridedBackend(LayoutOps):
                     best, best_value = i, value
             out.buffer[ordinal] = best
         if not keepdim:
-            dropped = tuple(n for d, n in enumerate(a.shape) if d != dim)
+            dropped = reduced_shape(a.shape, (dim,), keepdim=False)
             out = StridedStorage(out.buffer, dropped, strides_from_shape(dropped), 0, out.dtype)
         return out
 

@@ -350,7 +350,8 @@ def nll_loss(
     $(N, d_1, \ldots)$, or $()$) of class indices in $[0, C)$; output scalar, or the target's
     shape with ``reduction="none"``.
     """
-    _check_loss_options("nll_loss", target, weight, reduction)
+    _check_loss_options("nll_loss", weight, reduction)
+    _check_class_indices("nll_loss", target)
     if not _plain_class_target(input, target, weight, ignore_index):
         return class_index_loss("nll_loss", input, target, weight, ignore_index, reduction)
     labels = _check_class_target("nll_loss", input, target)
@@ -382,7 +383,7 @@ def cross_entropy(
         IndexError: a target outside $[0, C)$ (other than ``ignore_index``), naming it and its
             position.
     """
-    _check_loss_options("cross_entropy", target, weight, reduction)
+    _check_loss_options("cross_entropy", weight, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     if (
@@ -392,6 +393,7 @@ def cross_entropy(
     ):
         logp = log_softmax(input, 0 if input.ndim == 1 else 1)
         return probability_target_loss(logp, target, weight, reduction, label_smoothing)
+    _check_class_indices("cross_entropy", target, " (or class probabilities of the input's shape)")
     if label_smoothing > 0.0 or not _plain_class_target(input, target, weight, ignore_index):
         logp = log_softmax(input, 0 if input.ndim == 1 else 1)
         return class_index_loss(
@@ -401,30 +403,22 @@ def cross_entropy(
     return CrossEntropy.apply(input, target, reduction, labels)
 
 
-def _check_loss_options(fn_name: str, target: Any, weight: Any, reduction: str) -> None:
-    if isinstance(weight, str):
+def _check_loss_options(fn_name: str, weight: Any, reduction: str) -> None:
+    if isinstance(weight, str):  # an old call, loss(input, target, "sum")
         raise TypeError(
             f"{fn_name}: the third argument is weight (as in PyTorch), got {weight!r}; pass the "
             f"reduction by name: {fn_name}(input, target, reduction={weight!r})"
         )
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{fn_name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _check_class_indices(fn_name: str, target: Any, hint: str = "") -> None:
     if not isinstance(target, Tensor) or target.dtype.is_floating_point:
-        if (
-            isinstance(target, Tensor)
-            and target.dtype.is_floating_point
-            and fn_name == "cross_entropy"
-        ):
-            return  # probabilities; cross_entropy checks their shape
         got = target.dtype if isinstance(target, Tensor) else type(target).__name__
         raise TypeError(
             f"{fn_name}: target must be a tensor of integer class indices (int64), got {got}; "
-            "convert with .long()"
-            + (
-                " (or give class probabilities of the input's shape)"
-                if fn_name == "cross_entropy"
-                else ""
-            )
+            f"convert with .long(){hint}"
         )
 
 
@@ -440,12 +434,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
 
     Shape: input and target of the same shape.
     """
-    if input.shape != target.shape:
-        raise ValueError(
-            f"mse_loss: input {input.shape} and target {target.shape} must have the same shape"
-        )
-    diff = input - target
-    return _reduce(diff * diff, reduction, "mse_loss")
+    return input.mse_loss(target, reduction)  # the one implementation, in tensor_ops.py
 
 
 def _check_same_shape(fn_name: str, input: Tensor, target: Any) -> Tensor:  # noqa: A002
@@ -467,7 +456,7 @@ def binary_cross_entropy(
 
     Shape: input and target of the same shape, target in $[0, 1]$; ``weight`` broadcasts to it.
     """
-    _check_loss_options_bce("binary_cross_entropy", weight)
+    _check_loss_options("binary_cross_entropy", weight, reduction)
     target = _check_same_shape("binary_cross_entropy", input, target)
     loss = BinaryCrossEntropy.apply(input, target)
     return _reduce(loss if weight is None else loss * weight, reduction, "binary_cross_entropy")
@@ -487,21 +476,13 @@ def binary_cross_entropy_with_logits(
 
     Shape: input and target of the same shape.
     """
-    _check_loss_options_bce("binary_cross_entropy_with_logits", weight)
+    _check_loss_options("binary_cross_entropy_with_logits", weight, reduction)
     target = _check_same_shape("binary_cross_entropy_with_logits", input, target)
     if weight is None and pos_weight is None:
         loss = BinaryCrossEntropyWithLogits.apply(input, target)
     else:
         loss = bce_with_logits_weighted(input, target, weight, pos_weight)
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
-
-
-def _check_loss_options_bce(fn_name: str, weight: Any) -> None:
-    if isinstance(weight, str):
-        raise TypeError(
-            f"{fn_name}: the third argument is weight (as in PyTorch), got {weight!r}; pass the "
-            f"reduction by name: {fn_name}(input, target, reduction={weight!r})"
-        )
 
 
 # --------------------------------------------------------------------------- more of PyTorch's

@@ -33,6 +33,31 @@ def shape_error(layer: Module, expected: str, x: Tensor) -> ValueError:
     )
 
 
+def add_weight_and_bias(
+    layer: Module, weight_shape: tuple[int, ...], bias: bool, dtype: Any
+) -> None:
+    """Give ``layer`` a ``weight`` of ``weight_shape`` and, if ``bias``, a ``bias`` of one value
+    per output (``weight_shape[0]``), then initialize them (``layer.reset_parameters()``).
+    ``Linear`` and the convolutions share this set-up."""
+    layer.weight = Parameter(empty(*weight_shape, dtype=dtype))
+    if bias:
+        layer.bias = Parameter(empty(weight_shape[0], dtype=dtype))
+    else:
+        layer.register_parameter("bias", None)
+    layer.reset_parameters()
+
+
+def reset_weight_and_bias(weight: Tensor, bias: Tensor | None) -> None:
+    r"""PyTorch's default initialization of a layer: ``kaiming_uniform_(weight, a=sqrt(5))``, and
+    the bias from $\mathcal{U}(-1/\sqrt{\text{fan\_in}}, 1/\sqrt{\text{fan\_in}})$, where fan_in is
+    what one output sees (in_features, or in_channels times the kernel area)."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in = weight.numel() // weight.shape[0]
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        init.uniform_(bias, -bound, bound)
+
+
 class Linear(Module):
     r"""$y = x W^T + b$ with $W$ of shape (out_features, in_features).
 
@@ -52,19 +77,11 @@ class Linear(Module):
     ) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(empty(out_features, in_features, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        add_weight_and_bias(self, (out_features, in_features), bias, dtype)
 
     def reset_parameters(self) -> None:
         """PyTorch's default: kaiming_uniform_ with a = sqrt(5), i.e. U(-1/sqrt(in), 1/sqrt(in))."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
-            init.uniform_(self.bias, -bound, bound)
+        reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         shape = x.shape

@@ -176,7 +176,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} is missing the required forward() method")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._forward_pre_hooks or self._forward_hooks:
+        # (read from __dict__: a stateless Module whose __init__ skipped super().__init__() has no
+        # hook registries, and keeps working as it did before hooks existed)
+        if self.__dict__.get("_forward_pre_hooks") or self.__dict__.get("_forward_hooks"):
             return call_with_hooks(self, self.forward, args, kwargs)
         return self.forward(*args, **kwargs)
 

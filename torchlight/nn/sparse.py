@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchlight.autograd import no_grad
-from torchlight.creation import empty, where
+from torchlight.creation import empty, tensor, where
 from torchlight.nn import init
 from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
@@ -68,8 +68,10 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
     pad = _padding_index(padding_idx, weight.shape[0])
     if pad is None:
         return rows
-    # the same values either way; only the rows not at padding_idx lead back to weight
-    return where((input != pad).unsqueeze(-1), rows, weight.detach()[input])
+    # the same values either way; only the rows not at padding_idx lead back to weight (the
+    # mask is built from the indices on the host, as the lookup itself reads them there)
+    keep = tensor((input.numpy() != pad)[..., None], backend=weight.backend)
+    return where(keep, rows, weight.detach()[input])
 
 
 class Embedding(Module):

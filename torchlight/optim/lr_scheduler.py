@@ -32,8 +32,9 @@ from typing import Any
 from torchlight.optim.optimizer import Optimizer
 
 __all__ = [
-    "CosineAnnealingLR", "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR",
-    "OneCycleLR", "ReduceLROnPlateau", "SequentialLR", "StepLR",
+    "ChainedScheduler", "ConstantLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts",
+    "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "OneCycleLR",
+    "PolynomialLR", "ReduceLROnPlateau", "SequentialLR", "StepLR",
 ]  # fmt: skip
 
 
@@ -281,6 +282,146 @@ class LinearLR(LRScheduler):
             base * (s + (e - s) * min(self.total_iters, t) / self.total_iters)
             for base in self.base_lrs
         ]
+
+
+class ConstantLR(LRScheduler):
+    r"""$\eta_t = \eta_0 \cdot$ ``factor`` for $t <$ ``total_iters``, then $\eta_0$: a constant warm-up."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        factor: float = 1.0 / 3,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ) -> None:
+        if not 0 <= factor <= 1:
+            raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor}")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in self._groups_lr()]
+        if self.last_epoch != self.total_iters:
+            return self._groups_lr()
+        return [lr * (1.0 / self.factor) for lr in self._groups_lr()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        done = self.last_epoch >= self.total_iters
+        return [base * (self.factor + done * (1 - self.factor)) for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    r"""$\eta_t = \eta_0 \cdot (1 - \min(t, T) / T)^{p}$: a polynomial decay to 0 in ``total_iters``
+    $T$ epochs (``power`` $p$)."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        total_iters: int = 5,
+        power: float = 1.0,
+        last_epoch: int = -1,
+    ) -> None:
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        t, total = self.last_epoch, self.total_iters
+        if t == 0 or t > total:
+            return self._groups_lr()
+        factor = ((1.0 - t / total) / (1.0 - (t - 1) / total)) ** self.power
+        return [lr * factor for lr in self._groups_lr()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        left = 1.0 - min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base * left**self.power for base in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    r"""SGDR (Loshchilov & Hutter): $\eta_t = \eta_{\min} + \tfrac12 (\eta_0 - \eta_{\min})
+    (1 + \cos(\pi T_{cur} / T_i))$, restarting at $\eta_0$ every $T_i$ epochs, with
+    $T_0$ = ``T_0`` and $T_{i+1} = T_i \cdot$ ``T_mult``."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        T_0: int,  # noqa: N803 - PyTorch's argument names
+        T_mult: int = 1,  # noqa: N803
+        eta_min: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
+        if T_0 < 1 or T_mult < 1:
+            raise ValueError(
+                f"CosineAnnealingWarmRestarts: T_0 and T_mult must be >= 1, got {T_0}, {T_mult}"
+            )
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur: float = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        cos = (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+        return [self.eta_min + (base - self.eta_min) * cos for base in self.base_lrs]
+
+    def step(self, epoch: float | None = None) -> None:
+        """One step (call it per epoch, or per batch with a fractional ``epoch``)."""
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:  # a restart
+                self.T_cur -= self.T_i
+                self.T_i *= self.T_mult
+        elif epoch >= self.T_0:
+            if self.T_mult == 1:
+                self.T_cur = epoch % self.T_0
+            else:
+                n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult**n
+        else:
+            self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        self._step_count += 1
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr(), strict=True):
+            group["lr"] = lr
+        self._last_lr = self._groups_lr()
+
+
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers together at every ``step()``: their (chainable) effects multiply,
+    e.g. a ConstantLR warm-up and an ExponentialLR decay from the start."""
+
+    def __init__(
+        self, schedulers: Sequence[LRScheduler], optimizer: Optimizer | None = None
+    ) -> None:
+        if not schedulers:
+            raise ValueError("ChainedScheduler: expected at least one scheduler")
+        self.optimizer = optimizer if optimizer is not None else schedulers[0].optimizer
+        for i, scheduler in enumerate(schedulers):
+            if scheduler.optimizer is not self.optimizer:
+                raise ValueError(
+                    f"ChainedScheduler: scheduler {i} belongs to another optimizer than the others"
+                )
+        self._schedulers = list(schedulers)
+        self._last_lr = self._groups_lr()
+
+    def step(self, epoch: int | None = None) -> None:
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = self._groups_lr()
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        saved = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for scheduler, s in zip(self._schedulers, saved, strict=True):
+            scheduler.load_state_dict(s)
 
 
 class SequentialLR(LRScheduler):

@@ -1,0 +1,137 @@
+"""How long a class takes to grade: ``make course-grade`` at JOBS=1 and JOBS=cores, side by side.
+
+A simulated class hands in every assignment; each notebook is drawn from the catalog of
+``tests/submissions`` (mostly correct solutions, planted mistakes, untouched releases, a few
+cheats and hostile hazards: the weights of ``tests/submissions/simulate.py``). The course is
+released once into a temporary copy; each JOBS setting then grades its own copy of it with
+``tools/course_parallel.py`` (the real nbgrader CLI, the real sandbox), and the exported
+grades of every setting must be identical (the hidden inputs are seeded for that).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_course.py --students 10
+    .venv/bin/python benchmarks/bench_course.py --students 10 100 --jobs 1 2
+    .venv/bin/python benchmarks/bench_course.py --students 20 --assignment a1_functions --postgres
+
+Prints, per class size and JOBS: wall seconds, seconds per student, students per minute, and
+the speed-up over JOBS=1; then how the time grows with the class size. ``--postgres`` adds a
+column graded at the largest JOBS into a PostgreSQL gradebook (``tests/pg_server.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tools")]
+
+import course_parallel  # noqa: E402
+from pg_server import PostgresServer  # noqa: E402
+from submissions.catalog import build  # noqa: E402
+from submissions.pipeline import make_course, nbgrader, notebooks, read_items, submit  # noqa: E402
+from submissions.simulate import CATALOGS, WEIGHTS  # noqa: E402
+
+SEED = ("--IsolatedGrader.seed=20260115",)
+
+
+def make_class(where: Path, students: int, assignments: list[str], seed: int = 0) -> Path:
+    """A released course with ``students`` simulated submissions of each assignment."""
+    rng = random.Random(seed)
+    course = make_course(where)
+    for assignment in assignments:
+        nbgrader(course, "generate_assignment", assignment, "--force")
+        source, release = notebooks(course, assignment)
+        catalog = CATALOGS[assignment]
+        for n in range(students):
+            sub = rng.choices(catalog, weights=[WEIGHTS[s.kind] for s in catalog])[0]
+            submit(course, f"student{n:03d}", assignment, build(sub, source, release))
+    return course
+
+
+def run(course: Path, jobs: int, pattern: str, db_url: str | None = None) -> float:
+    start = time.perf_counter()
+    failed, _ = course_parallel.grade(course, jobs, pattern, db_url, SEED)
+    seconds = time.perf_counter() - start
+    if failed:
+        print(f"  (jobs={jobs}: failures reported for {failed}; see {course}/logs)", flush=True)
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, nargs="+", default=[4])
+    parser.add_argument("--jobs", type=int, nargs="+", default=sorted({1, os.cpu_count() or 1}))
+    parser.add_argument("--assignment", action="append", choices=sorted(CATALOGS),
+                        help="grade only these assignments (default: all four)")  # fmt: skip
+    parser.add_argument("--postgres", action="store_true", help="also grade into PostgreSQL")
+    args = parser.parse_args()
+    assignments = args.assignment or sorted(CATALOGS)
+    pattern = assignments[0] if len(assignments) == 1 else "*"
+    print(f"{os.cpu_count()} cores; assignments: {', '.join(assignments)}", flush=True)
+    table: dict[tuple[int, str], float] = {}
+    columns = [f"jobs={j}" for j in args.jobs] + (
+        [f"pg jobs={max(args.jobs)}"] if args.postgres else []
+    )
+    for students in args.students:
+        with tempfile.TemporaryDirectory(prefix="bench-course-") as where:
+            base = make_class(Path(where) / "base", students, assignments)
+            exports = {}
+            for jobs in args.jobs:
+                course = shutil.copytree(base, Path(where) / f"jobs{jobs}" / "course")
+                table[students, f"jobs={jobs}"] = run(course, jobs, pattern)
+                exports[f"jobs={jobs}"] = read_items(course)
+                print(
+                    f"  {students} students, jobs={jobs}: {table[students, f'jobs={jobs}']:.1f} s",
+                    flush=True,
+                )
+            if args.postgres:
+                course = shutil.copytree(base, Path(where) / "pg" / "course",
+                                         ignore=shutil.ignore_patterns("gradebook.db"))  # fmt: skip
+                with PostgresServer() as pg:
+                    url = pg.create_database("gradebook")
+                    for assignment in assignments:
+                        nbgrader(course, "generate_assignment", assignment, "--force",
+                                 f"--CourseDirectory.db_url={url}")  # fmt: skip
+                    key = f"pg jobs={max(args.jobs)}"
+                    table[students, key] = run(course, max(args.jobs), pattern, url)
+                exports[key] = read_items(course)
+                print(f"  {students} students, {key}: {table[students, key]:.1f} s", flush=True)
+            first = next(iter(exports.values()))
+            same = all(e == first for e in exports.values())
+            graded = len(first)
+            print(f"  {graded} notebooks graded; grades identical across runs: {same}", flush=True)
+            if not same or graded != students * len(assignments):
+                print("  MISMATCH: the runs disagree or notebooks are missing", file=sys.stderr)
+                return 1
+
+    print(
+        f"\n{'students':>8} {'run':>12} {'seconds':>9} {'s/student':>10} {'students/min':>13} {'speed-up':>9}"
+    )
+    for students in args.students:
+        serial = table.get((students, f"jobs={min(args.jobs)}"))
+        for col in columns:
+            s = table[students, col]
+            speed = f"{serial / s:.2f}x" if serial else "-"
+            print(
+                f"{students:>8} {col:>12} {s:>9.1f} {s / students:>10.2f} {60 * students / s:>13.1f} {speed:>9}"
+            )
+    if len(args.students) > 1:
+        small, large = min(args.students), max(args.students)
+        print(f"\ngrowth from {small} to {large} students ({large / small:.0f}x the class):")
+        for col in columns:
+            ratio = table[large, col] / table[small, col]
+            print(
+                f"  {col:>12}: {ratio:.2f}x the time ({table[small, col]:.0f} s -> {table[large, col]:.0f} s)"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""What the bubblewrap sandbox costs per notebook: the same work with and without it.
+
+For each assignment's solution, times (1) the hidden checks (``grader.grade``: one sandbox that
+runs the cells once and every item in its own fork) and (2) the feedback kernel run
+(``run_notebook.py``: a kernel executing the notebook), once in bubblewrap and once as plain
+processes (``TORCHLIGHT_GRADER_UNSAFE_NO_SANDBOX``, close to how the grader ran before it had a
+sandbox). Prints seconds side by side and the ratio.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_sandbox.py [REPEATS]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+from torchlight_grader import sandbox
+from torchlight_grader.grader import Cell, grade
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions")
+MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+HIDDEN = re.compile(r"^### BEGIN HIDDEN TESTS.*?^### END HIDDEN TESTS\n?", re.M | re.S)
+
+
+def solution(assignment: str) -> tuple[list[Cell], list[str], object]:
+    nb = jupytext.read(ROOT / "assignments" / "source" / assignment / f"{assignment}.py")
+    cells, tests = [], []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        source = "\n".join(line for line in cell.source.split("\n") if not MARKER.match(line))
+        cell.source = HIDDEN.sub("", source)
+        if cell.cell_type != "code":
+            continue
+        role = "answer" if meta.get("solution") else "test" if meta.get("grade") else "locked"
+        if role == "test":
+            tests.append(meta["grade_id"])
+        cells.append(Cell(role, meta.get("grade_id"), cell.source))
+    nb.metadata.pop("jupytext", None)
+    return cells, tests, nb
+
+
+def time_checks(assignment: str) -> float:
+    cells, tests, _ = solution(assignment)
+    start = time.perf_counter()
+    verdicts = grade(assignment, cells, tests, seed=0)
+    assert all(v.passed for v in verdicts.values()), {k: v.message for k, v in verdicts.items()}
+    return time.perf_counter() - start
+
+
+def time_kernel(assignment: str) -> float:
+    _, _, nb = solution(assignment)
+    request = {
+        "memory": 4 * 1024**3,
+        "cpu_seconds": 300,
+        "processes": 256,
+        "timeout": 120,
+        "extra_arguments": [],
+        "notebook": nbformat.writes(nbformat.from_dict(nb)),
+    }
+    start = time.perf_counter()
+    box = sandbox.Sandbox("run_notebook.py", sandbox.Limits())
+    box.loads = __import__("json").loads
+    deadline = time.monotonic() + 300
+    box.send(request, deadline)
+    done = False
+    while (entry := box.receive(deadline)) is not None:
+        done = done or bool(entry.get("done"))
+    box.close()
+    assert done, box.broken or "the kernel run did not finish"
+    return time.perf_counter() - start
+
+
+def use(unsafe: bool) -> None:
+    if unsafe:
+        os.environ[sandbox.OPT_OUT] = sandbox.OPT_OUT_VALUE
+    else:
+        os.environ.pop(sandbox.OPT_OUT, None)
+    sandbox.ensure_available.cache_clear()
+    sandbox.ensure_available()
+
+
+def main() -> None:
+    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    # alternate the two modes, so that a change in the machine's load hits both alike
+    times: dict[tuple[str, bool], list[tuple[float, float]]] = {}
+    for _ in range(repeats):
+        for assignment in ASSIGNMENTS:
+            for unsafe in (True, False):
+                use(unsafe)
+                result = (time_checks(assignment), time_kernel(assignment))
+                times.setdefault((assignment, unsafe), []).append(result)
+    plain = {a: tuple(map(min, zip(*times[(a, True)], strict=True))) for a in ASSIGNMENTS}
+    boxed = {a: tuple(map(min, zip(*times[(a, False)], strict=True))) for a in ASSIGNMENTS}
+    print(f"\nseconds per notebook (best of {repeats}); plain processes vs bubblewrap")
+    print(f"{'notebook':>16} | {'checks plain':>12} {'bwrap':>7} {'ratio':>6} | "
+          f"{'kernel plain':>12} {'bwrap':>7} {'ratio':>6}")  # fmt: skip
+    for assignment in ASSIGNMENTS:
+        (cp, kp), (cb, kb) = plain[assignment], boxed[assignment]
+        print(f"{assignment:>16} | {cp:12.2f} {cb:7.2f} {cb / cp:6.2f} | "
+              f"{kp:12.2f} {kb:7.2f} {kb / kp:6.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
