@@ -20,10 +20,12 @@ accuracy quickly; flags override them. The last line printed is the accuracy on 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -286,6 +288,7 @@ def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> flo
     ``saved`` (the epoch of the last checkpoint written), for the message after a Ctrl-C.
     """
     progress = {} if progress is None else progress
+    progress["started"] = time.time()  # a --save file older than this is not from this run
     if args.dataset in CORPORA:  # a language model: torchlight/train_text.py
         from torchlight.train_text import run_text
 
@@ -368,10 +371,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _interrupted_line(args: argparse.Namespace, progress: dict[str, Any], prog: str) -> str:
     """The one line printed after Ctrl-C: where training stopped and where the last checkpoint is."""
     done = progress.get("epoch", 0)
-    if args.save and "saved" in progress:
+    saved = progress.get("saved")
+    written_now = (
+        args.save
+        and os.path.exists(args.save)
+        and os.path.getmtime(args.save) >= progress.get("started", float("inf"))
+    )
+    if written_now:  # ask the file: Ctrl-C may come between writing it and noting it down
+        with contextlib.suppress(CheckpointError):
+            saved = int(checkpoint_extra(args.save).get("epoch", saved or 0))
+        done = max(done, saved or 0)
+    if args.save and saved is not None:
         return (
             f"interrupted after epoch {done}/{args.epochs}; the last checkpoint is {args.save} "
-            f"(epoch {progress['saved']}): continue with {prog} --resume {args.save} --save {args.save}"
+            f"(epoch {saved}): continue with {prog} --resume {args.save} --save {args.save}"
         )
     if args.resume:
         return (
