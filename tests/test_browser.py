@@ -339,8 +339,9 @@ def test_training_viewer_shown_twice_keeps_training(lab_page, tmp_path):
     first.screenshot(path=str(tmp_path / "tutorial3_training.png"))
     first.locator(".tl-ticker-button").click()  # pause
     expect(first.locator(".tl-ticker-button")).to_contain_text("train")
+    page.wait_for_timeout(1000)  # ticks sent before the pause may still be on their way
     paused = first.locator(".tl-training-status").inner_text()
-    time.sleep(1.0)
+    time.sleep(1.5)
     assert first.locator(".tl-training-status").inner_text() == paused, "pause did not stop it"
     assert_no_console_errors(errors)
     print(f"\nTutorial 3 viewer shown twice: {time.monotonic() - started:.1f} s; {tmp_path}")

@@ -369,12 +369,12 @@ def numel(input: Tensor) -> int:
 
 
 def is_tensor(obj: Any) -> bool:
-    """Whether ``obj`` is a torchlight Tensor (PyTorch's ``torch.is_tensor``)."""
+    """Whether ``obj`` is a torchlight :class:`~torchlight.Tensor` (as ``torch.is_tensor``)."""
     return isinstance(obj, Tensor)
 
 
 def is_floating_point(input: Tensor) -> bool:
-    """Whether ``input`` holds floating-point numbers (float32 or float64)."""
+    """Whether ``input``'s dtype is a floating-point one (float32 or float64)."""
     return _check(input, "is_floating_point").dtype.is_floating_point
 
 

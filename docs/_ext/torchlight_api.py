@@ -298,9 +298,28 @@ def write_included_sections(_app: Any = None) -> None:
     _write_if_changed(generated / "course.md", body)
 
 
+def function_form_doc(obj: Any) -> str:
+    """The documentation of an undocumented function form (``tl.exp`` is ``x.exp()``): a
+    pointer to the Tensor method it calls ('' when ``obj`` is not one)."""
+    import torchlight
+
+    name = getattr(obj, "__name__", "")
+    module = getattr(obj, "__module__", "") or ""
+    if inspect.getdoc(obj) or not module.endswith("functional_forms"):
+        return ""
+    if not hasattr(torchlight.Tensor, name):
+        return ""
+    return (
+        f"The function form of :meth:`torchlight.Tensor.{name}`: ``tl.{name}(x, ...)`` is "
+        f"``x.{name}(...)``, with the same graph and the same gradient."
+    )
+
+
 def process_docstring(
     app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]
 ) -> None:
+    if not any(line.strip() for line in lines) and what == "function":
+        lines[:] = [function_form_doc(obj)] if function_form_doc(obj) else lines
     text = dollars_to_math("\n".join(lines))
     lines[:] = text.split("\n")
 
@@ -342,7 +361,23 @@ def resolve_short_names(app: Any, env: Any, node: Any, contnode: Any) -> Any:
         owner = torchlight.Tensor  # a Tensor mixin's docstring names a method of Tensor
     for part in target.split("."):
         owner = getattr(owner, part, None)
-    return contnode if owner is not None else None
+    return contnode if owner is not None or _exists(target) else None
+
+
+def _exists(dotted: str) -> bool:
+    """Whether ``package.module.attr.attr`` names something that exists."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            if not hasattr(obj, part):
+                return False
+            obj = getattr(obj, part)
+        return True
+    return False
 
 
 def setup(app: Any) -> dict[str, Any]:
