@@ -262,3 +262,34 @@ def test_numpy_backend_stays_quiet_when_threads_share_its_ops() -> None:
         warnings.simplefilter("error")
         with pytest.raises(RuntimeWarning):
             np.log(np.zeros(1))
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_kernels_equal_their_compositions(name: str, dtype: type) -> None:
+    """``linear`` and ``log_softmax`` (numpy's one-kernel overrides, the others' inherited
+    compositions) give what the composition of primitives in ``FusedKernels`` gives."""
+    from torchlight.backends.base import FusedKernels
+
+    b = backend(name)
+    rng = np.random.default_rng(0)
+    x, w, bias = (rng.standard_normal(s).astype(dtype) for s in ((3, 4), (5, 4), (5,)))
+    logits = np.array([[1.0, np.inf, 0.0], [-3.0, 2.0, 50.0]], dtype)  # an inf gives nan
+    x_, w_, bias_, logits_ = (b.from_numpy(a) for a in (x, w, bias, logits))
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for bias_or_none in (bias_, None):
+        got = b.to_numpy(b.linear(x_, w_, bias_or_none))
+        want = b.to_numpy(FusedKernels.linear(b, x_, w_, bias_or_none))
+        assert got.dtype == want.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        plain = x @ w.T + (0 if bias_or_none is None else bias)
+        np.testing.assert_allclose(got, plain, rtol=tol, atol=tol)
+    for dim in (0, 1):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error" if name == "numpy" else "ignore")  # numpy's: quiet
+            got = b.to_numpy(b.log_softmax(logits_, dim))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # inf - inf in the composition
+            want = b.to_numpy(FusedKernels.log_softmax(b, logits_, dim))
+        assert got.dtype == want.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

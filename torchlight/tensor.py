@@ -361,6 +361,31 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         _check_matmul(self.shape, other.shape)
         return Tensor(self.backend.matmul(self.storage, other.storage), self.backend)
 
+    def _linear(self, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """Fused backend kernel: ``self @ weight.T + bias`` in one call (``backend.linear``).
+
+        Tensors of mixed dtypes take the composition of primitives, which promotes them.
+        """
+        backend = self.backend
+        dtype = backend.dtype(self.storage)
+        same = [backend.dtype(weight.storage) == dtype, weight.backend is backend]
+        if bias is not None:
+            same += [backend.dtype(bias.storage) == dtype, bias.backend is backend]
+        if not all(same):
+            out = self._matmul(weight._permute((1, 0)))
+            return out if bias is None else out._zip("add", bias)
+        _check_matmul(self.shape, weight.shape[::-1])
+        b = None if bias is None else bias.storage
+        return Tensor(backend.linear(self.storage, weight.storage, b), backend)
+
+    def _log_softmax(self, dim: int) -> Tensor:
+        """Fused backend kernel: ``log(softmax(self))`` along ``dim`` in one call
+        (``backend.log_softmax``); see :class:`~torchlight.backends.base.FusedKernels`."""
+        a = self.storage
+        if not self.dtype.is_floating_point:  # integers: in float64, as exp() would compute
+            a = self.backend.astype(a, np.dtype(np.float64))
+        return Tensor(self.backend.log_softmax(a, dim), self.backend)
+
     def _view(self, shape: tuple[int, ...], *, copy_ok: bool) -> Tensor:
         out = self.backend.view(self.storage, shape)
         if out is not None:

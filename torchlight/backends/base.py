@@ -13,6 +13,11 @@ plus *layout* operations that only rewrite shape, strides and offset (reshape, p
 indexing), and conversions to and from numpy. Every :class:`~torchlight.autograd.Function` is
 written against these names only, so a model runs unchanged on any backend.
 
+Two *fused kernels* (:class:`FusedKernels`), ``linear`` and ``log_softmax``, exist for speed
+only: each is defined here as a composition of the primitives above, which is what every backend
+runs unless it overrides it with one kernel (numpy does). They compute exactly what the
+composition computes; a training step of a small MLP makes about a third fewer Python calls.
+
 Ops are named by strings (``"exp"``, ``"add"``...) rather than passed as Python functions, so a
 compiled backend can look up a kernel compiled ahead of time for each name.
 """
@@ -142,3 +147,35 @@ class Backend(Protocol):
     def argreduce(self, op: str, a: Any, dim: int | None, keepdim: bool) -> Any:
         """Index of the ``"max"`` or ``"min"`` along ``dim`` (over all elements if None)."""
         ...
+
+    # fused kernels (see FusedKernels) --------------------------------------------
+    def linear(self, x: Any, weight: Any, bias: Any | None) -> Any:
+        """``x @ weight.T + bias`` (``bias`` may be None)."""
+        ...
+
+    def log_softmax(self, a: Any, dim: int) -> Any:
+        """``a - m - log(sum(exp(a - m)))`` along ``dim``, with ``m`` the max along ``dim``."""
+        ...
+
+
+class FusedKernels:
+    r"""Fused kernels, for speed only: one backend call where the Functions would make several.
+
+    Each method here is the plain composition of the protocol's primitives, so a backend that
+    inherits this class runs them unchanged; a backend may override one with a single kernel
+    that computes the same thing (the numpy backend does). The Functions that call them
+    (``LinearFunction``, ``LogSoftmaxFunction``, ``CrossEntropy``) say so, and their docstrings
+    keep the math; their backward stays plain tensor math.
+    """
+
+    def linear(self: Any, x: Any, weight: Any, bias: Any | None) -> Any:
+        r"""$y = x W^T + b$: ``matmul`` by the transposed (``permute``) weight, then ``zip("add")``."""
+        out = self.matmul(x, self.permute(weight, (1, 0)))
+        return out if bias is None else self.zip("add", out, bias)
+
+    def log_softmax(self: Any, a: Any, dim: int) -> Any:
+        r"""$\log \mathrm{softmax}(a) = a - m - \log \sum_j e^{a_j - m}$ along ``dim``, with
+        $m = \max_j a_j$ subtracted first so $e^{a - m} \le 1$ cannot overflow."""
+        shifted = self.zip("sub", a, self.reduce("max", a, (dim,), True))
+        total = self.reduce("sum", self.map("exp", shifted), (dim,), True)
+        return self.zip("sub", shifted, self.map("log", total))

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from torchlight.backends.base import Index
+from torchlight.backends.base import FusedKernels, Index
 from torchlight.backends.cuda_kernels import (
     BK,
     BM,
@@ -161,7 +161,7 @@ def _writable_in_place(out: CudaStorage, dtype: np.dtype, *operands: CudaStorage
     )
 
 
-class CudaBackend(LayoutOps):
+class CudaBackend(LayoutOps, FusedKernels):
     """Tensors in GPU memory (strided layout over a flat device buffer), Numba CUDA kernels.
 
     Raises:

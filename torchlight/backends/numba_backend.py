@@ -38,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import config
 
+from torchlight.backends.base import FusedKernels
 from torchlight.backends.numba_expf import exp_float32_kernel
 from torchlight.backends.numba_kernels import (
     OPTIONS,
@@ -180,6 +181,10 @@ class NumbaBackend(NumpyBackend):
     """numpy arrays as storage; map, zip, reduce and matmul as parallel Numba kernels."""
 
     name = "numba"
+
+    # The fused kernels as compositions (not numpy's overrides), so they run on the kernels below.
+    linear = FusedKernels.linear
+    log_softmax = FusedKernels.log_softmax
 
     def __init__(self) -> None:
         self.threads: int = config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]

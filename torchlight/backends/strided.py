@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from torchlight.backends import scalar_ops
-from torchlight.backends.base import Index
+from torchlight.backends.base import FusedKernels, Index
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided_layout import (
     LayoutOps,
@@ -89,7 +89,7 @@ __all__ = [
 ]
 
 
-class StridedBackend(LayoutOps):
+class StridedBackend(LayoutOps, FusedKernels):
     """Pure-Python strided storage and loops; the reference the fast backends are checked against.
 
     The layout primitives (``view``, ``permute``, ``expand``, ``contiguous``) come from
