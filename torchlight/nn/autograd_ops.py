@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from torchlight.autograd import Context, Function
-from torchlight.creation import zeros
 
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
@@ -157,10 +156,13 @@ def _log_softmax(x: Tensor, dim: int) -> Tensor:
 
 
 def _one_hot(like: Tensor, shape: tuple[int, ...], picks: tuple[np.ndarray, ...]) -> Tensor:
-    """Zeros of ``shape`` with a 1 at each picked (row, class), with ``like``'s dtype and backend."""
-    one_hot = zeros(shape, dtype=like.dtype, backend=like.backend)
-    one_hot[picks] = 1.0
-    return one_hot
+    """Zeros of ``shape`` with a 1 at each picked (row, class), with ``like``'s dtype and backend.
+
+    A constant (no gradient flows into it): built by the backend's ``index_add``, which adds a 1
+    at each pick into zeros, in one call.
+    """
+    ones = like._lift(np.ones(len(picks[0]), dtype=like.dtype.numpy))
+    return ones._index_add(shape, picks)
 
 
 def _reduce_rows(losses: Tensor, reduction: str) -> Tensor:

@@ -426,7 +426,10 @@ def _plain_class_target(input: Tensor, target: Tensor, weight: Any, ignore_index
     """Whether the one-node Functions apply: an (N, C) input, no weight, no ignored target."""
     if input.ndim != 2 or weight is not None or target.ndim != 1:
         return False
-    return not bool((target == ignore_index).any().item()) if target.numel() else True
+    # The labels are few: look for ignore_index on the host, where _check_classes reads them too
+    # (one numpy comparison, not three tensor ops and a device-to-host .item()).
+    labels = np.asarray(target.backend.to_numpy(target.storage))
+    return not bool(np.equal(labels, ignore_index).any())
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
