@@ -434,7 +434,10 @@ class ExpandedViewWriteError(RuntimeError):
 
 
 def _check_writable(self: Tensor, what: str) -> None:
-    if any(step == 0 and n > 1 for n, step in zip(self.shape, self.stride(), strict=True)):
+    strides = self.stride()
+    if 0 not in strides:  # the common case, told at once: no dimension repeats an element
+        return
+    if any(step == 0 and n > 1 for n, step in zip(self.shape, strides, strict=True)):
         raise ExpandedViewWriteError(_EXPANDED.format(what=what))
 
 
