@@ -7,6 +7,11 @@ STAMP  := $(VENV)/.torchlight-installed
 LINT_PATHS := $(wildcard torchlight tests benchmarks tools docs/conf.py docs/_ext)
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
+# One BLAS thread for tests and builds: the suite's matrices are small, and on 2 busy cores
+# OpenBLAS's spinning threads made a notebook's training cell 5x slower (147 s vs 29 s).
+# (`make lab` keeps the machine's default.)
+test pytest notebooks: export OPENBLAS_NUM_THREADS ?= 1
+test pytest notebooks: export OMP_NUM_THREADS ?= 1
 
 .PHONY: venv lab test pytest lint typecheck notebooks bench gpu-check clean distclean docs docs-serve
 

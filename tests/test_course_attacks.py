@@ -190,7 +190,7 @@ def batch(request: pytest.FixtureRequest) -> Iterator[Batch]:
     finally:
         shutil.rmtree(where, ignore_errors=True)
         if _CREATED:
-            subprocess.run(["userdel", USER], check=False, capture_output=True)
+            subprocess.run(["userdel", "--force", USER], check=False, capture_output=True)
             _CREATED.clear()
 
 
@@ -293,6 +293,8 @@ def test_integrity_report_names_what_was_undone_and_honest_students_are_clean(ba
     assert "answers.txt is not a regular file" in beside and "gradebook.db" in beside, beside
     bogus = findings["a1_functions--attack-bogus-metadata"]
     assert "cell test_tanh was deleted (restored)" in bogus, bogus
+    built_in = " ".join(findings["a1_functions--attack-built-in"])
+    assert "mul uses torchlight's built-in Functions" in built_in, built_in
     # no honest student gets nbgrader's checksum warning any more: a warning now means an edit
     assert "Attribute 'checksum'" not in batch.output
     assert "gradebook changed outside the grader" not in batch.output

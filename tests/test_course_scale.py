@@ -65,7 +65,7 @@ DUE = "2099-12-31 23:59:59 UTC"
 DAVE_SUBMITTED = "2100-01-02 12:00:00.000000 UTC"  # 1.5 days late: two started days, -20%
 FLAGS = ("--Execute.timeout=10", "--SandboxedExecute.total_timeout=120",
          "--IsolatedGrader.seed=20260115", "--IsolatedGrader.cell_timeout=10")  # fmt: skip
-EXPORTS = ("grades.csv", "items.csv", "canvas.csv")
+EXPORTS = ("grades.csv", "items.csv", "canvas.csv", "integrity.csv")
 
 
 @dataclass

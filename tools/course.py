@@ -77,16 +77,18 @@ FAILED = re.compile(r"There was an error processing assignment '([^']*)' for stu
 EXPORTER = "torchlight_grader.export.ItemCsvExportPlugin"
 
 
-def gradebook_snapshot(course: Path) -> dict[tuple[str, ...], object]:
+def gradebook_snapshot(course: Path, db_url: str | None = None) -> dict[tuple[str, ...], object]:
     """What only the instructor (``generate_assignment``, the formgrader) may change: every
-    source cell (source, checksum, locked), every test cell's points, every manual score."""
+    source cell (source, checksum, locked), every test cell's points, every manual score.
+
+    ``db_url``: another gradebook than the course's ``gradebook.db`` (e.g. PostgreSQL)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     snapshot: dict[tuple[str, ...], object] = {}
     db = course / "gradebook.db"
-    if not db.exists():
+    if db_url is None and not db.exists():
         return snapshot
-    with Gradebook(f"sqlite:///{db}") as gb:
+    with Gradebook(db_url or f"sqlite:///{db}") as gb:
         for assignment in gb.assignments:
             for nb in assignment.notebooks:
                 key = (assignment.name, nb.name)

@@ -31,6 +31,10 @@ What is serialized, and how:
   generate_assignment`` made them); the tool checks that once, serially, and stops with a message
   when they are missing.
 
+As in ``tools/course.py grade``, the gradebook is snapshotted before grading and compared after
+every worker is done: a change to source cells, checksums, points or manual scores that the
+grader did not make fails loudly; ``integrity.csv`` lists per student what the grader found.
+
 One student's failure costs that student only: the pool goes on, the exports run for everyone,
 and the tool lists the failed students (with the tail of their nbgrader output and the path of
 the full log) and exits 1 at the end.
@@ -56,6 +60,9 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from course import gradebook_changes, gradebook_snapshot, integrity_report  # noqa: E402
+
 BIN = Path(sys.executable).parent
 EXPORTER = "torchlight_grader.exports.CourseExportPlugin"  # grades.csv, items.csv, canvas.csv
 LOCKED = "database is locked"
@@ -175,6 +182,7 @@ def grade(
             "expected a gradebook with the released assignments, found none:\n"
             f"{check.output[-2000:]}\nrun `make course-release` (with the same DB_URL) first"
         )
+    before = gradebook_snapshot(course, db_url)
     if jobs <= 1:
         runs = [
             nbgrader(course, ["autograde", assignment, "--force", *extra], env),
@@ -198,6 +206,12 @@ def grade(
             if any(r.returncode != 0 for r in runs):
                 failed[name] = runs
     seconds["grading"] = time.perf_counter() - start
+    # The gradebook checks itself: what autograde never changes must not have changed.
+    changes = gradebook_changes(before, gradebook_snapshot(course, db_url))
+    if changes:
+        text = "\n".join(f"gradebook changed outside the grader: {c}" for c in changes)
+        failed["(gradebook integrity)"] = [Run(("integrity check",), 1, text, 0.0)]
+    print(f"integrity report: {integrity_report(course)}")
 
     start = time.perf_counter()
     export_runs = exports(course, env)
@@ -206,6 +220,8 @@ def grade(
         failed["(exports)"] = export_runs
     seconds["exports"] = time.perf_counter() - start
     for who, runs in failed.items():
+        if not runs:
+            continue
         bad = next(r for r in runs if r.returncode != 0)
         named = sorted({f"{s} ({a})" for r in runs for a, s in NBGRADER_FAILED.findall(r.output)})
         if named:

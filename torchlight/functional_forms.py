@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -363,6 +364,7 @@ def equal(input: Tensor, other: Tensor) -> bool:
 
 
 def numel(input: Tensor) -> int:
+    """The number of elements of ``input`` (the product of its shape)."""
     return _check(input, "numel").numel()
 
 
@@ -454,3 +456,20 @@ class inference_mode(autograd.no_grad):  # noqa: N801 - PyTorch's name
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+def _document_method_forms() -> None:
+    """Give each one-line form without a docstring of its own PyTorch's sentence for it:
+    ``tl.exp(x)`` is ``x.exp()``, with the method's first line (the formula) after it."""
+    for name in __all__:
+        form = globals()[name]
+        if not callable(form) or isinstance(form, type) or form.__doc__:
+            continue
+        method = getattr(Tensor, name, None)
+        summary = (method.__doc__ or "").strip().split("\n")[0] if method is not None else ""
+        summary = re.sub(r":meth:`(\w+)`", r"``Tensor.\1``", summary)  # no role outside the class
+        call = f"``tl.{name}(input, ...)`` is ``input.{name}(...)``" if method else f"``tl.{name}``"
+        form.__doc__ = f"{call}: the function form of the Tensor method. {summary}".strip()
+
+
+_document_method_forms()

@@ -23,10 +23,11 @@ import argparse
 import contextlib
 import math
 import os
+import signal
 import sys
 import tempfile
-import time
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -288,7 +289,6 @@ def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> flo
     ``saved`` (the epoch of the last checkpoint written), for the message after a Ctrl-C.
     """
     progress = {} if progress is None else progress
-    progress["started"] = time.time()  # a --save file older than this is not from this run
     if args.dataset in CORPORA:  # a language model: torchlight/train_text.py
         from torchlight.train_text import run_text
 
@@ -339,13 +339,34 @@ def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> flo
             state = {"epoch": epoch, "step": step, "dataset": args.dataset, "model": args.model}
             state["loader_rng"] = order.bit_generator.state
             state["global_rng"] = generator().bit_generator.state
-            save_checkpoint(args.save, model, optimizer, **state)
-            progress["saved"] = epoch
+            with ctrl_c_deferred():  # the file and the line Ctrl-C prints must agree
+                save_checkpoint(args.save, model, optimizer, **state)
+                progress["saved"] = epoch
         progress["epoch"] = epoch
     which, final_set = ("test", test_set) if test_set is not None else ("train", train_set)
     correct, total = evaluate(model, final_set)
     print(f"{which} accuracy: {correct / total:.2%} ({correct}/{total})")
     return correct / total
+
+
+@contextlib.contextmanager
+def ctrl_c_deferred() -> Iterator[None]:
+    """Hold back Ctrl-C until the block ends: a Ctrl-C that lands between writing a checkpoint
+    and noting its epoch would otherwise make the interrupted line name an older checkpoint.
+
+    Python runs signal handlers in the main thread only, so outside it there is nothing to do.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:
+        raise KeyboardInterrupt  # the Ctrl-C that came during the block, now that it is done
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -371,20 +392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _interrupted_line(args: argparse.Namespace, progress: dict[str, Any], prog: str) -> str:
     """The one line printed after Ctrl-C: where training stopped and where the last checkpoint is."""
     done = progress.get("epoch", 0)
-    saved = progress.get("saved")
-    written_now = (
-        args.save
-        and os.path.exists(args.save)
-        and os.path.getmtime(args.save) >= progress.get("started", float("inf"))
-    )
-    if written_now:  # ask the file: Ctrl-C may come between writing it and noting it down
-        with contextlib.suppress(CheckpointError):
-            saved = int(checkpoint_extra(args.save).get("epoch", saved or 0))
-        done = max(done, saved or 0)
-    if args.save and saved is not None:
+    if args.save and "saved" in progress:
         return (
             f"interrupted after epoch {done}/{args.epochs}; the last checkpoint is {args.save} "
-            f"(epoch {saved}): continue with {prog} --resume {args.save} --save {args.save}"
+            f"(epoch {progress['saved']}): continue with {prog} --resume {args.save} --save {args.save}"
         )
     if args.resume:
         return (

@@ -29,6 +29,7 @@ from torchlight.data import DataLoader
 from torchlight.data.text import TextWindows, load_text
 from torchlight.nn import functional as F
 from torchlight.tokenizers import CharTokenizer
+from torchlight.train import ctrl_c_deferred
 
 __all__ = [
     "MODEL_CONFIGS",
@@ -161,22 +162,23 @@ def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -
             flush=True,
         )
         if args.save:
-            save_checkpoint(
-                args.save,
-                model,
-                optimizer,
-                epoch=epoch,
-                step=step,
-                dataset=args.dataset,
-                model=args.model,
-                dtype=args.dtype,
-                config=config,
-                tokenizer=tokenizer.to_dict(),
-                validation_loss=valid_loss,
-                loader_rng=order.bit_generator.state,
-                global_rng=generator().bit_generator.state,
-            )
-            progress["saved"] = epoch
+            with ctrl_c_deferred():  # the file and the line Ctrl-C prints must agree
+                save_checkpoint(
+                    args.save,
+                    model,
+                    optimizer,
+                    epoch=epoch,
+                    step=step,
+                    dataset=args.dataset,
+                    model=args.model,
+                    dtype=args.dtype,
+                    config=config,
+                    tokenizer=tokenizer.to_dict(),
+                    validation_loss=valid_loss,
+                    loader_rng=order.bit_generator.state,
+                    global_rng=generator().bit_generator.state,
+                )
+                progress["saved"] = epoch
     if math.isnan(valid_loss):  # no epoch ran (a resumed run that was already complete)
         valid_loss = evaluate_text(model, valid_set)
     print(f"validation loss: {valid_loss:.4f} nats per character")

@@ -160,6 +160,12 @@ HIDDEN_TESTS = re.compile(
 )
 
 
+#: An answer that reaches for the library's own Functions (flagged for review, never zeroed).
+BUILT_IN = re.compile(
+    r"\bfunctions\s*\.\s*[A-Z]|from\s+torchlight\.functions\s+import|import\s+torchlight\.functions"
+)
+
+
 def released(source: str) -> str:
     """A cell's source as the release shows it: without its hidden tests."""
     return HIDDEN_TESTS.sub("", source)
@@ -354,6 +360,12 @@ class IsolatedGrader(NbGraderPreprocessor):
             if role == "test" and grade_id is not None:
                 tests[grade_id] = cell
             cells.append(Cell(role, grade_id if role != "student" else None, cell.source))
+            if role in ("answer", "student") and BUILT_IN.search(cell.source):
+                name = grade_id if role == "answer" else "a cell the student added"
+                resources.setdefault("torchlight", {}).setdefault("findings", []).append(
+                    f"{name} uses torchlight's built-in Functions (torchlight.functions): "
+                    "review by hand whether it implements the op itself"
+                )
         seed = self.seed if self.seed is not None else secrets.randbits(31)
         verdicts = grade(
             notebook,

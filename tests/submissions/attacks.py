@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from submissions.catalog import Submission, add_cell, delete, replace
+from submissions.catalog import Submission, add_cell, append, delete, replace
 
 A = "a1_functions"
 DAEMON_MARK = "torchlight-attack-daemon"
@@ -297,6 +297,14 @@ ATTACKS = [
         note="a correct notebook keeps its marks; the links are refused, never copied",
     ),
     Submission("attack-truncated-json", A, "hazard", "release", files=(truncated,)),
+    Submission(
+        "attack-built-in",
+        A,
+        "cheat",
+        "solution",
+        (append("mul", "import torchlight.functions as built_in  # reaches for the answers"),),
+        note="imports the library's own Functions: flagged for review, not zeroed",
+    ),
     Submission(
         "attack-bogus-metadata",
         A,
