@@ -47,6 +47,8 @@ class LayerNormFunction(Function):
     bias])``.
     """
 
+    once_differentiable = True  # backward is not recorded tensor math: no double backward
+
     @staticmethod
     def forward(
         ctx: Context,

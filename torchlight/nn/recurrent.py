@@ -84,6 +84,8 @@ class LSTMCellFunction(Function):
     One node instead of about fifteen: the LSTM runs it at every time step.
     """
 
+    once_differentiable = True  # backward is not recorded tensor math: no double backward
+
     @staticmethod
     def forward(ctx: Context, z: Tensor, c_prev: Tensor) -> Tensor:
         size = c_prev.shape[-1]
