@@ -7,6 +7,11 @@ that graph with :func:`topological_sort` and walks it from the root to the leave
 
 $$\frac{\partial L}{\partial x_i} = \sum_{\text{uses of } x_i}
   \frac{\partial L}{\partial f} \cdot \frac{\partial f}{\partial x_i}$$
+
+:func:`grad` returns gradients instead of accumulating them into ``.grad``. The backward
+formulas are tensor math, so with ``create_graph=True`` the engine records them like any other
+ops, and the gradients can be differentiated again (higher-order gradients, checked by
+:func:`gradgradcheck`).
 """
 
 from __future__ import annotations
