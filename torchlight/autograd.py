@@ -594,13 +594,15 @@ def grad(
             )
         roots.append((out, _seed(out, seed, f"grad_outputs[{k}]")))
     keep = create_graph if retain_graph is None else retain_graph
-    wanted = {id(t): i for i, t in enumerate(ins)}
+    wanted: dict[int, list[int]] = {}  # input positions by tensor (one may be asked twice)
+    for i, t in enumerate(ins):
+        wanted.setdefault(id(t), []).append(i)
     found: list[Any] = [None] * len(ins)
     with enable_grad() if create_graph else no_grad():
         (root, first), *more = roots
         for node, g, _ in backward_steps(root, first, more):
-            if id(node) in wanted:
-                found[wanted[id(node)]] = g
+            for i in wanted.get(id(node), ()):
+                found[i] = g
             if node.history is not None and not keep:
                 node.history.ctx.release()
     for i, g in enumerate(found):
