@@ -112,8 +112,10 @@ def test_gradgradcheck_on_built_in_ops(f):
         lambda a: F.cross_entropy(a, tl.tensor([0, 2, 1])),
         lambda a: F.cross_entropy(a, tl.tensor([1, 1, 0]), reduction="none"),
         lambda a: F.gelu(a, approximate="tanh"),
+        lambda a: F.layer_norm(a, (3,), tl.tensor([1.0, 2.0, -1.0]), tl.tensor([0.5, 0, 0])),
+        lambda a: tl.nn.recurrent.LSTMCellFunction.apply(tl.cat([a, a[:, :1] * 2], 1), a[:, 1:2]),
     ],
-    ids=["cross_entropy", "cross_entropy_none", "gelu_tanh"],
+    ids=["cross_entropy", "cross_entropy_none", "gelu_tanh", "layer_norm", "lstm_cell"],
 )
 def test_gradgradcheck_on_fused_nn_functions_that_recompute_under_create_graph(f):
     a = leaf(np.random.default_rng(4).standard_normal((3, 3)))
@@ -139,10 +141,14 @@ def test_gradgradcheck_catches_a_wrong_second_derivative():
 
 
 def test_double_backward_through_a_fused_op_raises_clearly():
-    x = leaf(np.arange(8.0).reshape(2, 4) / 4)
-    y = F.layer_norm(x, (4,))
-    (g,) = grad((y * y.detach()).sum() + (x * x).sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match="double backward through LayerNormFunction"):
+    x = leaf(np.arange(16.0).reshape(1, 1, 4, 4) / 8)
+    w = leaf(np.ones((1, 1, 3, 3)))
+    y = F.conv2d(x, w, padding=1)
+    (g,) = grad((y * y).sum() + (x * x).sum(), x, create_graph=True)  # first derivatives: fine
+    np.testing.assert_allclose(
+        values(g), values(grad((y * y).sum(), x, retain_graph=True)[0] + 2 * x)
+    )
+    with pytest.raises(RuntimeError, match="double backward through Conv2dFunction"):
         g.sum().backward()
 
 
