@@ -165,7 +165,7 @@ for epoch in range(2):
 # Some heads look at the previous character or two; others spread over the word so far.
 
 # %% jupyter={"source_hidden": true}
-from IPython.display import SVG
+from torchlight.viz import Picture  # an SVG that JupyterLab shows before the cell runs
 
 
 def heatmaps(maps, labels, scale=11):
@@ -180,7 +180,7 @@ def heatmaps(maps, labels, scale=11):
         for j, c in enumerate(labels):
             parts.append(f'<text x="{x0 + j * scale + 2}" y="10">{"_" if c == " " else c}</text>')
         x0 += n * scale + 14
-    return SVG(f'<svg xmlns="http://www.w3.org/2000/svg" width="{x0}" height="{n * scale + 14}" '
+    return Picture(f'<svg xmlns="http://www.w3.org/2000/svg" width="{x0}" height="{n * scale + 14}" '
                f'shape-rendering="crispEdges" font-family="monospace" font-size="9">{"".join(parts)}</svg>')
 
 
@@ -238,7 +238,7 @@ def log_plot(series, width=420, height=180):
         parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>'
                      f'<text x="{left + plot_w + 8}" y="{top + 14 + 16 * k}" fill="{colour}">{label}</text>')
     parts.append(f'<text x="{left}" y="{height - 8}">input step t (0 = first) of {len(values)}</text>')
-    return SVG(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    return Picture(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
                f'font-family="sans-serif" font-size="10">{"".join(parts)}</svg>')
 
 
