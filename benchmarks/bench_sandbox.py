@@ -26,7 +26,13 @@ from torchlight_grader import sandbox
 from torchlight_grader.grader import Cell, grade
 
 ROOT = Path(__file__).resolve().parents[1]
-ASSIGNMENTS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions")
+ASSIGNMENTS = (
+    "a1_functions",
+    "a2_broadcasting",
+    "a3_networks",
+    "a4_convolutions",
+    "a5_attention",
+)
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 HIDDEN = re.compile(r"^### BEGIN HIDDEN TESTS.*?^### END HIDDEN TESTS\n?", re.M | re.S)
 

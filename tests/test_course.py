@@ -16,7 +16,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from submissions import a1_functions, a2_broadcasting, a3_networks, a4_convolutions
+from submissions import a1_functions, a2_broadcasting, a3_networks, a4_convolutions, a5_attention
 from submissions.catalog import Submission, build
 from submissions.pipeline import (
     grade_all,
@@ -31,10 +31,10 @@ from submissions.pipeline import (
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
 
-ASSIGNMENTS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions")
+ASSIGNMENTS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions", "a5_attention")
 CATALOG: list[Submission] = [
     s
-    for module in (a1_functions, a2_broadcasting, a3_networks, a4_convolutions)
+    for module in (a1_functions, a2_broadcasting, a3_networks, a4_convolutions, a5_attention)
     for s in module.CATALOG
 ]
 # Short timeouts keep the hazards cheap; the seed makes a failure reproducible.

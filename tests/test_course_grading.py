@@ -20,7 +20,7 @@ from torchlight_grader.inside import wire
 from torchlight_grader.sandbox import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions")
+NOTEBOOKS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions", "a5_attention")
 SETUP = Cell(
     "locked",
     "setup",
@@ -259,3 +259,23 @@ def test_a_grader_installed_in_the_environment_is_masked(monkeypatch: pytest.Mon
         check=False,
     )
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_answers_calling_the_librarys_own_a5_functions_are_flagged() -> None:
+    """a5 asks for ops the library has: an answer calling them is flagged for review, while no
+    solution cell of any assignment is."""
+    import jupytext
+
+    from torchlight_grader.nbgrader_plugins import BUILT_IN
+
+    for source in (
+        "return F.scaled_dot_product_attention(q, k, v, is_causal=causal)",
+        "return tl.nn.functional.layer_norm(x, x.shape[-1], weight, bias, eps)",
+        "s = x.softmax(-1)",
+        "from torchlight.nn.recurrent import LSTMCellFunction",
+        "return SoftmaxFunction.apply(x, -1)",
+    ):
+        assert BUILT_IN.search(source), source
+    for script in sorted((ROOT / "assignments" / "source").glob("*/*.py")):
+        for cell in jupytext.read(script).cells:
+            assert not BUILT_IN.search(cell.source), (script.name, cell.source[:80])

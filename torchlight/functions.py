@@ -117,7 +117,7 @@ class ReLU(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         (a,) = ctx.saved_tensors
-        return grad_output._zip("mul", a._zip("gt", a._lift(0)))  # G * [a > 0]
+        return grad_output * (a > 0)  # G * [a > 0]
 
 
 class Tanh(Function):
@@ -295,7 +295,11 @@ class Where(Function):
     def backward(ctx: Context, grad_output: Tensor) -> tuple[None, Tensor, Tensor]:
         (condition,) = ctx.saved_tensors
         zero = grad_output._lift(0.0)
-        return None, grad_output._where(condition, zero), zero._where(condition, grad_output)
+        return (
+            None,
+            Where.apply(condition, grad_output, zero),
+            Where.apply(condition, zero, grad_output),
+        )
 
 
 class MatMul(Function):
@@ -420,7 +424,21 @@ class GetItem(Function):
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        return grad_output._index_add(ctx.shape, ctx.index)
+        return GetItemBackward.apply(grad_output, ctx.shape, ctx.index)
+
+
+class GetItemBackward(Function):
+    r"""GetItem's backward as an op: zeros of ``shape`` with ``g`` added at ``index``; its own
+    gradient is ``grad_output[index]`` (so ``a[index]`` can be differentiated twice)."""
+
+    @staticmethod
+    def forward(ctx: Context, g: Tensor, shape: tuple[int, ...], index: tuple[Any, ...]) -> Tensor:
+        ctx.index = index
+        return g._index_add(shape, index)
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return grad_output[ctx.index]
 
 
 class SetItem(Function):

@@ -75,12 +75,14 @@ class Norm2(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool) -> Tensor:
         out = (a * a).sum(dims, keepdim=True).sqrt()
-        ctx.save_for_backward(a, out)
+        ctx.save_for_backward(a)
+        ctx.dims = dims
         return out if keepdim else out.reshape(_dropped(a.shape, dims))
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        a, out = ctx.saved_tensors
+        (a,) = ctx.saved_tensors
+        out = (a * a).sum(ctx.dims, keepdim=True).sqrt()  # (recomputed: differentiable in a)
         return grad_output.reshape(out.shape) * a / out.masked_fill(out == 0, 1.0)
 
 

@@ -226,12 +226,17 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         self._retains_grad = True
         return self
 
-    def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
+    def backward(
+        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
+    ) -> None:
         r"""Compute $\partial\,\mathrm{self} / \partial\,\mathrm{leaf}$ into every leaf's ``.grad``.
 
         Args:
             gradient: $\partial L / \partial\,\mathrm{self}$; ones of ``self.shape`` when omitted.
-            retain_graph: keep the saved values so backward can run through the graph again.
+            retain_graph: keep the saved values so backward can run through the graph again
+                (defaults to ``create_graph``).
+            create_graph: record the backward pass, so ``.grad`` has a history and can be
+                differentiated again (higher-order gradients; see ``tl.autograd.grad``).
         """
         if not self.requires_grad:
             raise RuntimeError(
@@ -250,7 +255,8 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
                     f"backward(gradient): the gradient has shape {deriv.shape} but the tensor "
                     f"has shape {self.shape}; they must match"
                 )
-        backpropagate(self, deriv, retain_graph=retain_graph)
+        keep = create_graph if retain_graph is None else retain_graph
+        backpropagate(self, deriv, retain_graph=keep, create_graph=create_graph)
 
     def _accumulate_grad(self, grad: Tensor) -> None:
         """Add ``grad`` into ``.grad`` (the engine calls this on leaves, and on retained non-leaves)."""

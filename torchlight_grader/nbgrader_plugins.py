@@ -163,6 +163,10 @@ HIDDEN_TESTS = re.compile(
 #: An answer that reaches for the library's own Functions (flagged for review, never zeroed).
 BUILT_IN = re.compile(
     r"\bfunctions\s*\.\s*[A-Z]|from\s+torchlight\.functions\s+import|import\s+torchlight\.functions"
+    # a5: the library's normalization, softmax, attention and LSTM Functions and functional forms
+    r"|\b(?:LayerNormFunction|SoftmaxFunction|LogSoftmaxFunction|LSTMCellFunction)\b"
+    r"|\.\s*(?:scaled_dot_product_attention|attention_weights|layer_norm|batch_norm|softmax"
+    r"|lstm_cell)\s*\("
 )
 
 

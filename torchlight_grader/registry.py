@@ -16,6 +16,7 @@ _MODULES = {
     "a2_broadcasting": "torchlight_grader.a2_broadcasting",
     "a3_networks": "torchlight_grader.a3_networks",
     "a4_convolutions": "torchlight_grader.a4_convolutions",
+    "a5_attention": "torchlight_grader.a5_attention",
 }
 
 

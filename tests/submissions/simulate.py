@@ -21,7 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from submissions import a1_functions, a2_broadcasting, a3_networks, a4_convolutions  # noqa: E402
+from submissions import (  # noqa: E402
+    a1_functions,
+    a2_broadcasting,
+    a3_networks,
+    a4_convolutions,
+    a5_attention,
+)
 from submissions.catalog import build  # noqa: E402
 from submissions.pipeline import (  # noqa: E402
     grade_all,
@@ -37,6 +43,7 @@ CATALOGS = {
     "a2_broadcasting": a2_broadcasting.CATALOG,
     "a3_networks": a3_networks.CATALOG,
     "a4_convolutions": a4_convolutions.CATALOG,
+    "a5_attention": a5_attention.CATALOG,
 }
 WEIGHTS = {"solution": 6.0, "mistake": 3.0, "release": 1.0, "cheat": 0.5, "hazard": 0.5}
 

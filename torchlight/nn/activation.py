@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from torchlight.autograd import Context, Function
+from torchlight.autograd import Context, Function, is_grad_enabled
 from torchlight.creation import where
 from torchlight.nn.module import Module
 from torchlight.tensor import Tensor
@@ -69,6 +69,8 @@ class GELUFunction(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         x, t = ctx.saved_tensors
+        if is_grad_enabled():  # create_graph: t as recorded math, differentiable in x
+            t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
         slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 0.134145 * x * x)
         return grad_output * slope
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from torchlight.autograd import Context, Function
+from torchlight.autograd import Context, Function, is_grad_enabled
 
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
@@ -135,14 +135,16 @@ class CrossEntropy(Function):
         ctx: Context, x: Tensor, target: Tensor, reduction: str, labels: np.ndarray
     ) -> Tensor:
         logp = _log_softmax(x, 1)
-        ctx.save_for_backward(logp.exp())  # softmax(x), for backward
+        ctx.save_for_backward(logp.exp(), x)  # softmax(x), for backward
         ctx.picks = (np.arange(len(labels)), labels)  # row n, column y_n
         ctx.reduction = reduction
         return _reduce_rows(-logp[ctx.picks], reduction)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None, None, None]:
-        (softmax,) = ctx.saved_tensors
+        softmax, x = ctx.saved_tensors
+        if is_grad_enabled():  # create_graph: softmax as recorded math, differentiable in x
+            softmax = x.softmax(1)
         one_hot = _one_hot(softmax, softmax.shape, ctx.picks)  # the truth
         scale = _per_row(grad_output, ctx.reduction, softmax.shape[0])
         return (softmax - one_hot) * scale, None, None, None  # prediction minus truth

@@ -109,6 +109,8 @@ class Conv2dFunction(Function):
     Called as ``Conv2dFunction.apply(x, weight, bias_or_None, stride, padding)``.
     """
 
+    once_differentiable = True  # backward is not recorded tensor math: no double backward
+
     @staticmethod
     def forward(
         ctx: Context, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Pair, padding: Pair
@@ -156,6 +158,8 @@ class MaxPool2dFunction(Function):
     PyTorch), then is folded back to the input.
     """
 
+    once_differentiable = True  # backward is not recorded tensor math: no double backward
+
     @staticmethod
     def forward(ctx: Context, x: Tensor, kernel: Pair, stride: Pair, padding: Pair) -> Tensor:
         xp = _pad(x, padding, value=float("-inf"))
@@ -183,6 +187,8 @@ class AvgPool2dFunction(Function):
 
     Backward: every element of a window receives $G / (k_h k_w)$, folded back to the input.
     """
+
+    once_differentiable = True  # backward is not recorded tensor math: no double backward
 
     @staticmethod
     def forward(ctx: Context, x: Tensor, kernel: Pair, stride: Pair, padding: Pair) -> Tensor:

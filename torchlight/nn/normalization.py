@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from torchlight.autograd import Context, Function, no_grad
+from torchlight.autograd import Context, Function, is_grad_enabled, no_grad
 from torchlight.creation import ones, rand, zeros
 from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
@@ -34,6 +34,13 @@ __all__ = [
     "BatchNorm1d", "BatchNorm2d", "Dropout2d", "GroupNorm", "LayerNorm", "LayerNormFunction",
     "batch_norm", "dropout2d", "group_norm", "layer_norm",
 ]  # fmt: skip
+
+
+def _normalized(x: Tensor, dims: tuple[int, ...], eps: float) -> tuple[Tensor, Tensor]:
+    r"""$\hat x = (x - \mu)\, r$ and $r = 1/\sqrt{\sigma^2 + \epsilon}$ over ``dims``."""
+    centred = x - x.mean(dims, keepdim=True)
+    rstd = 1.0 / ((centred * centred).mean(dims, keepdim=True) + eps).sqrt()
+    return centred * rstd, rstd
 
 
 class LayerNormFunction(Function):
@@ -57,17 +64,17 @@ class LayerNormFunction(Function):
         bias: Tensor | None = None,
     ) -> Tensor:
         dims = tuple(range(x.ndim - ndim, x.ndim))
-        centred = x - x.mean(dims, keepdim=True)
-        rstd = 1.0 / ((centred * centred).mean(dims, keepdim=True) + eps).sqrt()
-        x_hat = centred * rstd
-        ctx.save_for_backward(x_hat, rstd, weight)
-        ctx.dims, ctx.has = dims, (weight is not None, bias is not None)
+        x_hat, rstd = _normalized(x, dims, eps)
+        ctx.save_for_backward(x_hat, rstd, weight, x)
+        ctx.dims, ctx.eps, ctx.has = dims, eps, (weight is not None, bias is not None)
         out = x_hat if weight is None else x_hat * weight
         return out if bias is None else out + bias
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
-        x_hat, rstd, weight = ctx.saved_tensors
+        x_hat, rstd, weight, x = ctx.saved_tensors
+        if is_grad_enabled():  # create_graph: the statistics again, as recorded math in x
+            x_hat, rstd = _normalized(x, ctx.dims, ctx.eps)
         g = grad_output if weight is None else grad_output * weight
         mean_g, mean_gx = g.mean(ctx.dims, keepdim=True), (g * x_hat).mean(ctx.dims, keepdim=True)
         grads = [rstd * (g - mean_g - x_hat * mean_gx)]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from torchlight.autograd import Context, Function
+from torchlight.autograd import Context, Function, is_grad_enabled
 from torchlight.creation import cat, empty, stack, zeros
 from torchlight.nn import functional as F
 from torchlight.nn import init
@@ -86,17 +86,17 @@ class LSTMCellFunction(Function):
 
     @staticmethod
     def forward(ctx: Context, z: Tensor, c_prev: Tensor) -> Tensor:
-        size = c_prev.shape[-1]
-        i, f = z[..., :size].sigmoid(), z[..., size : 2 * size].sigmoid()
-        g, o = z[..., 2 * size : 3 * size].tanh(), z[..., 3 * size :].sigmoid()
-        c = f * c_prev + i * g
+        i, f, g, o, c = _lstm_gates(z, c_prev)
         tanh_c = c.tanh()
-        ctx.save_for_backward(i, f, g, o, c_prev, tanh_c)
+        ctx.save_for_backward(i, f, g, o, c_prev, tanh_c, z)
         return stack([o * tanh_c, c])
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
-        i, f, g, o, c_prev, tanh_c = ctx.saved_tensors
+        i, f, g, o, c_prev, tanh_c, z = ctx.saved_tensors
+        if is_grad_enabled():  # create_graph: the gates again, as recorded math in z and c_prev
+            i, f, g, o, c = _lstm_gates(z, c_prev)
+            tanh_c = c.tanh()
         grad_h, grad_c = grad_output[0], grad_output[1]
         delta_c = grad_c + grad_h * o * (1.0 - tanh_c * tanh_c)
         grad_z = cat(
@@ -109,6 +109,14 @@ class LSTMCellFunction(Function):
             dim=-1,
         )
         return grad_z, delta_c * f
+
+
+def _lstm_gates(z: Tensor, c_prev: Tensor) -> tuple[Tensor, ...]:
+    """The gates $i, f, g, o$ from the pre-activations $z$, and $c_t = f c_{t-1} + i g$."""
+    size = c_prev.shape[-1]
+    i, f = z[..., :size].sigmoid(), z[..., size : 2 * size].sigmoid()
+    g, o = z[..., 2 * size : 3 * size].tanh(), z[..., 3 * size :].sigmoid()
+    return i, f, g, o, f * c_prev + i * g
 
 
 def lstm_cell(
