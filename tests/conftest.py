@@ -11,6 +11,13 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+# The CUDA tests run on numba's simulator unless a real GPU is asked for (TORCHLIGHT_TEST_CUDA=gpu).
+# numba reads the switch once, when numba.cuda is first imported, by whichever module gets
+# there first: the docs' API discovery imports every backend while its test module is
+# collected, so the switch is set here, before any test module is.
+if os.environ.get("TORCHLIGHT_TEST_CUDA") != "gpu":
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
 settings.register_profile(
     "ci",
     derandomize=True,
