@@ -384,7 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(_interrupted_line(args, progress, parser.prog), file=sys.stderr)
+        # "\r": a progress bar cut short by Ctrl-C leaves its line open; write over it
+        print("\r" + _interrupted_line(args, progress, parser.prog), file=sys.stderr)
         return 130  # the shell's code for "stopped by Ctrl-C"
     return 0
 
