@@ -193,10 +193,13 @@ def command(
     if not root:  # an unprivileged grader: a user namespace maps the sandbox's own uid
         args += ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID)]
         args += ["--gid", str(SANDBOX_UID)]
+    # The private tmpfs first: bwrap mounts in order, so a checkout or venv under /tmp is
+    # bound on top of the empty /tmp instead of being hidden by it.
+    for where in (WORK, "/tmp"):
+        args += ["--size", size, "--perms", "1777", "--tmpfs", where]
     args += _binds(forbidden)
     args += ["--ro-bind", str(INSIDE), INSIDE_MOUNT, "--proc", "/proc", "--dev", "/dev"]
-    for where in (WORK, "/tmp", "/dev/shm"):
-        args += ["--size", size, "--perms", "1777", "--tmpfs", where]
+    args += ["--size", size, "--perms", "1777", "--tmpfs", "/dev/shm"]  # after /dev, not under it
     args += ["--chdir", WORK, "--"]
     if root:  # as root: a real, unprivileged uid, no capabilities at all, no way back
         args += [SETPRIV, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
