@@ -388,7 +388,25 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self._last_lr = self._groups_lr()
 
 
-class ChainedScheduler(LRScheduler):
+class _SchedulerOfSchedulers(LRScheduler):
+    """What ChainedScheduler and SequentialLR share: their state holds each inner scheduler's."""
+
+    _schedulers: list[LRScheduler]
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        saved = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for scheduler, s in zip(self._schedulers, saved, strict=True):
+            scheduler.load_state_dict(s)
+
+
+class ChainedScheduler(_SchedulerOfSchedulers):
     """Step several schedulers together at every ``step()``: their (chainable) effects multiply,
     e.g. a ConstantLR warm-up and an ExponentialLR decay from the start."""
 
@@ -411,20 +429,8 @@ class ChainedScheduler(LRScheduler):
             scheduler.step()
         self._last_lr = self._groups_lr()
 
-    def state_dict(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state = dict(state_dict)
-        saved = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for scheduler, s in zip(self._schedulers, saved, strict=True):
-            scheduler.load_state_dict(s)
-
-
-class SequentialLR(LRScheduler):
+class SequentialLR(_SchedulerOfSchedulers):
     """Run ``schedulers[0]`` until ``milestones[0]``, then ``schedulers[1]`` (restarted at its
     epoch 0), and so on: e.g. a LinearLR warm-up followed by a cosine decay.
 
@@ -478,18 +484,6 @@ class SequentialLR(LRScheduler):
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state = dict(state_dict)
-        saved = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for scheduler, s in zip(self._schedulers, saved, strict=True):
-            scheduler.load_state_dict(s)
 
 
 class OneCycleLR(LRScheduler):
