@@ -261,7 +261,20 @@ def _unbatched_state(h: Tensor | None, batched: bool) -> Tensor | None:
     return h if h is None or batched else h.unsqueeze(1)
 
 
-class RNN(_RNNBase):
+class _HiddenStateRNN(_RNNBase):
+    """What RNN and GRU share: the state is one tensor ``hx``, not LSTM's pair."""
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
+        x, batched = self._prepare(input)
+        hx = _unbatched_state(hx, batched)
+        h0 = self._zeros(x.shape[1], x) if hx is None else hx
+        self._check_state(h0, x.shape[1], "hx")
+        out, finals = self._run(x, [h0[layer] for layer in range(self.num_layers)])
+        h_n = stack(finals)
+        return self._finish(out, batched), h_n if batched else h_n.squeeze(1)
+
+
+class RNN(_HiddenStateRNN):
     r"""$h_t = \tanh(x_t W_{ih}^T + b_{ih} + h_{t-1} W_{hh}^T + b_{hh})$, per layer
     (``nonlinearity="relu"`` for ReLU).
 
@@ -291,15 +304,6 @@ class RNN(_RNNBase):
 
     def _step(self, x: Tensor, state: Tensor, weights: GateWeights) -> Tensor:
         return rnn_cell(x, state, weights, self.nonlinearity == "relu")
-
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
-        x, batched = self._prepare(input)
-        hx = _unbatched_state(hx, batched)
-        h0 = self._zeros(x.shape[1], x) if hx is None else hx
-        self._check_state(h0, x.shape[1], "hx")
-        out, finals = self._run(x, [h0[layer] for layer in range(self.num_layers)])
-        h_n = stack(finals)
-        return self._finish(out, batched), h_n if batched else h_n.squeeze(1)
 
 
 class LSTM(_RNNBase):
@@ -339,7 +343,7 @@ class LSTM(_RNNBase):
         return self._finish(out, batched), (h_n, c_n)
 
 
-class GRU(RNN):
+class GRU(_HiddenStateRNN):
     r"""Gated recurrent unit, per layer; see ``gru_cell`` for the gates.
 
     Shape: as ``RNN``.
@@ -347,29 +351,6 @@ class GRU(RNN):
 
     _gates = 3
     _split_gates = True
-
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__(
-            input_size,
-            hidden_size,
-            num_layers,
-            "tanh",
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            dtype,
-        )
 
     def _step(self, x: Tensor, state: Tensor, weights: GateWeights) -> Tensor:
         return gru_cell(x, state, weights)
