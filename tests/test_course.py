@@ -26,6 +26,7 @@ from submissions.pipeline import (
     notebooks,
     read_items,
     read_totals,
+    secret_lines,
     submit,
 )
 
@@ -144,28 +145,13 @@ def test_feedback_shows_messages_but_no_hidden_test_or_solution(graded: Graded) 
 
 
 def _assert_no_secrets(text: str, source_nb: Any, where: str, solutions: bool = True) -> None:
-    hidden, answers = _secret_lines(source_nb)
+    hidden, answers = secret_lines(source_nb)
     for line in hidden:
         assert line not in text, f"hidden test line {line!r} in {where}"
     assert "BEGIN HIDDEN TESTS" not in text, where
     if solutions:
         for line in answers:
             assert line not in text, f"solution line {line!r} in {where}"
-
-
-def _secret_lines(source_nb: Any) -> tuple[list[str], list[str]]:
-    """Distinctive lines of the hidden tests and of the solutions of a source notebook."""
-    hidden, answers = [], []
-    for cell in source_nb.cells:
-        region = None
-        for line in cell.source.split("\n"):
-            if "BEGIN HIDDEN TESTS" in line or "BEGIN SOLUTION" in line:
-                region = hidden if "HIDDEN" in line else answers
-            elif "END HIDDEN TESTS" in line or "END SOLUTION" in line:
-                region = None
-            elif region is not None and len(line.strip()) >= 20:
-                region.append(line.strip())
-    return hidden, answers
 
 
 def _html_text(page: str) -> str:

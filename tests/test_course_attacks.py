@@ -28,7 +28,14 @@ import psutil
 import pytest
 from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS
 from submissions.catalog import build
-from submissions.pipeline import make_course, max_points, notebooks, read_items, submit
+from submissions.pipeline import (
+    make_course,
+    max_points,
+    notebooks,
+    read_items,
+    secret_lines,
+    submit,
+)
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
 
@@ -237,7 +244,7 @@ def test_every_attempt_was_blocked_in_the_feedback_kernel_too(batch: Batch) -> N
 
 
 def test_no_secret_reaches_an_attackers_feedback(batch: Batch) -> None:
-    hidden, answers = _secret_lines(batch.source)
+    hidden, answers = secret_lines(batch.source)
     for sub in ATTACKS:
         if sub.base == "solution":
             continue
@@ -368,17 +375,3 @@ def _active_parts(page: str) -> tuple[list[str], list[str]]:
     parser = _Active()
     parser.feed(page)
     return parser.scripts, parser.attributes
-
-
-def _secret_lines(source_nb: Any) -> tuple[list[str], list[str]]:
-    hidden, answers = [], []
-    for cell in source_nb.cells:
-        region = None
-        for line in cell.source.split("\n"):
-            if "BEGIN HIDDEN TESTS" in line or "BEGIN SOLUTION" in line:
-                region = hidden if "HIDDEN" in line else answers
-            elif "END HIDDEN TESTS" in line or "END SOLUTION" in line:
-                region = None
-            elif region is not None and len(line.strip()) >= 20:
-                region.append(line.strip())
-    return hidden, answers

@@ -122,3 +122,18 @@ def grade_all(
             log=log,
         ),
     }
+
+
+def secret_lines(source_nb: Any) -> tuple[list[str], list[str]]:
+    """Distinctive lines of the hidden tests and of the solutions of a source notebook."""
+    hidden, answers = [], []
+    for cell in source_nb.cells:
+        region = None
+        for line in cell.source.split("\n"):
+            if "BEGIN HIDDEN TESTS" in line or "BEGIN SOLUTION" in line:
+                region = hidden if "HIDDEN" in line else answers
+            elif "END HIDDEN TESTS" in line or "END SOLUTION" in line:
+                region = None
+            elif region is not None and len(line.strip()) >= 20:
+                region.append(line.strip())
+    return hidden, answers
