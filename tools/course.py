@@ -7,10 +7,11 @@ metadata (``# %% nbgrader={...}``). nbgrader works on ``.ipynb`` files, so this 
 nbgrader clears them anyway). The course's ``nbgrader_config.py`` tells nbgrader to ignore the
 ``.py`` scripts, so they (and their solutions) never reach the release.
 
-It also runs the grading steps (``make course-grade``): ``grade`` runs nbgrader's autograde,
-generate_feedback and both exports one after the other, *always all four*: one broken
-submission (truncated JSON, a symlink) costs only that student, and the failures are listed at
-the end (exit status 1).
+It also runs the grading steps serially: ``grade`` runs nbgrader's autograde,
+generate_feedback and both exports one after the other, in one process
+(``tools/course_batch.py``), *always all four*: one broken submission (truncated JSON, a
+symlink) costs only that student, and the failures are listed at the end (exit status 1).
+``make course-grade`` runs ``tools/course_parallel.py``, which grades students concurrently.
 
 Usage::
 
@@ -24,12 +25,9 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import jupytext
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +41,8 @@ def scripts(course: Path) -> list[Path]:
 
 def render(script: Path) -> str:
     """The ``.ipynb`` text for one script (deterministic, so ``check`` can compare)."""
+    import jupytext  # here, not at the top: the grading commands never need it (0.5 s)
+
     nb = jupytext.read(script, fmt="py:percent")
     nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
@@ -158,10 +158,13 @@ def integrity_report(course: Path) -> Path:
 def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -> int:
     """autograde, generate_feedback, grades.csv, items.csv: all four steps, failures at the end.
 
-    After autograde the gradebook is checked against a snapshot taken before it: a change the
+    After the steps the gradebook is checked against a snapshot taken before them: a change the
     grader did not make fails loudly, naming the student or the cell.
     """
-    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from course_batch import Worker, skip_slow_imports
+
+    skip_slow_imports()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     steps = [
         ("autograde", ["autograde", assignment, "--force", *(extra or [])]),
@@ -170,24 +173,23 @@ def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -
         ("export_items", ["export", f"--exporter={EXPORTER}", "--to=items.csv"]),
     ]
     failures: list[str] = []
-    before = gradebook_snapshot(course)
-    for name, args in steps:
-        start = time.perf_counter()
-        proc = subprocess.run(
-            [nbgrader, *args], cwd=course, env=env, capture_output=True, text=True, check=False
-        )
-        sys.stdout.write(proc.stdout)
-        sys.stderr.write(proc.stderr)
-        print(f"step {name}: {time.perf_counter() - start:.1f} s (exit {proc.returncode})")
-        if proc.returncode != 0:
-            found = FAILED.findall(proc.stdout + proc.stderr)
+    worker = Worker(course, env).start()  # imports nbgrader while the snapshot is taken
+    try:
+        before = gradebook_snapshot(course)
+        runs = worker.do([args for _, args in steps])
+    finally:
+        worker.close()
+    for (name, _), run in zip(steps, runs, strict=True):
+        sys.stdout.write(run.output)
+        print(f"step {name}: {run.seconds:.1f} s (exit {run.returncode})")
+        if run.returncode != 0:
+            found = FAILED.findall(run.output)
             failures += [f"{name}: {a} of student {s}" for a, s in found] or [f"{name} failed"]
-        if name == "autograde":
-            failures += [
-                f"gradebook changed outside the grader: {c}"
-                for c in gradebook_changes(before, gradebook_snapshot(course))
-            ]
-            print(f"integrity report: {integrity_report(course)}")
+    failures += [
+        f"gradebook changed outside the grader: {c}"
+        for c in gradebook_changes(before, gradebook_snapshot(course))
+    ]
+    print(f"integrity report: {integrity_report(course)}")
     if failures:
         print(f"grading finished with {len(failures)} failure(s):", file=sys.stderr)
         for failure in failures:

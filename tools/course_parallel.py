@@ -1,9 +1,10 @@
 """Grade a course's submissions with several nbgrader processes at once (``make course-grade``).
 
-nbgrader grades one notebook after another in one process. This tool splits the
-students into groups and runs one ``nbgrader autograde`` + ``nbgrader generate_feedback`` pair
-per group (``--student`` / ``--CourseDirectory.student_id_exclude``), ``--jobs`` groups at a
-time, then the exports once, after every student is done::
+nbgrader grades one notebook after another in one process. This tool starts ``--jobs`` worker
+processes (``tools/course_batch.py``: nbgrader commands run in-process, so each worker pays
+nbgrader's start-up once), hands each free worker the next student (``nbgrader autograde
+--student=ID`` then ``nbgrader generate_feedback --student=ID``), and runs the exports once,
+after every student is done::
 
     .venv/bin/python tools/course_parallel.py --jobs 4                    # every assignment
     .venv/bin/python tools/course_parallel.py --jobs 4 --assignment a1_functions
@@ -13,7 +14,7 @@ Why the grades are exactly a serial run's: a student's grades depend only on the
 submission and on the instructor's rows of the gradebook (source cells, points), which grading
 only reads. Each worker writes only its own students' rows (student, submission, grades,
 comments) and their ``autograded/<student>`` and ``feedback/<student>`` folders, so no two
-workers touch the same row or file. The exports (one process, after the pool) read the finished
+workers touch the same row or file. The exports (one worker, after the pool) read the finished
 gradebook, as they do after a serial run.
 
 What is serialized, and how:
@@ -28,8 +29,8 @@ What is serialized, and how:
 - **PostgreSQL** (``--db-url`` / ``COURSE_DB_URL``) takes concurrent writers natively: nothing is
   serialized except row locks on different rows, which never wait on each other.
 - The gradebook's schema and the assignments exist before the pool starts (``nbgrader
-  generate_assignment`` made them); the tool checks that once, serially, and stops with a message
-  when they are missing.
+  generate_assignment`` made them); the tool checks that once, before the pool, and stops with a
+  message when they are missing.
 
 As in ``tools/course.py grade``, the gradebook is snapshotted before grading and compared after
 every worker is done: a change to source cells, checksums, points or manual scores that the
@@ -37,62 +38,40 @@ grader did not make fails loudly; ``integrity.csv`` lists per student what the g
 
 One student's failure costs that student only: the pool goes on, the exports run for everyone,
 and the tool lists the failed students (with the tail of their nbgrader output and the path of
-the full log) and exits 1 at the end.
+the full log, ``logs/<student>.log``) and exits 1 at the end.
 
-``--jobs 1`` runs nbgrader's own one-command-per-step serial pipeline (``autograde "*"`` over
-all students at once), the reference the parallel run is compared against in
-``tests/test_course_scale.py``.
+``--jobs 1`` (or a single student) runs nbgrader's own serial pipeline in one worker
+(``autograde "*"`` over all students at once, ``generate_feedback "*"``, the exports), the
+reference the parallel run is compared against in ``tests/test_course_scale.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
+import queue
 import re
-import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from course_batch import Run, Worker, skip_slow_imports  # noqa: E402
+
+skip_slow_imports()  # before nbformat and nbgrader are imported (by ``course``)
 from course import gradebook_changes, gradebook_snapshot, integrity_report  # noqa: E402
 
 BIN = Path(sys.executable).parent
 EXPORTER = "torchlight_grader.exports.CourseExportPlugin"  # grades.csv, items.csv, canvas.csv
+EXPORT = ("export", f"--exporter={EXPORTER}", "--to=.")
 LOCKED = "database is locked"
 NBGRADER_FAILED = re.compile(
     r"There was an error processing assignment '([^']*)' for student '([^']*)'"
 )
-
-
-@dataclass
-class Run:
-    """One nbgrader command's outcome."""
-
-    args: tuple[str, ...]
-    returncode: int
-    output: str
-    seconds: float
-
-
-def nbgrader(course: Path, args: Sequence[str], env: dict[str, str]) -> Run:
-    """``nbgrader ARGS`` in ``course``, its output captured (never raises on failure)."""
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [str(BIN / "nbgrader"), *args],
-        cwd=course,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return Run(tuple(args), proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start)
 
 
 def students_of(course: Path, assignment: str) -> list[str]:
@@ -115,45 +94,48 @@ def environment(db_url: str | None) -> dict[str, str]:
     return env
 
 
-def chunks(students: Sequence[str], jobs: int, largest: int = 8) -> list[list[str]]:
-    """Groups of students, one nbgrader process pair each.
-
-    Each nbgrader start costs seconds, so a worker grades a group, not one student. Groups are at
-    most ``largest`` students, and there are at least ``jobs`` of them (when there are that many
-    students) so every worker has work; more, smaller groups than workers balance the load when
-    some students take much longer (a hostile notebook that runs into its time limit).
-    """
-    size = max(1, min(largest, math.ceil(len(students) / max(1, jobs))))
-    return [list(students[i : i + size]) for i in range(0, len(students), size)]
-
-
-def select(group: Sequence[str], everyone: Sequence[str]) -> list[str]:
-    """nbgrader options for exactly ``group``: --student=ID, or all but the others excluded."""
-    if len(group) == 1:
-        return [f"--student={group[0]}"]
-    others = sorted(set(everyone) - set(group))
-    return ["--student=*", f"--CourseDirectory.student_id_exclude={','.join(others)}"]
-
-
-def grade_group(
-    course: Path,
-    group: Sequence[str],
-    everyone: Sequence[str],
-    assignment: str,
-    extra: Sequence[str],
-    env: dict[str, str],
-) -> list[Run]:
-    """autograde, then generate_feedback, for one group of students."""
-    who = select(group, everyone)
+def student_job(student: str, assignment: str, extra: Sequence[str]) -> list[list[str]]:
+    """autograde, then generate_feedback, for one student."""
+    who = f"--student={student}"
     return [
-        nbgrader(course, ["autograde", assignment, *who, "--force", *extra], env),
-        nbgrader(course, ["generate_feedback", assignment, *who, "--force"], env),
+        ["autograde", assignment, who, "--force", *extra],
+        ["generate_feedback", assignment, who, "--force"],
     ]
 
 
-def exports(course: Path, env: dict[str, str]) -> list[Run]:
-    """grades.csv (nbgrader's own), items.csv (one row per test cell), canvas.csv (the LMS)."""
-    return [nbgrader(course, ["export", f"--exporter={EXPORTER}", "--to=."], env)]
+def serial_job(assignment: str, extra: Sequence[str]) -> list[list[str]]:
+    """nbgrader's own pipeline: each step once, over every student, then the exports."""
+    return [
+        ["autograde", assignment, "--force", *extra],
+        ["generate_feedback", assignment, "--force"],
+        list(EXPORT),
+    ]
+
+
+def pool(
+    workers: Sequence[Worker], students: Sequence[str], assignment: str, extra: Sequence[str]
+) -> dict[str, list[Run]]:
+    """Every student graded by the first free worker, one student at a time (so a slow,
+    hostile notebook holds up only its own worker); the runs of each student."""
+    todo: queue.Queue[str] = queue.Queue()
+    for student in students:
+        todo.put(student)
+    done: dict[str, list[Run]] = {}
+
+    def work(worker: Worker) -> None:
+        while True:
+            try:
+                student = todo.get_nowait()
+            except queue.Empty:
+                return
+            done[student] = worker.do(student_job(student, assignment, extra))
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done
 
 
 def grade(
@@ -176,36 +158,37 @@ def grade(
         return [], seconds
 
     start = time.perf_counter()
-    check = nbgrader(course, ["db", "assignment", "list"], env)
-    if check.returncode != 0 or "There are no assignments" in check.output:
-        raise SystemExit(
-            "expected a gradebook with the released assignments, found none:\n"
-            f"{check.output[-2000:]}\nrun `make course-release` (with the same DB_URL) first"
-        )
-    before = gradebook_snapshot(course, db_url)
-    if jobs <= 1:
-        runs = [
-            nbgrader(course, ["autograde", assignment, "--force", *extra], env),
-            nbgrader(course, ["generate_feedback", assignment, "--force"], env),
-        ]
-        _write_log(log_dir / "serial.log", runs)
-        if any(r.returncode != 0 for r in runs):
-            failed["(serial run)"] = runs
-    else:
-        groups = chunks(students, jobs)
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            results = list(
-                pool.map(lambda g: grade_group(course, g, students, assignment, extra, env), groups)
+    # The workers import nbgrader and the grader while this process reads the gradebook.
+    workers = [Worker(course, env).start() for _ in range(max(1, min(jobs, len(students))))]
+    try:
+        before = gradebook_snapshot(course, db_url)
+        if not any(key[0] == "points" for key in before):
+            raise SystemExit(
+                f"expected a gradebook with the released assignments in {db_url or course}, found "
+                "none: run `make course-release` (with the same DB_URL) first"
             )
-        for group, runs in zip(groups, results, strict=True):
-            name = ",".join(group)
-            if any(LOCKED in r.output for r in runs if r.returncode != 0):
-                print(f"retrying {name} alone (sqlite stayed locked)", file=sys.stderr)
-                runs = grade_group(course, group, students, assignment, extra, env)
-            _write_log(log_dir / f"{group[0]}.log", runs)
-            if any(r.returncode != 0 for r in runs):
-                failed[name] = runs
-    seconds["grading"] = time.perf_counter() - start
+        if len(workers) == 1:  # one worker: nbgrader's own serial pipeline, exports included
+            runs = workers[0].do(serial_job(assignment, extra))
+            _write_log(log_dir / "serial.log", runs)
+            if any(r.returncode != 0 for r in runs[:2]):
+                failed["(serial run)"] = runs[:2]
+            export_runs = runs[2:]
+        else:
+            graded = pool(workers, students, assignment, extra)
+            for student in students:
+                runs = graded[student]
+                if any(LOCKED in r.output for r in runs if r.returncode != 0):
+                    print(f"retrying {student} alone (sqlite stayed locked)", file=sys.stderr)
+                    runs = workers[0].do(student_job(student, assignment, extra))
+                _write_log(log_dir / f"{student}.log", runs)
+                if any(r.returncode != 0 for r in runs):
+                    failed[student] = runs
+            export_runs = workers[0].do([list(EXPORT)])
+    finally:
+        for worker in workers:
+            worker.close()
+    seconds["exports"] = sum(r.seconds for r in export_runs)
+    seconds["grading"] = time.perf_counter() - start - seconds["exports"]
     # The gradebook checks itself: what autograde never changes must not have changed.
     changes = gradebook_changes(before, gradebook_snapshot(course, db_url))
     if changes:
@@ -213,12 +196,9 @@ def grade(
         failed["(gradebook integrity)"] = [Run(("integrity check",), 1, text, 0.0)]
     print(f"integrity report: {integrity_report(course)}")
 
-    start = time.perf_counter()
-    export_runs = exports(course, env)
     _write_log(log_dir / "export.log", export_runs)
     if any(r.returncode != 0 for r in export_runs):
         failed["(exports)"] = export_runs
-    seconds["exports"] = time.perf_counter() - start
     for who, runs in failed.items():
         if not runs:
             continue

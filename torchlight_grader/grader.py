@@ -83,8 +83,11 @@ def grade(
     limits: Limits | None = None,
     timeout_cap: float | None = None,
     forbidden: Sequence[str] = (),
+    ahead: bool = False,
 ) -> dict[str, Verdict]:
-    """Grade the test cells ``test_ids`` of one notebook; one :class:`Verdict` per id."""
+    """Grade the test cells ``test_ids`` of one notebook; one :class:`Verdict` per id.
+
+    ``ahead``: start the next notebook's sandbox while this one runs (for a batch)."""
     limits = limits or Limits()
     checks = registry.checks_for(notebook)
     verdicts: dict[str, Verdict] = {}
@@ -111,7 +114,7 @@ def grade(
         {"name": c.grade_id or f"new cell {i + 1}", "source": c.source}
         for i, c in enumerate(runnable(cells))
     ]
-    run = run_items(notebook, sources, items, limits, forbidden) if items else Run()
+    run = run_items(notebook, sources, items, limits, forbidden, ahead) if items else Run()
     for grade_id, (check, cases) in plans.items():
         problem = cell_problem(check, run.cells, limits)
         if problem:

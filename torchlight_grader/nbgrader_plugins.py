@@ -195,7 +195,9 @@ class SandboxedExecute(Execute):
     Grades never depend on these outputs (see :class:`IsolatedGrader`).
 
     With ``background = True`` the run only starts here and :class:`IsolatedGrader` collects
-    it after running the hidden checks, so the two sandboxes use both cores at once.
+    it after running the hidden checks, so the two sandboxes use both cores at once. With
+    ``start_ahead`` (the default) the sandbox for the next notebook, its kernel already up, is
+    started as this one's run begins; it sees no student code until it is handed that notebook.
     """
 
     total_timeout = Float(300.0, help="Wall-clock seconds for the whole notebook run.").tag(
@@ -205,6 +207,9 @@ class SandboxedExecute(Execute):
         config=True
     )
     background = Bool(False, help="Leave the run for IsolatedGrader to collect.").tag(config=True)
+    start_ahead = Bool(
+        True, help="Start the next notebook's sandbox (and kernel) while this one runs."
+    ).tag(config=True)
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         runnable = copy.deepcopy(nb)
@@ -212,20 +217,27 @@ class SandboxedExecute(Execute):
             meta = cell.get("metadata", {}).get("nbgrader", {})
             if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
                 cell.source = HIDDEN_TESTS.sub("", cell.source)
-        request = {
+        settings = {
             "memory": self.memory_limit,
             "cpu_seconds": int(self.total_timeout) + 5,
             "processes": 256,
             "timeout": int(self.timeout or 30),
             "extra_arguments": list(self.extra_arguments),
-            "notebook": nbformat.writes(runnable),
         }
         start = time.monotonic()
         deadline = start + self.total_timeout
-        box = sandbox.Sandbox("run_notebook.py", sandbox.Limits(), course_paths(resources))
+        # A sandbox whose kernel is already up (started while the last notebook ran), and the
+        # next notebook's, started now.
+        box = sandbox.open_sandbox(
+            "run_notebook.py",
+            sandbox.Limits(),
+            course_paths(resources),
+            settings=settings,
+            ahead=self.start_ahead,
+        )
         box.loads = _json_frame
         run = NotebookRun(box, deadline, self.log)
-        box.send(request, deadline)
+        box.send({"notebook": nbformat.writes(runnable)}, deadline)
         if self.background:
             resources[NotebookRun.KEY] = run
         else:
@@ -259,6 +271,8 @@ class NotebookRun:
             if entry is None:
                 return
             self.entries.append(entry)
+            if "done" in entry or "stopped" in entry:
+                return  # the last frame: the kernel's shut-down is not waited for
 
     def finish(self, nb: Any) -> None:
         self.thread.join(max(0.0, self.deadline - time.monotonic()))
@@ -346,6 +360,9 @@ class IsolatedGrader(NbGraderPreprocessor):
     notebook_timeout = Float(
         300.0, help="Wall-clock seconds for all hidden checks of one notebook, however many cells."
     ).tag(config=True)
+    start_ahead = Bool(
+        True, help="Start the next notebook's sandbox (its imports done) while this one runs."
+    ).tag(config=True)
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         start = time.perf_counter()
@@ -384,6 +401,7 @@ class IsolatedGrader(NbGraderPreprocessor):
             ),
             timeout_cap=self.timeout_cap,
             forbidden=course_paths(resources),
+            ahead=self.start_ahead,
         )
         pending = resources.pop(NotebookRun.KEY, None)
         if pending is not None:  # the notebook ran in parallel with the checks

@@ -17,12 +17,16 @@ bubblewrap sandbox (``/usr/bin/bwrap``, started by absolute path, never through 
   notebook, enforced here by killing the sandbox.
 
 Student cell sources go in through stdin; results come back only through a pipe this process
-holds, as frames tagged with a fresh nonce per item. If the sandbox cannot be built, grading
-refuses to start (:class:`SandboxUnavailableError`), unless the opt-out environment variable is set.
+holds, as frames tagged with a fresh nonce per item. Every notebook gets sandboxes of its own;
+:func:`open_sandbox` starts the next notebook's while the current one runs (a *spare*: started,
+its imports done, no student code yet), so Python's start-up is off the critical path. If the
+sandbox cannot be built, grading refuses to start (:class:`SandboxUnavailableError`), unless the
+opt-out environment variable is set.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -33,6 +37,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -394,6 +399,62 @@ class Sandbox:
         return killed
 
 
+# ------------------------------------------------------------------------------ spares
+_SPARES: dict[str, tuple[tuple[Any, ...], Sandbox]] = {}  # script -> (key, started sandbox)
+
+
+def open_sandbox(
+    script: str,
+    limits: Limits,
+    forbidden: Sequence[str] = (),
+    as_pid_1: bool = False,
+    settings: dict[str, Any] | None = None,
+    ahead: bool = False,
+) -> Sandbox:
+    """A fresh sandbox running ``script``, used by nobody before, with ``settings`` (if any)
+    already sent as its first line.
+
+    With ``ahead``, another one like it is started now, for the next call: it imports while
+    this one works, and waits (without any student code) until it is handed out. A spare
+    whose arguments differ, or that has ended, is closed instead of used. Only the main thread
+    keeps spares (``--die-with-parent`` ends a sandbox when the thread that started it ends).
+    """
+    key = (script, limits, tuple(forbidden), as_pid_1, wire.dumps(settings), ensure_available())
+    box = None
+    if script in _SPARES:
+        spare_key, spare = _SPARES.pop(script)
+        if spare_key == key and spare.proc.poll() is None:
+            box = spare
+        else:
+            spare.close()
+    if box is None:
+        box = _started(script, limits, forbidden, as_pid_1, settings)
+    if ahead and threading.current_thread() is threading.main_thread():
+        _SPARES[script] = (key, _started(script, limits, forbidden, as_pid_1, settings))
+    return box
+
+
+def _started(
+    script: str,
+    limits: Limits,
+    forbidden: Sequence[str],
+    as_pid_1: bool,
+    settings: dict[str, Any] | None,
+) -> Sandbox:
+    box = Sandbox(script, limits, forbidden, as_pid_1)
+    if settings is not None:
+        box.send(settings, time.monotonic() + _STARTUP_S)
+    return box
+
+
+@atexit.register
+def close_spares() -> None:
+    """End every spare sandbox (they would also die with this process)."""
+    while _SPARES:
+        _, (_, box) = _SPARES.popitem()
+        box.close()
+
+
 # ------------------------------------------------------------------------------ the checks
 def run_items(
     notebook: str,
@@ -401,12 +462,14 @@ def run_items(
     items: Sequence[dict[str, Any]],
     limits: Limits,
     forbidden: Sequence[str] = (),
+    ahead: bool = False,
 ) -> Run:
     """Run the cells once and then each item, in one sandbox, within ``limits.budget`` seconds.
 
     ``cells`` are ``{"name", "source"}`` in notebook order; ``items`` are
     ``{"id", "spec", "cases", "timeout"}``. Items the sandbox never reached because it died get
-    one more try in a fresh sandbox, within the same budget.
+    one more try in a fresh sandbox, within the same budget. ``ahead``: start the next
+    notebook's sandbox now (:func:`open_sandbox`).
     """
     run = Run()
     deadline = time.monotonic() + limits.budget
@@ -414,7 +477,9 @@ def run_items(
     for _attempt in range(2):
         if not remaining or time.monotonic() >= deadline:
             break
-        remaining = _one_sandbox(notebook, cells, remaining, limits, forbidden, deadline, run)
+        remaining = _one_sandbox(
+            notebook, cells, remaining, limits, forbidden, deadline, run, ahead
+        )
     for item in remaining:
         if item["id"] not in run.outcomes:
             run.outcomes[item["id"]] = Outcome(
@@ -436,9 +501,10 @@ def _one_sandbox(
     forbidden: Sequence[str],
     deadline: float,
     run: Run,
+    ahead: bool,
 ) -> list[dict[str, Any]]:
     """One sandbox over ``items``; returns the items it never reached."""
-    box = Sandbox("child.py", limits, forbidden, as_pid_1=True)
+    box = open_sandbox("child.py", limits, forbidden, as_pid_1=True, ahead=ahead)
     try:
         request = {
             "notebook": notebook,

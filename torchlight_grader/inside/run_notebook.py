@@ -1,11 +1,16 @@
 """Runs a whole notebook in a kernel, inside the sandbox, for the outputs shown in feedback.
 
 Started by :class:`~torchlight_grader.nbgrader_plugins.SandboxedExecute` inside bubblewrap as
-``python -I -B /opt/torchlight-sandbox/run_notebook.py FD``. The request (limits and the
-notebook) comes as one JSON line on stdin. The kernel inherits this process's resource limits
-and namespaces. Each finished cell's outputs are sent at once (truncated to a size cap) as a
-frame on file descriptor ``FD``, a pipe the grader holds, so whatever happens later (the kernel
-exits, a cell never returns) the outputs so far survive. These outputs never decide a grade.
+``python -I -B /opt/torchlight-sandbox/run_notebook.py FD``. Two JSON lines come on stdin: the
+settings (limits, cell timeout, kernel arguments), then, once the kernel is up, the notebook.
+So the sandbox and its kernel can be started before the notebook is known (the grader starts
+the next notebook's sandbox while the current one runs); no student code runs before the
+notebook comes, and the kernel inherits this process's resource limits and namespaces. Each
+finished cell's outputs are sent at once (truncated to a size cap) as a frame on file
+descriptor ``FD``, a pipe the grader holds, so whatever happens later (the kernel exits, a cell
+never returns) the outputs so far survive; after the last cell comes ``{"done": true}`` (and
+the grader ends the sandbox without waiting for the kernel to shut down). These outputs never
+decide a grade.
 """
 
 from __future__ import annotations
@@ -78,15 +83,14 @@ def main(argv: list[str]) -> None:
 
     workdir = os.environ.get("TORCHLIGHT_SANDBOX_WORK", "/sandbox")
     os.chdir(workdir)
-    request = json.loads(sys.stdin.buffer.readline().decode())
-    memory, cpu = int(request["memory"]), int(request["cpu_seconds"])
+    settings = json.loads(sys.stdin.buffer.readline().decode())
+    memory, cpu = int(settings["memory"]), int(settings["cpu_seconds"])
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE, MAX_FILE))
-    processes = int(request["processes"])
+    processes = int(settings["processes"])
     resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-    nb = nbformat.reads(request["notebook"], as_version=4)
 
     def record(entry: dict[str, Any]) -> None:
         payload = json.dumps(entry).encode()
@@ -106,25 +110,36 @@ def main(argv: list[str]) -> None:
     config = Config()
     config.KernelManager.transport = "ipc"  # no TCP: the sandbox has no network
     client = NotebookClient(
-        nb,
+        nbformat.v4.new_notebook(),  # the real one comes once the kernel is up
         config=config,
-        timeout=int(request["timeout"]),
+        timeout=int(settings["timeout"]),
         interrupt_on_timeout=True,
         allow_errors=True,
         kernel_name="python3",
-        extra_arguments=list(request["extra_arguments"]),
+        extra_arguments=list(settings["extra_arguments"]),
         error_on_timeout={
             "ename": "CellTimeoutError",
             "evalue": "",
-            "traceback": [f"CellTimeoutError: the cell ran longer than {request['timeout']} s"],
+            "traceback": [f"CellTimeoutError: the cell ran longer than {settings['timeout']} s"],
         },
         on_cell_execute=started,
         on_cell_executed=executed,
+        shutdown_kernel="immediate",
         resources={"metadata": {"path": workdir}},
     )
     try:
-        client.execute()
-        record({"done": True})
+        # What NotebookClient.execute does, with the wait for the notebook between the
+        # kernel's start and the first cell.
+        with client.setup_kernel():
+            line = sys.stdin.buffer.readline()
+            if not line:
+                return  # a spare sandbox that was never used
+            nb = nbformat.reads(json.loads(line.decode())["notebook"], as_version=4)
+            client.nb = nb
+            client.reset_execution_trackers()
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index, execution_count=client.code_cells_executed + 1)
+            record({"done": True})
     except StopRunError:
         record({"stopped": "timeout"})
     except BaseException as exc:  # the kernel died, or nbclient gave up
