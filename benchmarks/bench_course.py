@@ -13,8 +13,9 @@ Usage::
     .venv/bin/python benchmarks/bench_course.py --students 10 100 --jobs 1 2
     .venv/bin/python benchmarks/bench_course.py --students 20 --assignment a1_functions --postgres
 
-Prints, per class size and JOBS: wall seconds, seconds per student, students per minute, and
-the speed-up over JOBS=1; then how the time grows with the class size. ``--postgres`` adds a
+Prints, per class size, for each JOBS side by side: wall seconds, seconds per student, students
+per minute, and the speed-up of the fastest over JOBS=1; then how the time grows with the class
+size (and the seconds per student with it). ``--postgres`` adds a
 column graded at the largest JOBS into a PostgreSQL gradebook (``tests/pg_server.py``).
 """
 
@@ -69,12 +70,13 @@ def main() -> int:
     parser.add_argument("--students", type=int, nargs="+", default=[4])
     parser.add_argument("--jobs", type=int, nargs="+", default=sorted({1, os.cpu_count() or 1}))
     parser.add_argument("--assignment", action="append", choices=sorted(CATALOGS),
-                        help="grade only these assignments (default: all four)")  # fmt: skip
+                        help="grade only these assignments (default: all five)")  # fmt: skip
     parser.add_argument("--postgres", action="store_true", help="also grade into PostgreSQL")
     args = parser.parse_args()
     assignments = args.assignment or sorted(CATALOGS)
     pattern = assignments[0] if len(assignments) == 1 else "*"
-    print(f"{os.cpu_count()} cores; assignments: {', '.join(assignments)}", flush=True)
+    print(f"{os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}); assignments: "
+          f"{', '.join(assignments)}", flush=True)  # fmt: skip
     table: dict[tuple[int, str], float] = {}
     columns = [f"jobs={j}" for j in args.jobs] + (
         [f"pg jobs={max(args.jobs)}"] if args.postgres else []
@@ -88,7 +90,8 @@ def main() -> int:
                 table[students, f"jobs={jobs}"] = run(course, jobs, pattern)
                 exports[f"jobs={jobs}"] = read_items(course)
                 print(
-                    f"  {students} students, jobs={jobs}: {table[students, f'jobs={jobs}']:.1f} s",
+                    f"  {students} students, jobs={jobs}: {table[students, f'jobs={jobs}']:.1f} s"
+                    f" (load average {os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
             if args.postgres:
@@ -111,25 +114,28 @@ def main() -> int:
                 print("  MISMATCH: the runs disagree or notebooks are missing", file=sys.stderr)
                 return 1
 
-    print(
-        f"\n{'students':>8} {'run':>12} {'seconds':>9} {'s/student':>10} {'students/min':>13} {'speed-up':>9}"
-    )
+    print("\nseconds per student (s/st) and students per minute (st/min), side by side:")
+    head = f"{'students':>8} {'notebooks':>9}"
+    for col in columns:
+        head += f" | {col:>12} {'s/st':>6} {'st/min':>6}"
+    print(head + (" | speed-up" if len(columns) > 1 else ""))
     for students in args.students:
-        serial = table.get((students, f"jobs={min(args.jobs)}"))
+        row = f"{students:>8} {students * len(assignments):>9}"
         for col in columns:
             s = table[students, col]
-            speed = f"{serial / s:.2f}x" if serial else "-"
-            print(
-                f"{students:>8} {col:>12} {s:>9.1f} {s / students:>10.2f} {60 * students / s:>13.1f} {speed:>9}"
-            )
+            row += f" | {s:>10.1f} s {s / students:>6.2f} {60 * students / s:>6.1f}"
+        if len(columns) > 1:
+            serial, best = table[students, columns[0]], min(table[students, c] for c in columns)
+            row += f" | {serial / best:.2f}x"
+        print(row)
     if len(args.students) > 1:
         small, large = min(args.students), max(args.students)
         print(f"\ngrowth from {small} to {large} students ({large / small:.0f}x the class):")
         for col in columns:
             ratio = table[large, col] / table[small, col]
-            print(
-                f"  {col:>12}: {ratio:.2f}x the time ({table[small, col]:.0f} s -> {table[large, col]:.0f} s)"
-            )
+            per = table[large, col] / large / (table[small, col] / small)
+            print(f"  {col:>12}: {ratio:.2f}x the time ({table[small, col]:.0f} s -> "
+                  f"{table[large, col]:.0f} s), {per:.2f}x the seconds per student")  # fmt: skip
     return 0
 
 

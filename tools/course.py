@@ -176,7 +176,8 @@ def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -
     worker = Worker(course, env).start()  # imports nbgrader while the snapshot is taken
     try:
         before = gradebook_snapshot(course)
-        runs = worker.do([args for _, args in steps])
+        notebooks = sum(1 for nb in (course / "submitted").glob(f"*/{assignment}/*.ipynb"))
+        runs = worker.do([args for _, args in steps], notebooks)
     finally:
         worker.close()
     for (name, _), run in zip(steps, runs, strict=True):

@@ -93,12 +93,22 @@ def _commands(text: str) -> list[list[str]]:
 
 
 def serve(marker: str) -> int:
-    """Jobs from stdin, one JSON list of commands per line, until stdin ends.
+    """Jobs from stdin, one per line, until stdin ends: ``{"commands": [[ARGS], ...],
+    "notebooks": N}``, where ``N`` (or null) is how many notebooks this process will grade
+    before the next job could come, for the grader's sandboxes started ahead
+    (:func:`torchlight_grader.sandbox.plan`).
 
     After each job a line ``MARKER done STATUS`` (``marker`` is a secret of the process that
     started this one, so nothing nbgrader logs can end a job early)."""
     for line in sys.stdin:
-        status = run_all(_commands(line), marker)
+        job = json.loads(line)
+        if not isinstance(job, dict) or not isinstance(job.get("notebooks", 0), int | None):
+            raise SystemExit(f"expected a job object, got {line[:200]!r}")
+        if job.get("notebooks") is not None:
+            from torchlight_grader import sandbox
+
+            sandbox.plan(job["notebooks"])
+        status = run_all(_commands(json.dumps(job.get("commands"))), marker)
         print(f"{marker} done {status}", flush=True)
     return 0
 
@@ -141,18 +151,21 @@ class Worker:
         self._start()
         return self
 
-    def do(self, commands: Sequence[Sequence[str]]) -> list[Run]:
+    def do(self, commands: Sequence[Sequence[str]], notebooks: int | None = None) -> list[Run]:
         """Run ``commands`` in the worker, all of them, in order; one :class:`Run` each.
 
-        A worker that dies mid-job (killed, out of memory) fails the commands it did not
-        finish; the next job starts a new worker."""
+        ``notebooks``: how many notebooks the worker will grade before its next job could come
+        (so it starts no sandbox ahead for a notebook that will not come). A worker that dies
+        mid-job (killed, out of memory) fails the commands it did not finish; the next job
+        starts a new worker."""
         proc = self._start()
         assert proc.stdin is not None and proc.stdout is not None, "started with pipes"
         start = time.perf_counter()
         runs: list[Run] = []
         lines: list[str] = []
         try:
-            proc.stdin.write(json.dumps([list(c) for c in commands]) + "\n")
+            job = {"commands": [list(c) for c in commands], "notebooks": notebooks}
+            proc.stdin.write(json.dumps(job) + "\n")
             proc.stdin.flush()
         except OSError:
             pass

@@ -103,6 +103,17 @@ def student_job(student: str, assignment: str, extra: Sequence[str]) -> list[lis
     ]
 
 
+def notebooks_of(course: Path, students: Sequence[str], assignment: str) -> int:
+    """How many notebooks ``students`` handed in for assignments matching ``assignment``."""
+    return sum(
+        1
+        for student in students
+        for folder in (course / "submitted" / student).glob(assignment)
+        for nb in folder.glob("*.ipynb")
+        if nb.is_file()
+    )
+
+
 def serial_job(assignment: str, extra: Sequence[str]) -> list[list[str]]:
     """nbgrader's own pipeline: each step once, over every student, then the exports."""
     return [
@@ -128,7 +139,11 @@ def pool(
                 student = todo.get_nowait()
             except queue.Empty:
                 return
-            done[student] = worker.do(student_job(student, assignment, extra))
+            # Will this worker get another student? Surely when each other worker can take one
+            # and one is still left: then a sandbox started ahead after the last notebook is used.
+            more = todo.qsize() >= len(workers)
+            notebooks = notebooks_of(worker.course, [student], assignment) + more
+            done[student] = worker.do(student_job(student, assignment, extra), notebooks)
 
     threads = [threading.Thread(target=work, args=(w,)) for w in workers]
     for t in threads:
@@ -168,7 +183,9 @@ def grade(
                 "none: run `make course-release` (with the same DB_URL) first"
             )
         if len(workers) == 1:  # one worker: nbgrader's own serial pipeline, exports included
-            runs = workers[0].do(serial_job(assignment, extra))
+            runs = workers[0].do(
+                serial_job(assignment, extra), notebooks_of(course, students, assignment)
+            )
             _write_log(log_dir / "serial.log", runs)
             if any(r.returncode != 0 for r in runs[:2]):
                 failed["(serial run)"] = runs[:2]
@@ -179,11 +196,14 @@ def grade(
                 runs = graded[student]
                 if any(LOCKED in r.output for r in runs if r.returncode != 0):
                     print(f"retrying {student} alone (sqlite stayed locked)", file=sys.stderr)
-                    runs = workers[0].do(student_job(student, assignment, extra))
+                    runs = workers[0].do(
+                        student_job(student, assignment, extra),
+                        notebooks_of(course, [student], assignment),
+                    )
                 _write_log(log_dir / f"{student}.log", runs)
                 if any(r.returncode != 0 for r in runs):
                     failed[student] = runs
-            export_runs = workers[0].do([list(EXPORT)])
+            export_runs = workers[0].do([list(EXPORT)], 0)
     finally:
         for worker in workers:
             worker.close()

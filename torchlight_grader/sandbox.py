@@ -401,6 +401,16 @@ class Sandbox:
 
 # ------------------------------------------------------------------------------ spares
 _SPARES: dict[str, tuple[tuple[Any, ...], Sandbox]] = {}  # script -> (key, started sandbox)
+_PLAN: dict[str, Any] = {"notebooks": None, "opened": {}}
+
+
+def plan(notebooks: int | None) -> None:
+    """How many notebooks this process will still grade (``None``: not known).
+
+    :func:`open_sandbox` then starts no spare that no notebook would use (after the last one);
+    without a plan it always starts one, and the last is ended unused when the process ends.
+    """
+    _PLAN["notebooks"], _PLAN["opened"] = notebooks, {}
 
 
 def open_sandbox(
@@ -420,6 +430,8 @@ def open_sandbox(
     keeps spares (``--die-with-parent`` ends a sandbox when the thread that started it ends).
     """
     key = (script, limits, tuple(forbidden), as_pid_1, wire.dumps(settings), ensure_available())
+    opened = _PLAN["opened"][script] = _PLAN["opened"].get(script, 0) + 1
+    more = _PLAN["notebooks"] is None or opened < _PLAN["notebooks"]
     box = None
     if script in _SPARES:
         spare_key, spare = _SPARES.pop(script)
@@ -429,7 +441,7 @@ def open_sandbox(
             spare.close()
     if box is None:
         box = _started(script, limits, forbidden, as_pid_1, settings)
-    if ahead and threading.current_thread() is threading.main_thread():
+    if ahead and more and threading.current_thread() is threading.main_thread():
         _SPARES[script] = (key, _started(script, limits, forbidden, as_pid_1, settings))
     return box
 
