@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import json
 import os
 import secrets
 import select
@@ -182,17 +183,24 @@ def _binds(forbidden: Sequence[str]) -> list[str]:
 
 
 def command(
-    argv: Sequence[str], limits: Limits, forbidden: Sequence[str] = (), as_pid_1: bool = False
+    argv: Sequence[str],
+    limits: Limits,
+    forbidden: Sequence[str] = (),
+    as_pid_1: bool = False,
+    info_fd: int | None = None,
 ) -> list[str]:
     """The bwrap command line that runs ``argv`` (a Python program) in a fresh sandbox.
 
     ``as_pid_1``: the program is the PID namespace's init (which no process in the sandbox can
-    kill); it must reap orphans itself.
+    kill); it must reap orphans itself. ``info_fd``: bwrap writes the sandboxed program's host
+    PID there (``--info-fd``), so that :meth:`Sandbox.close` can kill it directly.
     """
     root = os.geteuid() == 0
     size = str(limits.tmpfs)
     args = [BWRAP, "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    if info_fd is not None:
+        args += ["--info-fd", str(info_fd)]
     if as_pid_1:
         args += ["--as-pid-1"]
     if not root:  # an unprivileged grader: a user namespace maps the sandbox's own uid
@@ -298,25 +306,36 @@ class Sandbox:
         mode = ensure_available()
         read_end, write_end = os.pipe()
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        self._pidfd: int | None = None
+        info_read, info_write = os.pipe()
         if mode == "bwrap":
             self._tmp = None
             argv = [sys.executable, "-I", "-B", f"{INSIDE_MOUNT}/{script}", str(write_end)]
-            cmd, env = command(argv, limits, forbidden, as_pid_1), clean_env(WORK)
+            cmd = command(argv, limits, forbidden, as_pid_1, info_fd=info_write)
+            env = clean_env(WORK)
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="torchlight-unsafe-")
             cmd = [sys.executable, "-I", "-B", str(INSIDE / script), str(write_end)]
             env = clean_env(self._tmp.name)
-        self.proc = subprocess.Popen(
-            cmd,
-            env=env,
-            cwd="/",
-            stdin=subprocess.PIPE,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_end,),
-            start_new_session=True,
-        )
-        os.close(write_end)
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                env=env,
+                cwd="/",
+                stdin=subprocess.PIPE,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_end, info_write) if mode == "bwrap" else (write_end,),
+                start_new_session=True,
+            )
+        finally:
+            os.close(write_end)
+            os.close(info_write)
+        try:
+            if mode == "bwrap":
+                self._pidfd = _sandboxed_pidfd(info_read)
+        finally:
+            os.close(info_read)
         self._results = read_end
         self._buffer = b""
         self.broken = ""
@@ -380,7 +399,12 @@ class Sandbox:
         return self._log.read().decode("utf-8", errors="replace")
 
     def close(self, grace: float = 0.0) -> bool:
-        """End the sandbox (every process in it dies with it); True if it had to be killed."""
+        """End the sandbox (every process in it dies with it); True if it had to be killed.
+
+        The sandboxed program is killed by its pidfd, and waited for: it is the PID
+        namespace's first process, so every other process in it is killed with it. (Killing
+        bwrap alone is not enough: as root, ``setpriv`` changes the program's uid, which clears
+        the parent-death signal ``--die-with-parent`` gave it.)"""
         with contextlib.suppress(OSError):
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
@@ -389,6 +413,12 @@ class Sandbox:
             self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             killed = True
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            select.select([self._pidfd], [], [], 10.0)  # readable once it has exited
+            os.close(self._pidfd)
+            self._pidfd = None
         with contextlib.suppress(OSError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
@@ -397,6 +427,27 @@ class Sandbox:
         if self._tmp is not None:
             self._tmp.cleanup()
         return killed
+
+
+def _sandboxed_pidfd(info: int) -> int | None:
+    """A pidfd of the sandboxed program, from bwrap's ``--info-fd`` JSON (``child-pid``); None
+    if bwrap ended before it started one."""
+    data = b""
+    deadline = time.monotonic() + _STARTUP_S
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([info], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(info, 4096) if ready else b""
+        if not chunk:
+            break
+        data += chunk
+    try:
+        pid = json.loads(data)["child-pid"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    try:
+        return os.pidfd_open(int(pid))
+    except (OSError, ValueError):
+        return None  # it has ended already
 
 
 # ------------------------------------------------------------------------------ spares

@@ -77,13 +77,27 @@ def main(argv: list[str]) -> None:
         ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     if _fork() == 0:
         _mainline(shell, request, deadline)  # never returns
-    while True:  # reap every process that ends (ours and orphans) until none is left
+    _reap_until_the_grader_is_gone()
+
+
+def _reap_until_the_grader_is_gone() -> None:
+    """Reap every process that ends (ours and orphans) until none is left, or until the
+    grader closes its end of stdin (it is done, or it died): then return, and the kernel kills
+    every process left in this PID namespace (a daemon an answer started) with this one.
+
+    As the namespace's first process this one ignores the parent-death signal bwrap's
+    ``--die-with-parent`` relies on, so it watches stdin instead (without reading it: the
+    main line reads the items from it)."""
+    watch = select.poll()
+    watch.register(0, 0)  # POLLHUP and POLLERR are always reported
+    while True:
         try:
-            os.wait()
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
         except ChildProcessError:
             return
-        except InterruptedError:
-            continue
+        if watch.poll(100):
+            return
 
 
 def _limit(cpu_seconds: float, limits: dict[str, Any]) -> None:
