@@ -1,9 +1,10 @@
 r"""The built-in differentiable Functions.
 
 Each is the same small shape: ``forward`` computes with the backend primitives
-(``map``/``zip``/``reduce``/``matmul``/layout) and saves only what ``backward`` needs;
-``backward`` is one to three lines of tensor math returning one gradient per tensor input.
-The engine sums broadcast gradients back to each input's shape, so none of them does.
+(``x._map``/``_zip``/``_reduce``/``_matmul``/layout: private, since they record nothing) and
+saves only what ``backward`` needs; ``backward`` is one to three lines of tensor math returning
+one gradient per tensor input. The engine sums broadcast gradients back to each input's shape,
+so none of them does.
 """
 
 from __future__ import annotations
@@ -352,7 +353,7 @@ class Max(Function):
     def forward(
         ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool, op: str = "max"
     ) -> Tensor:
-        out = a.reduce(op, dims, True)
+        out = a._reduce(op, dims, True)
         ctx.save_for_backward(a, out)
         ctx.dims, ctx.kept = dims, out.shape
         return out if keepdim else out.reshape(reduced_shape(a.shape, dims, keepdim=False))

@@ -360,7 +360,7 @@ class TensorOps:
                 other.shape != self.shape and broadcast_shape(self.shape, other.shape) != self.shape
             )
         ):
-            result = self.zip(op, other)
+            result = self._zip(op, other)
             if result.dtype.is_floating_point and not self.dtype.is_floating_point:
                 raise _cannot_store(what, result, self)
             return _setitem(self, (...,), result, what)  # casts and checks the shape

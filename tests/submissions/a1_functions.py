@@ -117,13 +117,13 @@ class Tanh(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return x.map("tanh")
+        return x._map("tanh")
 
     @staticmethod
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
         h = 1e-5
-        slope = ((x + h).map("tanh") - (x - h).map("tanh")) / (2 * h)
+        slope = ((x + h)._map("tanh") - (x - h)._map("tanh")) / (2 * h)
         return grad_output * slope
 """
 
@@ -180,7 +180,7 @@ CATALOG = [
         (
             substitute(
                 "pow",
-                'grad_output * out * a.map("log")',
+                'grad_output * out * a._map("log")',
                 "None",
             ),
         ),

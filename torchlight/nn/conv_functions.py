@@ -18,7 +18,7 @@ batch is one matrix product. Results are handed back as (N, C, H, W) views.
 
 Only layout ops, ``cat``, ``matmul`` and reductions are used, so these Functions run unchanged on
 every backend. Gradients are not recorded inside ``forward`` and ``backward``, so they call the
-Tensor primitives (``_getitem``, ``_view``, ``_permute``, ``_matmul``, ``zip``, ``reduce``)
+Tensor primitives (``_getitem``, ``_view``, ``_permute``, ``_matmul``, ``_zip``, ``_reduce``)
 directly; each line carries the tensor formula it computes.
 """
 

@@ -40,8 +40,9 @@ tl.manual_seed(0)
 # ## 1. Mul
 #
 # $f(a, b) = a \cdot b$ (elementwise), so $\partial L/\partial a = G \cdot b$ and
-# $\partial L/\partial b = G \cdot a$. `a.zip("mul", b)` is the backend primitive for the
-# forward pass; plain `a * b` works too.
+# $\partial L/\partial b = G \cdot a$. `a._zip("mul", b)` is the backend primitive for the
+# forward pass (private, with an underscore: it records nothing in the graph, which is right
+# inside `forward` and wrong anywhere else); plain `a * b` works too.
 
 # %% nbgrader={"grade": false, "grade_id": "mul", "locked": false, "schema_version": 3, "solution": true}
 class Mul(Function):
@@ -49,7 +50,7 @@ class Mul(Function):
     def forward(ctx, a, b):
         ### BEGIN SOLUTION
         ctx.save_for_backward(a, b)
-        return a.zip("mul", b)
+        return a._zip("mul", b)
         ### END SOLUTION
 
     @staticmethod
@@ -87,7 +88,7 @@ class Div(Function):
     def forward(ctx, a, b):
         ### BEGIN SOLUTION
         ctx.save_for_backward(a, b)
-        return a.zip("div", b)
+        return a._zip("div", b)
         ### END SOLUTION
 
     @staticmethod
@@ -122,11 +123,11 @@ self_check("a1_functions", "test_div", globals())
 #
 # | $f(x)$ | $f'(x)$ | primitive |
 # |---|---|---|
-# | $e^x$ | $e^x$ | `x.map("exp")` |
-# | $\ln x$ | $1/x$ | `x.map("log")` |
-# | $\sigma(x) = 1/(1+e^{-x})$ | $\sigma(x)(1-\sigma(x))$ | `x.map("sigmoid")` |
-# | $\max(x, 0)$ | $1$ if $x > 0$ else $0$ | `x.map("relu")` |
-# | $\tanh x$ | $1 - \tanh^2 x$ | `x.map("tanh")` |
+# | $e^x$ | $e^x$ | `x._map("exp")` |
+# | $\ln x$ | $1/x$ | `x._map("log")` |
+# | $\sigma(x) = 1/(1+e^{-x})$ | $\sigma(x)(1-\sigma(x))$ | `x._map("sigmoid")` |
+# | $\max(x, 0)$ | $1$ if $x > 0$ else $0$ | `x._map("relu")` |
+# | $\tanh x$ | $1 - \tanh^2 x$ | `x._map("tanh")` |
 #
 # A comparison such as `x > 0` gives a boolean tensor; multiplying by it keeps or zeroes entries.
 
@@ -135,7 +136,7 @@ class Exp(Function):
     @staticmethod
     def forward(ctx, x):
         ### BEGIN SOLUTION
-        out = x.map("exp")
+        out = x._map("exp")
         ctx.save_for_backward(out)
         return out
         ### END SOLUTION
@@ -168,7 +169,7 @@ class Log(Function):
     def forward(ctx, x):
         ### BEGIN SOLUTION
         ctx.save_for_backward(x)
-        return x.map("log")
+        return x._map("log")
         ### END SOLUTION
 
     @staticmethod
@@ -198,7 +199,7 @@ class Sigmoid(Function):
     @staticmethod
     def forward(ctx, x):
         ### BEGIN SOLUTION
-        out = x.map("sigmoid")
+        out = x._map("sigmoid")
         ctx.save_for_backward(out)
         return out
         ### END SOLUTION
@@ -232,7 +233,7 @@ class ReLU(Function):
     def forward(ctx, x):
         ### BEGIN SOLUTION
         ctx.save_for_backward(x)
-        return x.map("relu")
+        return x._map("relu")
         ### END SOLUTION
 
     @staticmethod
@@ -261,7 +262,7 @@ class Tanh(Function):
     @staticmethod
     def forward(ctx, x):
         ### BEGIN SOLUTION
-        out = x.map("tanh")
+        out = x._map("tanh")
         ctx.save_for_backward(out)
         return out
         ### END SOLUTION
@@ -299,7 +300,7 @@ class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         ### BEGIN SOLUTION
-        out = a.zip("pow", b)
+        out = a._zip("pow", b)
         ctx.save_for_backward(a, b, out)
         return out
         ### END SOLUTION
@@ -308,7 +309,7 @@ class Pow(Function):
     def backward(ctx, grad_output):
         ### BEGIN SOLUTION
         a, b, out = ctx.saved_tensors
-        return grad_output * b * a.zip("pow", b - 1), grad_output * out * a.map("log")
+        return grad_output * b * a._zip("pow", b - 1), grad_output * out * a._map("log")
         ### END SOLUTION
 
 

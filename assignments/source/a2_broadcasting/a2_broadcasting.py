@@ -79,7 +79,7 @@ self_check("a2_broadcasting", "test_unbroadcast", globals())
 # %% [markdown] nbgrader={"grade": false, "grade_id": "add_mul_md", "locked": true, "schema_version": 3, "solution": false}
 # ## 2. Add and Mul with broadcasting
 #
-# Forward broadcasts (the backend's `a.zip("add", b)` and `a.zip("mul", b)` do). Backward
+# Forward broadcasts (the backend's `a._zip("add", b)` and `a._zip("mul", b)` do). Backward
 # computes each gradient at the output's shape, then `unbroadcast`s it to its input's shape.
 
 # %% nbgrader={"grade": false, "grade_id": "add", "locked": false, "schema_version": 3, "solution": true}
@@ -88,7 +88,7 @@ class Add(Function):
     def forward(ctx, a, b):
         ### BEGIN SOLUTION
         ctx.a_shape, ctx.b_shape = a.shape, b.shape
-        return a.zip("add", b)
+        return a._zip("add", b)
         ### END SOLUTION
 
     @staticmethod
@@ -118,7 +118,7 @@ class Mul(Function):
     def forward(ctx, a, b):
         ### BEGIN SOLUTION
         ctx.save_for_backward(a, b)
-        return a.zip("mul", b)
+        return a._zip("mul", b)
         ### END SOLUTION
 
     @staticmethod
