@@ -24,6 +24,7 @@ directly; each line carries the tensor formula it computes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchlight.autograd import Context, Function
@@ -32,10 +33,20 @@ from torchlight.creation import arange, full, zeros
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
 
-__all__ = ["AvgPool2dFunction", "Conv2dFunction", "MaxPool2dFunction", "output_size"]
+__all__ = ["AvgPool2dFunction", "Conv2dFunction", "MaxPool2dFunction", "as_pair", "output_size"]
 
 Pair = tuple[int, int]
+IntOrPair = int | Sequence[int]  # a size given once for both axes, or as (height, width)
 TO_CHWN, TO_NCHW = (1, 2, 3, 0), (3, 0, 1, 2)
+
+
+def as_pair(value: IntOrPair, name: str) -> Pair:
+    """``value`` as ``(height, width)``: an int is used for both axes (PyTorch's rule for
+    ``kernel_size``, ``stride``, ``padding`` and ``dilation``)."""
+    pair = (int(value), int(value)) if isinstance(value, int) else tuple(int(v) for v in value)
+    if len(pair) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return pair[0], pair[1]
 
 
 def output_size(size: int, kernel: int, stride: int, padding: int) -> int:
