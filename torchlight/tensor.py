@@ -55,22 +55,19 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         tensor([4., 6.])
     """
 
+    # What every tensor has; the rest (below) is set on the few that need it, such as leaves
+    # with a gradient, and until then read from the class (a step makes dozens of tensors).
     __slots__ = (
-        "__weakref__",
-        "_grad",
-        "_hooks",
-        "_retains_grad",
-        "_version",
-        "backend",
-        "history",
-        "name",
-        "requires_grad",
-        "shape",
+        "__dict__", "__weakref__", "_version", "backend", "history", "requires_grad", "shape",
         "storage",
-    )
+    )  # fmt: skip
     __array_priority__ = 1000  # numpy scalars defer to Tensor's operators
     history: History | None
     requires_grad: bool
+    name: str | None = None
+    _grad: Tensor | None = None
+    _retains_grad = False
+    _hooks: tuple[Any, ...] = ()  # functions of this tensor's gradient (register_hook)
 
     def __init__(
         self,
@@ -85,10 +82,6 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         self.backend = backend
         self.history = history
         self.requires_grad = requires_grad
-        self.name: str | None = None
-        self._grad: Tensor | None = None
-        self._retains_grad = False
-        self._hooks: tuple[Any, ...] = ()  # functions of this tensor's gradient (register_hook)
         # How many in-place changes this storage has seen: shared by every view of it.
         self._version = _Version() if version is None else version
 
