@@ -94,12 +94,11 @@ def _fold(cols: Tensor, padded_shape: tuple[int, ...], kernel: Pair, stride: Pai
     kh, kw = kernel
     out_hw = (cols.shape[2], cols.shape[3])
     out = zeros(padded_shape, dtype=cols.dtype, backend=cols.backend)
-    overlapping = stride[0] < kh or stride[1] < kw  # else each position is written once
     for i in range(kh):
         for j in range(kw):
             index = _window_slices((i, j), stride, out_hw)
-            part = cols._getitem((slice(None), i * kw + j))  # cols[:, i*kw + j]
-            out[index] = out._getitem(index)._zip("add", part) if overlapping else part
+            # out[index] += cols[:, i*kw + j], in place: windows that overlap add up
+            out._getitem(index).add_(cols._getitem((slice(None), i * kw + j)))
     return out
 
 
@@ -136,7 +135,6 @@ class Conv2dFunction(Function):
         if bias is not None:
             out = out._zip("add", bias._view((o, 1), copy_ok=True))  # + b[:, None]
         ctx.save_for_backward(cols, weight)
-        ctx.needs = (x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad)
         ctx.has_bias, ctx.stride, ctx.padding = bias is not None, stride, padding
         ctx.x_shape, ctx.xp_shape = x.shape, xp.shape
         return out._view((o, ho, wo, n), copy_ok=True)._permute(TO_NCHW)
@@ -144,7 +142,7 @@ class Conv2dFunction(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
         cols, weight = ctx.saved_tensors
-        needs_x, needs_w, needs_b = ctx.needs
+        needs_x, needs_w, needs_b = ctx.needs_input_grad[:3]  # (stride, padding: not tensors)
         n, o, ho, wo = grad_output.shape
         c, kh, kw = weight.shape[1:]
         g = grad_output._permute(TO_CHWN)._view((o, ho * wo * n), copy_ok=True)  # G as (O, LN)
