@@ -338,12 +338,13 @@ class Sum(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool) -> Tensor:
-        ctx.shape, ctx.kept = a.shape, reduced_shape(a.shape, dims, keepdim=True)
+        ctx.shape, ctx.dims = a.shape, dims
         return a._reduce("sum", dims, keepdim)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        return grad_output.reshape(ctx.kept).expand(ctx.shape)
+        kept = reduced_shape(ctx.shape, ctx.dims, keepdim=True)  # the summed dims as size 1
+        return grad_output.reshape(kept).expand(ctx.shape)
 
 
 class Max(Function):
@@ -391,12 +392,13 @@ class Permute(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, dims: tuple[int, ...]) -> Tensor:
-        ctx.inverse = tuple(sorted(range(len(dims)), key=lambda d: dims[d]))
+        ctx.dims = dims
         return a._permute(dims)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        return grad_output.permute(*ctx.inverse)
+        inverse = sorted(range(len(ctx.dims)), key=lambda d: ctx.dims[d])  # where each dim went
+        return grad_output.permute(*inverse)
 
 
 class Expand(Function):
