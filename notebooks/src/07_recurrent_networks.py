@@ -92,7 +92,7 @@ def gradient_norms(states, hidden_size):
 
 rnn_norms = gradient_norms(states, H)
 for t in (T, T - 1, T - 2, T - 10, T - 25, 1):
-    print(f"||dL/dh_{t:<2d}|| = {rnn_norms[t - 1]:.1e}")
+    print(f"t = {t:2d}: ||dL/dh_t|| = {rnn_norms[t - 1]:.1e}")
 
 # %% [markdown]
 # Each step back multiplies the gradient by the cell's Jacobian. With $a_t = 1 - h_t^2$ (the
@@ -120,7 +120,8 @@ print(f"the one-step rule holds at {sum(by_hand)} of {T - 1} steps")
 # The same matrix $W_{hh}$ appears $T - t$ times. If it were alone, its $k$-th power would
 # shrink like $\rho^k$, where $\rho$ is its **spectral radius** (the largest $|\lambda|$ of its
 # eigenvalues; $\lVert W^k \rVert^{1/k} \to \rho$). The $\tanh$ derivatives $1 - h_k^2$ lie
-# in $(0, 1]$, so they can only shrink it further. PyTorch's initialization,
+# in $(0, 1]$, so the factors $\mathrm{diag}(1 - h_k^2)$ shrink it further, roughly by the mean
+# slope per step. PyTorch's initialization,
 # $\mathcal{U}(-1/\sqrt H, 1/\sqrt H)$, gives entries of variance $1/(3H)$ and, by the circular
 # law of random matrices, $\rho \approx \sqrt{H \cdot 1/(3H)} = 1/\sqrt 3 \approx 0.58$ whatever
 # the size (a small matrix scatters around that value):
@@ -140,10 +141,10 @@ print(f"measured shrinkage per step {per_step:.2f}")
 # %% [markdown]
 # The gradient shrinks by a roughly constant factor per step, about $\rho$ times the mean
 # $\tanh$ slope: a **geometric** decay, a straight line on a log scale. (The largest singular
-# value is above 1, so a single step can make some gradient larger; only the long product is
-# bound to shrink.) Scale $W_{hh}$ up so that $\rho > 1$, and the same product can **explode**
-# instead (section 5). Either way the first steps learn nothing useful: after 50 steps what
-# reaches $h_1$ is about $10^{-14}$ of the gradient at $h_T$.
+# value is above 1, so a single step can make some gradient larger; over many steps the
+# spectral radius wins.) After 50 steps what reaches $h_1$ is about $10^{-14}$ of the gradient
+# at $h_T$: whatever the first inputs do to the loss, gradient descent cannot see it. Scale
+# $W_{hh}$ up so that $\rho > 1$, and the same product can **explode** instead (section 5).
 #
 # ## 4. The LSTM: an additive path for the gradient
 #
