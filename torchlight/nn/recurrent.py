@@ -146,6 +146,20 @@ class Recurrence(Function):
     weight gradient is one matmul over all steps: $\partial L/\partial W_{hh} = \sum_t
     (\partial L/\partial hh_t)^T h_{t-1}$, and $\partial L/\partial b_{hh} = \sum_t
     \partial L/\partial hh_t$.
+
+    Shape: ``xp`` $(L, N, \text{gates} \cdot H)$, ``w_hh`` $(\text{gates} \cdot H, H)$,
+    ``b_hh`` $(\text{gates} \cdot H)$ or None, each state $(N, H)$; returns $(S, L, N, H)$ with
+    $S$ = ``len(state)``.
+
+    Example:
+        >>> import torchlight as tl
+        >>> xp, w_hh = tl.randn(5, 3, 8), tl.randn(8, 2, requires_grad=True)  # 4 gates, H = 2
+        >>> h0 = c0 = tl.zeros(3, 2)
+        >>> out = Recurrence.apply(LSTMStep(), xp, w_hh, None, h0, c0)
+        >>> out.shape  # (h, c) at each of the 5 steps
+        (2, 5, 3, 2)
+        >>> out[0, -1].sum().backward(); w_hh.grad.shape
+        (8, 2)
     """
 
     # backward reads the gates saved at each step, not recorded math: no double backward
