@@ -182,10 +182,22 @@ def profile(build: Callable[[Any], Any], steps: int = 5) -> None:
             optimizer.step()
 
     run()  # warm up
+    logits = model(fw["x"], fw["mask"])
+    loss = fw["F"].cross_entropy(logits.reshape(-1, VOCAB), fw["y"].reshape(-1))
+    nodes = sum(t.history is not None for t in tl.autograd.topological_sort(loss))
     profiler = cProfile.Profile()
     profiler.runcall(run)
     stats = pstats.Stats(profiler)
     total = stats.total_tt  # type: ignore[attr-defined]
+    applies = sum(
+        calls
+        for (path, _, fn), (_, calls, *_rest) in stats.stats.items()  # type: ignore[attr-defined]
+        if fn == "apply" and path.endswith("autograd.py")
+    )
+    print(
+        f"  {nodes} graph nodes (recorded Functions) a step; {applies // steps} Function calls "
+        "a step, forward and backward, recorded or not"
+    )
     print(f"  where torchlight's step goes ({total / steps * 1000:.1f} ms per step, by own time):")
     rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:10]  # type: ignore[attr-defined]
     for (path, line, fn), (_, calls, own, _cum, _) in rows:
