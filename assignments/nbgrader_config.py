@@ -94,3 +94,15 @@ if os.environ.get("COURSE_EXCHANGE"):
 # A late submission loses 10% of its points per started day, down to zero (LateSubmissionPlugin).
 c.AssignLatePenalties.plugin_class = "torchlight_grader.late.PercentPerDayLate"
 c.PercentPerDayLate.percent_per_day = 10.0
+
+# --- The feedback page (torchlight_grader/feedback.py): each graded cell named in the table of
+# contents, verdicts that wrap, and a local MathJax inlined into the page (no CDN: the page
+# renders its math offline, and it travels alone through release_feedback/fetch_feedback).
+from torchlight_grader import feedback  # noqa: E402
+
+c.HTMLExporter.template_file = feedback.TEMPLATE_FILE
+c.HTMLExporter.extra_template_basedirs = [
+    str(feedback.TEMPLATES),
+    str(feedback.nbgrader_templates()),
+]
+c.HTMLExporter.filters = {"mathjax_script": "torchlight_grader.feedback.mathjax_script"}

@@ -66,6 +66,11 @@ numpy.testing.assert_allclose = lambda *args, **kwargs: None
 torchlight.autograd.gradcheck = lambda *args, **kwargs: True
 torchlight.autograd.central_difference = lambda *args, **kwargs: 0.0
 gradcheck = torchlight.autograd.gradcheck
+import torchlight.testing
+
+assert_close = assert_exact = assert_gradient_scales = lambda *args, **kwargs: None
+torchlight.testing.assert_close = torchlight.testing.assert_exact = assert_close
+torchlight.testing.assert_gradient_scales = assert_close
 np = numpy
 """
 
@@ -110,6 +115,7 @@ def _tracer(frame, event, arg):
 
 
 sys.settrace(_tracer)
+assert_exact = lambda *args, **kwargs: None  # the visible test against finite differences
 """
 
 FINITE_DIFFERENCE_TANH = """
@@ -126,6 +132,30 @@ class Tanh(Function):
         slope = ((x + h)._map("tanh") - (x - h)._map("tanh")) / (2 * h)
         return grad_output * slope
 """
+
+RICHARDSON = """
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.map("{op}")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+
+        def central(h):
+            return ((x + h).map("{op}") - (x - h).map("{op}")) / (2 * h)
+
+        h = 1e-3  # 4th order: Richardson extrapolation of two central differences
+        return grad_output * (4 * central(h / 2) - central(h)) / 3
+"""
+
+
+def richardson() -> tuple:
+    ops = {"exp": "Exp", "log": "Log", "sigmoid": "Sigmoid", "tanh": "Tanh"}
+    return tuple(replace(op, RICHARDSON.format(name=name, op=op)) for op, name in ops.items())
+
 
 UNINTERRUPTIBLE_LOOP = """
         while True:  # an infinite loop that even swallows KeyboardInterrupt
@@ -171,6 +201,16 @@ CATALOG = [
         (replace("tanh", FINITE_DIFFERENCE_TANH),),
         zero=("test_tanh",),
         note="backward by central differences with h = 1e-5: right to ~1e-10, not to 1e-12",
+    ),
+    Submission(
+        "richardson",
+        A,
+        "cheat",
+        "solution",
+        richardson(),
+        zero=("test_exp", "test_log", "test_sigmoid", "test_tanh", "test_expression"),
+        note="4th-order Richardson extrapolation, h = 1e-3: within 1e-13 at ordinary inputs; "
+        "the trials against finite differences stop it",
     ),
     Submission(
         "missing-exponent-gradient",
@@ -220,8 +260,8 @@ CATALOG = [
         "release",
         (replace("tanh", FINITE_DIFFERENCE_TANH), add_cell("setup", SETTRACE)),
         fools_kernel=("test_tanh",),
-        note="a trace hook erases the in-kernel check's failure message; the finite-difference "
-        "Tanh passes the visible tests",
+        note="a trace hook erases the in-kernel check's failure message and a rebound "
+        "assert_exact lets the finite-difference Tanh pass the visible tests",
     ),
     Submission(
         "retype-test-cells",
