@@ -138,14 +138,14 @@ class {name}(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return x.map("{op}")
+        return x._map("{op}")
 
     @staticmethod
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
 
         def central(h):
-            return ((x + h).map("{op}") - (x - h).map("{op}")) / (2 * h)
+            return ((x + h)._map("{op}") - (x - h)._map("{op}")) / (2 * h)
 
         h = 1e-3  # 4th order: Richardson extrapolation of two central differences
         return grad_output * (4 * central(h / 2) - central(h)) / 3
