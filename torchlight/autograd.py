@@ -190,7 +190,7 @@ class Context:
         if self._saved:
             self._saved = ()
             self._freed = True
-        self._result = None
+            self._result = None
 
 
 class _UnrecordedContext(Context):
@@ -374,11 +374,15 @@ class Function:
         """Run ``forward`` and, if any tensor input requires grad, record a History node."""
         if not _GradMode.enabled:  # inside no_grad, or inside another forward/backward
             return _checked(cls, cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs))
-        tensors = [a for a in args if hasattr(a, "requires_grad")]  # the graph's inputs
-        needs = tuple([hasattr(a, "requires_grad") and a.requires_grad for a in args])
-        record = True in needs
+        tensors, needs = [], []
+        for a in args:
+            is_tensor = hasattr(a, "requires_grad")
+            if is_tensor:  # an input of the graph
+                tensors.append(a)
+            needs.append(is_tensor and a.requires_grad)
+        record = any(needs)
         ctx = Context(cls.__name__) if record else _UnrecordedContext(cls.__name__)
-        ctx.forward_args, ctx.needs_input_grad = args, needs
+        ctx.forward_args, ctx.needs_input_grad = args, tuple(needs)
         _GradMode.enabled = False  # forward's own ops are not recorded
         try:
             result = _checked(cls, cls.forward(ctx, *args, **kwargs))
@@ -389,7 +393,8 @@ class Function:
             return result  # no history: it does not require grad
         if not record:
             return result
-        ctx._result = result  # (a saved result is read as the graph node by create_graph)
+        if ctx._saved:  # (a saved result is read as the graph node by create_graph)
+            ctx._result = result
         # The graph node: a new tensor on the result's storage, which remembers how it was made.
         return result._with_history(History(cls, ctx, tuple(tensors)))
 
