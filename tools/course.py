@@ -161,6 +161,13 @@ def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -
     After autograde the gradebook is checked against a snapshot taken before it: a change the
     grader did not make fails loudly, naming the student or the cell.
     """
+    from torchlight_grader.preflight import CourseConfigError, check_config
+
+    try:
+        check_config(course)  # nbgrader itself would go on with its unsandboxed defaults
+    except CourseConfigError as exc:
+        print(f"refusing to grade: {exc}", file=sys.stderr)
+        return 1
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     steps = [
