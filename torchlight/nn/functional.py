@@ -216,9 +216,6 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 
 # --------------------------------------------------------------------------- losses
-_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}  # by item size
-
-
 def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray:
     """The labels as a host numpy array, after checking each is a class index in [0, C)."""
     # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
@@ -226,10 +223,8 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
     labels = np.asarray(target.backend.to_numpy(target.storage))
     if labels.size == 0:
         return labels
-    # One pass finds both kinds of bad label: read as unsigned, a negative label is huge.
-    unsigned = labels.view(_UNSIGNED[labels.itemsize]) if labels.dtype.kind == "i" else labels
-    if int(np.maximum.reduce(unsigned, None)) >= num_classes:
-        low, high = int(labels.min()), int(labels.max())
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0 or high >= num_classes:
         bad = low if low < 0 else high
         where = tuple(int(i) for i in np.argwhere(labels == bad)[0])
         position = where[0] if len(where) == 1 else where
