@@ -2,13 +2,18 @@
 
     .venv/bin/python benchmarks/bench_seq.py            # needs torch (pip install torch==2.13.0)
     .venv/bin/python benchmarks/bench_seq.py --profile  # and where torchlight's time goes
+    .venv/bin/python benchmarks/bench_seq.py --model lstm --steps 20   # one model only
 
 float32, one BLAS/OpenMP thread for both (set before numpy and torch load). The models are the
 CLI's defaults (``torchlight/train_text.py``): a GPT of 3 pre-norm blocks, d_model 96, 4 heads,
 context 64, tied embeddings; an LSTM of hidden size 256 on 64-dim embeddings; batch 32, Adam.
 Both frameworks run the *same* model code: torchlight's layers have PyTorch's names, so
 ``build_gpt(nn)`` builds either. Printed: the median time of forward, backward, optimizer step
-and the whole step, side by side, and the ratio.
+and the whole step, side by side, and the ratio; then PyTorch again with oneDNN switched off
+(``torch.backends.mkldnn.enabled = False``). On a CPU, PyTorch's ``nn.LSTM`` runs oneDNN's fused
+LSTM kernel (the whole layer, gates and all, in C++); without it PyTorch runs the same
+per-op algorithm as torchlight (one input matmul, then per step a matmul and the gates), so
+the second ratio compares algorithms and the first compares with the fused kernel.
 """
 
 from __future__ import annotations
@@ -83,7 +88,7 @@ def build_lstm(nn: Any) -> Any:
     return LSTMModel()
 
 
-def framework(name: str) -> dict[str, Any]:
+def framework(name: str, onednn: bool = True) -> dict[str, Any]:
     """What a training step needs from torchlight or torch: nn, F, Adam, tensor factories."""
     causal = np.triu(np.full((BLOCK, BLOCK), -np.inf, dtype=np.float32), 1)
     rng = np.random.default_rng(0)
@@ -92,6 +97,7 @@ def framework(name: str) -> dict[str, Any]:
         import torch
 
         torch.set_num_threads(1)
+        torch.backends.mkldnn.enabled = onednn
         torch.manual_seed(0)
         return {
             "nn": torch.nn,
@@ -114,13 +120,23 @@ def framework(name: str) -> dict[str, Any]:
     }
 
 
-def timed_steps(name: str, build: Callable[[Any], Any], steps: int) -> dict[str, float]:
-    """Median milliseconds of forward (+ loss), backward, optimizer step, and the whole step."""
-    fw = framework(name)
+PARTS = ("forward", "backward", "optimizer", "step")
+
+
+def stepper(
+    name: str, build: Callable[[Any], Any], onednn: bool = True
+) -> Callable[[], tuple[float, ...]]:
+    """One training step of ``build``'s model in torchlight or torch, as a function that runs
+    a step and returns its milliseconds: forward (+ loss), backward, optimizer, the whole."""
+    fw = framework(name, onednn)
     model = fw["float"](build(fw["nn"]))
     optimizer = fw["Adam"](model.parameters(), lr=1e-3)
-    times: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": [], "step": []}
-    for i in range(steps + 3):  # 3 warm-up steps
+
+    def step() -> tuple[float, ...]:
+        if name == "torch":
+            import torch
+
+            torch.backends.mkldnn.enabled = onednn  # a global switch: set it for each step
         t0 = time.perf_counter()
         logits = model(fw["x"], fw["mask"])
         loss = fw["F"].cross_entropy(logits.reshape(-1, VOCAB), fw["y"].reshape(-1))
@@ -130,10 +146,26 @@ def timed_steps(name: str, build: Callable[[Any], Any], steps: int) -> dict[str,
         t2 = time.perf_counter()
         optimizer.step()
         t3 = time.perf_counter()
-        if i >= 3:
-            for key, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
-                times[key].append(dt * 1000)
-    return {key: statistics.median(values) for key, values in times.items()}
+        return tuple(dt * 1000 for dt in (t1 - t0, t2 - t1, t3 - t2, t3 - t0))
+
+    return step
+
+
+def timed_steps(
+    steppers: dict[str, Callable[[], tuple[float, ...]]], steps: int
+) -> dict[str, dict[str, float]]:
+    """The median of each part, per stepper. The steppers take turns step by step, so a load
+    that comes and goes on a shared machine slows all of them alike."""
+    times: dict[str, list[tuple[float, ...]]] = {key: [] for key in steppers}
+    for i in range(steps + 3):  # 3 warm-up steps
+        for key, step in steppers.items():
+            took = step()
+            if i >= 3:
+                times[key].append(took)
+    return {
+        key: {part: statistics.median(t[k] for t in runs) for k, part in enumerate(PARTS)}
+        for key, runs in times.items()
+    }
 
 
 def profile(build: Callable[[Any], Any], steps: int = 5) -> None:
@@ -150,10 +182,22 @@ def profile(build: Callable[[Any], Any], steps: int = 5) -> None:
             optimizer.step()
 
     run()  # warm up
+    logits = model(fw["x"], fw["mask"])
+    loss = fw["F"].cross_entropy(logits.reshape(-1, VOCAB), fw["y"].reshape(-1))
+    nodes = sum(t.history is not None for t in tl.autograd.topological_sort(loss))
     profiler = cProfile.Profile()
     profiler.runcall(run)
     stats = pstats.Stats(profiler)
     total = stats.total_tt  # type: ignore[attr-defined]
+    applies = sum(
+        calls
+        for (path, _, fn), (_, calls, *_rest) in stats.stats.items()  # type: ignore[attr-defined]
+        if fn == "apply" and path.endswith("autograd.py")
+    )
+    print(
+        f"  {nodes} graph nodes (recorded Functions) a step; {applies // steps} Function calls "
+        "a step, forward and backward, recorded or not"
+    )
     print(f"  where torchlight's step goes ({total / steps * 1000:.1f} ms per step, by own time):")
     rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:10]  # type: ignore[attr-defined]
     for (path, line, fn), (_, calls, own, _cum, _) in rows:
@@ -165,21 +209,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--model", choices=("gpt", "lstm"), help="only this model (default both)")
     args = parser.parse_args()
     try:
         import torch  # noqa: F401
     except ImportError:
         raise SystemExit("bench_seq.py compares with PyTorch: pip install torch==2.13.0") from None
     print(f"one training step, float32, 1 thread, batch {BATCH} x {BLOCK} tokens (median ms)")
-    print(f"{'model':<6} {'part':<10} {'torchlight':>11} {'pytorch':>9} {'ratio':>7}")
+    header = f"{'model':<6} {'part':<10} {'torchlight':>11} {'pytorch':>9} {'ratio':>7}"
+    print(f"{header} {'no oneDNN':>10} {'ratio':>7}")
     for label, build in (("gpt", build_gpt), ("lstm", build_lstm)):
-        ours, theirs = (
-            timed_steps("torchlight", build, args.steps),
-            timed_steps("torch", build, args.steps),
-        )
-        for part in ours:
-            ratio = ours[part] / theirs[part]
-            print(f"{label:<6} {part:<10} {ours[part]:11.1f} {theirs[part]:9.1f} {ratio:6.2f}x")
+        if args.model not in (None, label):
+            continue
+        steppers = {
+            "ours": stepper("torchlight", build),
+            "theirs": stepper("torch", build),
+            "plain": stepper("torch", build, onednn=False),
+        }
+        medians = timed_steps(steppers, args.steps)
+        for part in PARTS:
+            a, b, c = (medians[key][part] for key in ("ours", "theirs", "plain"))
+            print(f"{label:<6} {part:<10} {a:11.1f} {b:9.1f} {a / b:6.2f}x {c:10.1f} {a / c:6.2f}x")
         if args.profile:
             profile(build)
 

@@ -138,7 +138,7 @@ def test_edge_values_follow_ieee_like_numpy(name: str) -> None:
             "pow": (tx**ty, x**y),
             "maximum": (tx.maximum(ty), np.maximum(x, y)),
             "minimum": (tx.minimum(ty), np.minimum(x, y)),
-            "reciprocal": (tx.map("reciprocal"), 1 / x),
+            "reciprocal": (tx._map("reciprocal"), 1 / x),
             "sign": (tx.sign(), np.sign(x)),
             "max": (tx.max(), np.max(x)),
         }

@@ -181,7 +181,7 @@ class Handover(Function):
 
     @staticmethod
     def forward(ctx, x):
-        return x.map("copy")
+        return x._map("copy")
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -212,7 +212,7 @@ class Transposed(Function):
 
     @staticmethod
     def forward(ctx, x):
-        return x.map("copy")
+        return x._map("copy")
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -542,7 +542,7 @@ class KeepsOutput(Function):
 
     @staticmethod
     def forward(ctx, x):
-        out = x.map("copy")
+        out = x._map("copy")
         ctx.out = out  # kept on the context, not through save_for_backward
         KeepsOutput.made.append(weakref.ref(out))
         return out

@@ -47,3 +47,24 @@ BROADCASTING = [op for op in OPS if op.broadcast]
 )
 def test_op_on_drawn_broadcast_shapes(op, shapes, seed):
     check_op(op, shapes.input_shapes, seed=seed)
+
+
+def test_argmax_and_argmin_along_a_short_axis_pick_the_first_extreme_as_numpy_does():
+    # The numpy backend answers a short axis with many rows (max pooling's windows) by
+    # whole-array passes instead of np.argmax: the same first-on-ties and NaN rules.
+    import numpy as np
+
+    import torchlight as tl
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 3, size=(8, 4, 40)).astype(np.float64)  # many ties
+    a[0, 2, 5] = a[1, 1, 7] = a[1, 3, 7] = np.nan
+    for dim in (0, 1, 2):
+        for keepdim in (False, True):
+            for name, expected in (("argmax", np.argmax), ("argmin", np.argmin)):
+                got = getattr(tl.tensor(a), name)(dim, keepdim=keepdim).numpy()
+                want = expected(a, axis=dim, keepdims=keepdim)
+                assert got.dtype == np.int64 and np.array_equal(got, want), (name, dim, keepdim)
+    flags = rng.random((300, 3)) < 0.5  # booleans, and integers
+    assert np.array_equal(tl.tensor(flags).argmax(1).numpy(), np.argmax(flags, axis=1))
+    assert np.array_equal(tl.tensor(flags * 7).argmin(1).numpy(), np.argmin(flags * 7, axis=1))

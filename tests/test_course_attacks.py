@@ -31,6 +31,7 @@ from submissions.catalog import build
 from submissions.pipeline import (
     make_course,
     max_points,
+    nbgrader,
     notebooks,
     read_items,
     secret_lines,
@@ -375,3 +376,46 @@ def _active_parts(page: str) -> tuple[list[str], list[str]]:
     parser = _Active()
     parser.feed(page)
     return parser.scripts, parser.attributes
+
+
+def _config_with(course: Path, line: str) -> None:
+    """Put ``line`` first inside the config's guarded block."""
+    config = course / "nbgrader_config.py"
+    text = config.read_text()
+    config.write_text(text.replace("\ntry:\n", f"\ntry:\n    {line}\n", 1))
+
+
+@pytest.mark.parametrize("breakage", ["missing package", "syntax error"])
+def test_a_course_config_that_fails_to_load_fails_closed(tmp_path: Path, breakage: str) -> None:
+    """nbgrader goes on with its defaults when the config raises: its stock Execute would run the
+    student's notebook in an ordinary kernel, as the grader. A submission that writes outside its
+    sandbox proves whether that happened."""
+    from torchlight_grader.preflight import CourseConfigError, check_config
+
+    course = make_course(tmp_path)
+    nbgrader(course, "generate_assignment", "a1_functions", "--force")
+    source, release = notebooks(course, "a1_functions")
+    escaped = tmp_path / "escaped"
+    nb = nbformat.from_dict(release)
+    cell = nbformat.v4.new_code_cell(f"open({str(escaped)!r}, 'w').write('ran as the grader')")
+    cell.pop("id", None)  # the course's notebooks are nbformat 4.4
+    nb.cells.insert(1, cell)
+    submit(course, "mallory", "a1_functions", nb)
+    if breakage == "missing package":
+        _config_with(course, "import a_package_that_is_not_installed")
+    else:
+        config = course / "nbgrader_config.py"
+        config.write_text(config.read_text() + "\nthis is not python\n")
+    with pytest.raises(CourseConfigError, match="(refuses to grade|would grade with its defaults)"):
+        check_config(course)  # what the make targets run first
+    if breakage == "syntax error":
+        return  # nothing of the config runs, so only check_config stands in front of nbgrader
+    # The instructor runs nbgrader directly (or the formgrader's button): the config's own guard
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "nbgrader"), "autograde", "a1_functions", "--force"],
+        cwd=course, capture_output=True, text=True, check=False,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "refusing to run student code" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    assert not escaped.exists(), "the student's code ran outside the sandbox"

@@ -66,6 +66,7 @@ def test_site_builds_and_has_every_page(site):
     for page in (
         "index", "install", "tutorials/index", "tutorials/01_tensors", "tutorials/02_autograd",
         "tutorials/03_neural_networks", "tutorials/04_backends_and_gpu", "tutorials/05_convolutions",
+        "tutorials/06_attention_and_transformers", "tutorials/07_recurrent_networks",
         "autograd", "api/index", "backends", "course", "pytorch", "changelog", "search",
     ):  # fmt: skip
         assert (site / f"{page}.html").exists(), f"{page}.html was not built"

@@ -67,3 +67,24 @@ def test_init_works_on_parameters_that_require_grad():
     p = tl.nn.Parameter(tl.zeros(4, 4))
     init.xavier_uniform_(p)
     assert p.requires_grad and p.is_leaf and float(p.abs().sum()) > 0
+
+
+def test_linear_and_every_convolution_share_pytorchs_default_weight_and_bias_init():
+    # One set-up (nn/layers.py add_weight_and_bias + reset_weight_and_bias) serves them all:
+    # weight and bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the bias one value per output.
+    tl.manual_seed(0)
+    layers = {
+        "Linear": (tl.nn.Linear(12, 5), 12, 5),
+        "Conv1d": (tl.nn.Conv1d(4, 6, 3), 4 * 3, 6),
+        "Conv2d": (tl.nn.Conv2d(4, 6, 3, groups=2), 2 * 9, 6),
+        "ConvTranspose2d": (tl.nn.ConvTranspose2d(4, 6, 2, groups=2), 3 * 4, 6),
+    }
+    for name, (layer, fan_in, outputs) in layers.items():
+        bound = 1 / math.sqrt(fan_in)
+        assert layer.bias.shape == (outputs,), name
+        for p in (layer.weight, layer.bias):
+            values = p.detach().numpy()
+            assert np.abs(values).max() <= bound, name
+            assert np.abs(values).max() > 0.5 * bound, name  # spread over the range, not zeros
+    assert tl.nn.Linear(3, 2, bias=False).bias is None
+    assert tl.nn.ConvTranspose2d(4, 6, 2, bias=False).bias is None

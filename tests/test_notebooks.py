@@ -33,6 +33,7 @@ TUTORIALS = [
     "04_backends_and_gpu",
     "05_convolutions",
     "06_attention_and_transformers",
+    "07_recurrent_networks",
 ]
 
 #: The headings of the published docs page "Tutorial 2: Autograd", in order

@@ -9,6 +9,7 @@ import pytest
 
 import torchlight as tl
 from torchlight import generate, train, train_text
+from torchlight.checkpoint import checkpoint_extra
 from torchlight.data import DataLoader
 from torchlight.data.text import TextWindows, load_text
 from torchlight.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
@@ -112,3 +113,52 @@ def test_generate_refuses_a_checkpoint_without_a_language_model(
 def test_a_text_model_needs_a_text_corpus() -> None:
     with pytest.raises(SystemExit):
         train.main(["--dataset", "digits", "--model", "gpt"])
+
+
+def test_bpe_from_the_shell_is_saved_resumed_and_decoded(
+    small_corpus: None, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = str(tmp_path / "bpe.ckpt")
+    args = ["--dataset", "shakespeare", "--model", "gpt", "--save", ckpt]
+    assert train.main([*args, "--epochs", "1", "--tokenizer", "bpe", "--vocab-size", "300"]) == 0
+    first = capsys.readouterr().out
+    assert "learning 44 byte-pair merges" in first and "vocabulary 300 (bpe)" in first
+    assert "nats/token =" in first and "nats/char" in first
+    saved = checkpoint_extra(ckpt)["tokenizer"]
+    assert saved["kind"] == "bpe" and len(saved["merges"]) == 44
+    assert saved == BPETokenizer.train(TEXT[:5400], vocab_size=300).to_dict(), "the training 90%"
+    assert train.main([*args, "--epochs", "2", "--resume", ckpt]) == 0  # no tokenizer flags
+    resumed = capsys.readouterr().out
+    assert "resumed from" in resumed and "vocabulary 300 (bpe)" in resumed
+    assert "learning" not in resumed, "a resumed run keeps the checkpoint's tokenizer"
+    assert checkpoint_extra(ckpt)["tokenizer"] == saved
+    prompt = "ROMEO: naïve"  # BPE is byte-level: even characters Shakespeare never used
+    assert generate.main(["--checkpoint", ckpt, "--prompt", prompt, "--tokens", "20"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(prompt) and len(text) > len(prompt) + 10
+    assert train.main([*args, "--epochs", "3", "--resume", ckpt, "--tokenizer", "char"]) == 1
+    assert "was trained with --tokenizer bpe (vocabulary 300)" in capsys.readouterr().err
+    assert train.main([*args, "--epochs", "3", "--resume", ckpt, "--vocab-size", "400"]) == 1
+    assert "not --tokenizer bpe --vocab-size 400" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--vocab-size", "300"], "--vocab-size is for --tokenizer bpe"),
+        (["--tokenizer", "bpe", "--vocab-size", "100"], "at least 256 (the byte values"),
+        (["--tokenizer", "words"], "invalid choice: 'words'"),
+    ],
+)
+def test_bad_tokenizer_flags_are_usage_errors(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        train.main(["--dataset", "shakespeare", "--model", "gpt", *flags])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_tokenizer_flags_need_a_text_corpus(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        train.main(["--dataset", "xor", "--tokenizer", "bpe", "--vocab-size", "300"])
+    assert "--tokenizer and --vocab-size: for a text corpus" in capsys.readouterr().err

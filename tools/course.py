@@ -165,6 +165,8 @@ def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -
     from course_batch import Worker, skip_slow_imports
 
     skip_slow_imports()
+    from torchlight_grader.preflight import CourseConfigError, check_config
+
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     steps = [
         ("autograde", ["autograde", assignment, "--force", *(extra or [])]),
@@ -173,8 +175,13 @@ def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -
         ("export_items", ["export", f"--exporter={EXPORTER}", "--to=items.csv"]),
     ]
     failures: list[str] = []
-    worker = Worker(course, env).start()  # imports nbgrader while the snapshot is taken
+    worker = Worker(course, env).start()  # imports nbgrader while the config is checked
     try:
+        try:
+            check_config(course)  # nbgrader itself would go on with its unsandboxed defaults
+        except CourseConfigError as exc:
+            print(f"refusing to grade: {exc}", file=sys.stderr)
+            return 1
         before = gradebook_snapshot(course)
         notebooks = sum(1 for nb in (course / "submitted").glob(f"*/{assignment}/*.ipynb"))
         runs = worker.do([args for _, args in steps], notebooks)

@@ -161,7 +161,13 @@ def grade(
     extra: Sequence[str] = (),
     log_dir: Path | None = None,
 ) -> tuple[list[str], dict[str, float]]:
-    """Grade every student of ``course``; returns (failed students, seconds per phase)."""
+    """Grade every student of ``course``; returns (failed students, seconds per phase).
+
+    Raises:
+        CourseConfigError: the course's nbgrader_config.py does not load or would not sandbox.
+    """
+    from torchlight_grader.preflight import check_config
+
     env = environment(db_url)
     seconds: dict[str, float] = {}
     failed: dict[str, list[Run]] = {}
@@ -176,6 +182,8 @@ def grade(
     # The workers import nbgrader and the grader while this process reads the gradebook.
     workers = [Worker(course, env).start() for _ in range(max(1, min(jobs, len(students))))]
     try:
+        # Before any worker is given a job (they only import until then).
+        check_config(course)  # nbgrader itself would go on with its unsandboxed defaults
         before = gradebook_snapshot(course, db_url)
         if not any(key[0] == "points" for key in before):
             raise SystemExit(
@@ -252,7 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     course = args.course.resolve()
-    failed, seconds = grade(course, args.jobs, args.assignment, args.db_url, args.extra)
+    from torchlight_grader.preflight import CourseConfigError
+
+    try:
+        failed, seconds = grade(course, args.jobs, args.assignment, args.db_url, args.extra)
+    except CourseConfigError as exc:
+        print(f"refusing to grade: {exc}", file=sys.stderr)
+        return 1
     n = len(students_of(course, args.assignment))
     print(f"graded {n} students with {args.jobs} job(s) in {seconds.get('grading', 0):.1f} s "
           f"(+{seconds.get('exports', 0):.1f} s exports): {course}/grades.csv, items.csv, "

@@ -131,7 +131,7 @@ class Context:
     _saved: tuple[Any, ...] = ()
     _versions: list[tuple[Any, int] | None] = []
     _freed = False
-    _output_slots: tuple[int, ...] = ()  # which saved tensors are forward's own result
+    _result: Any = None  # what forward returned (it may be among the saved tensors)
     _output: Any = None  # that result as the graph node, while a create_graph backward runs
     _non_differentiable: tuple[Any, ...] = ()
     forward_args: tuple[Any, ...] = ()  # what ``apply`` passed to ``forward``, tensors or not
@@ -178,9 +178,7 @@ class Context:
                     "or .clone() the tensor before changing it."
                 )
         if self._output is not None:  # create_graph: forward's saved result is the graph node
-            return tuple(
-                self._output if i in self._output_slots else t for i, t in enumerate(self._saved)
-            )
+            return tuple(self._output if t is self._result else t for t in self._saved)
         return self._saved
 
     def release(self) -> None:
@@ -192,6 +190,7 @@ class Context:
         if self._saved:
             self._saved = ()
             self._freed = True
+            self._result = None
 
 
 class _UnrecordedContext(Context):
@@ -257,7 +256,7 @@ class History:
         ctx = self.ctx
         if fn.once_differentiable and _GradMode.enabled:
             return self._once_differentiable_chain_rule(grad_output)
-        if ctx._output_slots and output is not None and _GradMode.enabled:
+        if ctx._saved and output is not None and _GradMode.enabled:
             ctx._output = output  # (only for this call: the context must not keep its output)
             try:
                 grads = fn.backward(ctx, grad_output)
@@ -386,17 +385,16 @@ class Function:
         ctx.forward_args, ctx.needs_input_grad = args, tuple(needs)
         _GradMode.enabled = False  # forward's own ops are not recorded
         try:
-            result = cls.forward(ctx, *args, **kwargs)
+            result = _checked(cls, cls.forward(ctx, *args, **kwargs))
         finally:
             _GradMode.enabled = True
-        _checked(cls, result)
         if ctx._non_differentiable:
             _check_marked(cls, ctx._non_differentiable, result)
             return result  # no history: it does not require grad
         if not record:
             return result
-        if ctx._saved:  # which saved tensors are the result (see History.chain_rule)
-            ctx._output_slots = tuple([i for i, t in enumerate(ctx._saved) if t is result])
+        if ctx._saved:  # (a saved result is read as the graph node by create_graph)
+            ctx._result = result
         # The graph node: a new tensor on the result's storage, which remembers how it was made.
         return result._with_history(History(cls, ctx, tuple(tensors)))
 

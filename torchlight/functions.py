@@ -1,9 +1,10 @@
 r"""The built-in differentiable Functions.
 
 Each is the same small shape: ``forward`` computes with the backend primitives
-(``map``/``zip``/``reduce``/``matmul``/layout) and saves only what ``backward`` needs;
-``backward`` is one to three lines of tensor math returning one gradient per tensor input.
-The engine sums broadcast gradients back to each input's shape, so none of them does.
+(``x._map``/``_zip``/``_reduce``/``_matmul``/layout: private, since they record nothing) and
+saves only what ``backward`` needs; ``backward`` is one to three lines of tensor math returning
+one gradient per tensor input. The engine sums broadcast gradients back to each input's shape,
+so none of them does.
 """
 
 from __future__ import annotations
@@ -337,12 +338,13 @@ class Sum(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool) -> Tensor:
-        ctx.shape, ctx.kept = a.shape, reduced_shape(a.shape, dims, keepdim=True)
+        ctx.shape, ctx.dims = a.shape, dims
         return a._reduce("sum", dims, keepdim)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        return grad_output.reshape(ctx.kept).expand(ctx.shape)
+        kept = reduced_shape(ctx.shape, ctx.dims, keepdim=True)  # the summed dims as size 1
+        return grad_output.reshape(kept).expand(ctx.shape)
 
 
 class Max(Function):
@@ -352,7 +354,7 @@ class Max(Function):
     def forward(
         ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool, op: str = "max"
     ) -> Tensor:
-        out = a.reduce(op, dims, True)
+        out = a._reduce(op, dims, True)
         ctx.save_for_backward(a, out)
         ctx.dims, ctx.kept = dims, out.shape
         return out if keepdim else out.reshape(reduced_shape(a.shape, dims, keepdim=False))
@@ -390,12 +392,13 @@ class Permute(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, dims: tuple[int, ...]) -> Tensor:
-        ctx.inverse = tuple(sorted(range(len(dims)), key=lambda d: dims[d]))
+        ctx.dims = dims
         return a._permute(dims)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        return grad_output.permute(*ctx.inverse)
+        inverse = sorted(range(len(ctx.dims)), key=lambda d: ctx.dims[d])  # where each dim went
+        return grad_output.permute(*inverse)
 
 
 class Expand(Function):

@@ -9,7 +9,8 @@ Examples::
 Each new token is drawn from $p_i \propto \exp(z_i / \tau)$, the softmax of the model's last
 logits $z$ divided by the temperature $\tau$ (below 1: safer, more repetitive text; above 1:
 wilder), optionally keeping only the ``top_k`` most likely tokens. The token is appended and the
-model runs again on the last ``block_size`` tokens.
+model runs again on the last ``block_size`` tokens. The checkpoint's own tokenizer (characters,
+or the BPE of ``train --tokenizer bpe``) encodes the prompt and decodes the result.
 """
 
 from __future__ import annotations

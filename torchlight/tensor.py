@@ -18,7 +18,7 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight import functions as fn
-from torchlight.autograd import History, backpropagate, is_grad_enabled
+from torchlight.autograd import History, backpropagate
 from torchlight.backends import Backend
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape
 from torchlight.tensor_extras import TensorExtras
@@ -55,22 +55,19 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         tensor([4., 6.])
     """
 
+    # What every tensor has; the rest (below) is set on the few that need it, such as leaves
+    # with a gradient, and until then read from the class (a step makes dozens of tensors).
     __slots__ = (
-        "__weakref__",
-        "_grad",
-        "_hooks",
-        "_retains_grad",
-        "_version",
-        "backend",
-        "history",
-        "name",
-        "requires_grad",
-        "shape",
+        "__dict__", "__weakref__", "_version", "backend", "history", "requires_grad", "shape",
         "storage",
-    )
+    )  # fmt: skip
     __array_priority__ = 1000  # numpy scalars defer to Tensor's operators
     history: History | None
     requires_grad: bool
+    name: str | None = None
+    _grad: Tensor | None = None
+    _retains_grad = False
+    _hooks: tuple[Any, ...] = ()  # functions of this tensor's gradient (register_hook)
 
     def __init__(
         self,
@@ -85,10 +82,6 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         self.backend = backend
         self.history = history
         self.requires_grad = requires_grad
-        self.name: str | None = None
-        self._grad: Tensor | None = None
-        self._retains_grad = False
-        self._hooks: tuple[Any, ...] = ()  # functions of this tensor's gradient (register_hook)
         # How many in-place changes this storage has seen: shared by every view of it.
         self._version = _Version() if version is None else version
 
@@ -286,6 +279,9 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         return self
 
     # ------------------------------------------------------------------ primitives (no autograd)
+    # The backend's primitives on tensors, for writing a Function's ``forward`` (where nothing
+    # is recorded): ``x._map("exp")``, ``a._zip("mul", b)``, ``x._reduce("sum", (0,))``. They
+    # skip autograd, so they are private; everywhere else use the operators and methods.
     def _new(self, data: Any) -> Tensor:
         return Tensor(data, self.backend)
 
@@ -315,27 +311,6 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
                 f"{what}: expected both tensors on the same backend, got {self.backend.name!r} "
                 f"and {other.backend.name!r}; move one with .to({self.backend.name!r})"
             )
-
-    # The backend primitives, public under their old names for writing a Function's ``forward``
-    # (where nothing is recorded, so skipping autograd is right). Anywhere else, on a tensor
-    # that requires grad, they raise instead of silently dropping the graph.
-    def map(self, op: str) -> Tensor:
-        """Backend primitive for a Function's ``forward``: the named one-argument op on every
-        element (``x.map("exp")``), recorded nowhere."""
-        _only_unrecorded("map", self)
-        return self._map(op)
-
-    def zip(self, op: str, other: Tensor) -> Tensor:
-        """Backend primitive for a Function's ``forward``: the named two-argument op,
-        elementwise with broadcasting (``a.zip("mul", b)``), recorded nowhere."""
-        _only_unrecorded("zip", self, other)
-        return self._zip(op, other)
-
-    def reduce(self, op: str, dims: tuple[int, ...], keepdim: bool = False) -> Tensor:
-        """Backend primitive for a Function's ``forward``: fold along ``dims`` with ``sum``,
-        ``max`` or ``min``, recorded nowhere."""
-        _only_unrecorded("reduce", self)
-        return self._reduce(op, dims, keepdim)
 
     def _map(self, op: str) -> Tensor:
         """Backend primitive: apply the named one-argument op to every element (no autograd)."""
@@ -542,16 +517,6 @@ class _RemovableHook:
 
     def remove(self) -> None:
         self._tensor._hooks = tuple(h for h in self._tensor._hooks if h is not self._hook)
-
-
-def _only_unrecorded(name: str, *tensors: Tensor) -> None:
-    if is_grad_enabled() and any(t.requires_grad for t in tensors):
-        raise RuntimeError(
-            f"Tensor.{name} is a backend primitive for writing a Function's forward (where "
-            "nothing is recorded): here it would silently drop the graph. Use the tensor's "
-            f"operators and methods (x * y, x.exp(), x.sum(dim)), or call .{name} inside "
-            "forward() or under tl.no_grad()."
-        )
 
 
 #: PyTorch's categories of dtypes, lowest first: bool, integers, floating point.

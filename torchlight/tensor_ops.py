@@ -47,7 +47,7 @@ class ValuesIndices(NamedTuple):
 def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    return tuple([int(s) for s in shape])
 
 
 class TensorOps:
@@ -198,8 +198,8 @@ class TensorOps:
     def mean(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
         r"""$\frac{1}{n}\sum_i x_i$ over ``dim``."""
         dims = _dims(self, dim)
-        count = math.prod(self.shape[d] for d in dims)
-        return self.sum(dims, keepdim) / count
+        count = math.prod([self.shape[d] for d in dims])
+        return fn.Sum.apply(self, dims, keepdim) / count
 
     def var(self: Tensor, dim: Dim = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         r"""$\frac{1}{n - c}\sum_i (x_i - \bar x)^2$ (``correction`` $c$ = 1: unbiased, as in PyTorch)."""
@@ -360,7 +360,7 @@ class TensorOps:
                 other.shape != self.shape and broadcast_shape(self.shape, other.shape) != self.shape
             )
         ):
-            result = self.zip(op, other)
+            result = self._zip(op, other)
             if result.dtype.is_floating_point and not self.dtype.is_floating_point:
                 raise _cannot_store(what, result, self)
             return _setitem(self, (...,), result, what)  # casts and checks the shape
@@ -480,15 +480,15 @@ def _max_or_min(self: Tensor, op: str, dim: Any, keepdim: bool) -> Any:
 
 def _infer_shape(self: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
     numel = self.numel()
-    if shape.count(-1) > 1:
-        raise ValueError(f"only one dimension can be -1, got {shape}")
     if -1 in shape:
-        rest = math.prod(s for s in shape if s != -1)
+        if shape.count(-1) > 1:
+            raise ValueError(f"only one dimension can be -1, got {shape}")
+        rest = math.prod([s for s in shape if s != -1])
         if rest == 0 or numel % rest:
             raise ValueError(
                 f"shape {shape} is invalid for a tensor of {numel} elements {self.shape}"
             )
-        shape = tuple(numel // rest if s == -1 else s for s in shape)
+        shape = tuple([numel // rest if s == -1 else s for s in shape])
     if math.prod(shape) != numel:
         raise ValueError(
             f"shape {shape} is invalid for a tensor of {numel} elements (shape {self.shape})"

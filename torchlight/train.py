@@ -7,6 +7,7 @@ Examples::
     torchlight-train --epochs 12 --resume digits.ckpt # continue it: the checkpoint knows the model
     torchlight-train --dataset spiral --epochs 200
     torchlight-train --dataset shakespeare --model gpt --save gpt.ckpt   # a tiny GPT (or lstm)
+    torchlight-train --dataset shakespeare --model gpt --tokenizer bpe --vocab-size 512
 
 ``--resume`` takes the data set and the model from the checkpoint (giving other ones is an
 error). A ``--save`` path is checked before training starts. Ctrl-C stops training with one
@@ -189,6 +190,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dtype", choices=("float64", "float32"), help="default: float32 for text, else float64"
     )
+    p.add_argument(
+        "--tokenizer",
+        choices=("char", "bpe"),
+        help="text corpus only: characters (default) or byte-pair encoding learned from the text",
+    )
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        metavar="N",
+        help="--tokenizer bpe only: the vocabulary, 256 bytes + N-256 merges (default 512)",
+    )
     p.add_argument("--points", type=int, default=200, help="points in a toy data set")
     p.add_argument("--noise", type=float, default=0.0, help="noise of a toy data set")
     p.add_argument(
@@ -217,6 +229,9 @@ def _from_checkpoint(args: argparse.Namespace) -> None:
             extra = checkpoint_extra(args.resume)
         except CheckpointError:
             extra = {}  # run() loads it again and reports what is wrong with it
+        saved_tokenizer = extra.get("tokenizer")
+        if args.tokenizer is None and isinstance(saved_tokenizer, dict):
+            args.tokenizer = saved_tokenizer.get("kind")
         for key in ("dataset", "model"):
             saved = extra.get(key)
             if getattr(args, key) is None and saved is not None:
@@ -269,6 +284,7 @@ def _settings(args: argparse.Namespace) -> argparse.Namespace:
         )
     if not args.lr > 0:  # also catches nan
         problems.append(f"--lr must be a positive number such as 0.01, got {args.lr}")
+    problems += _tokenizer_problems(args, kind)
     if problems:
         raise ValueError("\nerror: ".join(problems))  # one line for each bad flag
     if args.save:
@@ -279,6 +295,28 @@ def _settings(args: argparse.Namespace) -> argparse.Namespace:
         except ImportError as error:
             raise ValueError(f"--backend {args.backend}: {error}") from None
     return args
+
+
+def _tokenizer_problems(args: argparse.Namespace, kind: str) -> list[str]:
+    """What is wrong with --tokenizer / --vocab-size; fills in the default tokenizer (char)."""
+    if kind != "text":
+        given = [name for name in ("tokenizer", "vocab_size") if getattr(args, name) is not None]
+        if not given:
+            return []
+        flags = " and ".join("--" + name.replace("_", "-") for name in given)
+        return [f"{flags}: for a text corpus ({', '.join(CORPORA)}), not --dataset {args.dataset}"]
+    args.tokenizer = args.tokenizer or "char"
+    if args.vocab_size is not None and args.tokenizer != "bpe":
+        return [
+            f"--vocab-size is for --tokenizer bpe (a character tokenizer's vocabulary is the "
+            f"characters of the text); add --tokenizer bpe or drop --vocab-size {args.vocab_size}"
+        ]
+    if args.vocab_size is not None and args.vocab_size < 256:
+        return [
+            f"--vocab-size must be at least 256 (the byte values BPE starts from), such as 512; "
+            f"got {args.vocab_size}"
+        ]
+    return []
 
 
 def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> float:

@@ -1,12 +1,18 @@
-"""Train a character-level language model (a small GPT or an LSTM) on the shipped Shakespeare.
+"""Train a language model (a small GPT or an LSTM) on the shipped Shakespeare.
 
 Called by ``python -m torchlight.train --dataset shakespeare --model gpt`` (or ``--model lstm``);
 ``python -m torchlight.generate --checkpoint PATH`` then samples text from what was saved.
 
-The text is split 90% / 10% into training and validation parts. One epoch is one pass over the
-training part in non-overlapping windows of ``block_size`` characters (about 620 batches of 32);
-after each epoch the validation loss (mean cross-entropy per character, in nats; the bigram
-baseline is about 2.5) is printed.
+Tokens are characters (``--tokenizer char``, the default: 65 of them) or byte-pair-encoding
+tokens (``--tokenizer bpe --vocab-size 512``: learned from the training part of the text when
+training starts, about 2 characters a token). The checkpoint stores the tokenizer, so
+``generate`` and ``--resume`` use the same one.
+
+The token ids are split 90% / 10% into training and validation parts. One epoch is one pass
+over the training part in non-overlapping windows of ``block_size`` tokens (with characters,
+about 620 batches of 32); after each epoch the validation loss (mean cross-entropy per token, in
+nats; with characters the bigram baseline is about 2.5) is printed, for BPE also converted to
+nats per character so both tokenizers compare.
 """
 
 from __future__ import annotations
@@ -23,17 +29,24 @@ from tqdm import tqdm
 import torchlight as tl
 from torchlight import nn, optim
 from torchlight.autograd import no_grad
-from torchlight.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from torchlight.checkpoint import (
+    CheckpointError,
+    checkpoint_extra,
+    load_checkpoint,
+    save_checkpoint,
+)
 from torchlight.creation import generator
 from torchlight.data import DataLoader
 from torchlight.data.text import TextWindows, load_text
 from torchlight.nn import functional as F
-from torchlight.tokenizers import CharTokenizer
+from torchlight.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
 from torchlight.train import ctrl_c_deferred
 
 __all__ = [
+    "BPE_VOCAB_SIZE",
     "MODEL_CONFIGS",
     "build_text_model",
+    "build_tokenizer",
     "evaluate_text",
     "language_model_loss",
     "run_text",
@@ -57,11 +70,29 @@ def build_text_model(name: str, vocab_size: int, config: dict[str, Any]) -> nn.M
     raise ValueError(f"no language model called {name!r}: expected 'gpt' or 'lstm'")
 
 
+#: ``--tokenizer bpe``'s vocabulary when ``--vocab-size`` is not given: the 256 bytes + 256 merges.
+BPE_VOCAB_SIZE = 512
+
+Tokenizer = CharTokenizer | BPETokenizer
+
+
+def build_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Tokenizer:
+    """``"char"``: one token per character of ``text``; ``"bpe"``: ``vocab_size`` byte-pair
+    tokens learned from the first 90% of ``text`` (the training part: the validation text
+    plays no part in choosing the merges; bytes encode whatever it holds)."""
+    if kind == "char":
+        return CharTokenizer(text)
+    if kind == "bpe":
+        return BPETokenizer.train(text[: int(0.9 * len(text))], vocab_size or BPE_VOCAB_SIZE)
+    raise ValueError(f"no tokenizer called {kind!r}: expected 'char' or 'bpe'")
+
+
 def text_splits(
-    name: str, block_size: int, tokenizer: CharTokenizer | None = None
-) -> tuple[TextWindows, TextWindows, CharTokenizer]:
+    name: str, block_size: int, tokenizer: Tokenizer | None = None
+) -> tuple[TextWindows, TextWindows, Tokenizer]:
     """(training windows, validation windows, tokenizer) for a corpus: the first 90% of the
-    characters train, the last 10% validate; windows do not overlap."""
+    token ids train, the last 10% validate; windows do not overlap. Without ``tokenizer``, a
+    ``CharTokenizer`` of the text."""
     text = load_text(name)
     tokenizer = tokenizer or CharTokenizer(text)
     ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
@@ -69,6 +100,28 @@ def text_splits(
     train = TextWindows(ids[:cut], block_size, stride=block_size)
     valid = TextWindows(ids[cut:], block_size, stride=block_size)
     return train, valid, tokenizer
+
+
+def _saved_tokenizer(args: argparse.Namespace, kind: str, vocab_size: int | None) -> Tokenizer:
+    """The tokenizer stored in the ``--resume`` checkpoint, checked against the flags."""
+    extra = checkpoint_extra(args.resume)
+    if (extra.get("dataset"), extra.get("model")) != (args.dataset, args.model):
+        raise CheckpointError(
+            f"{args.resume} was trained with --dataset {extra.get('dataset')} --model "
+            f"{extra.get('model')}, not --dataset {args.dataset} --model {args.model}"
+        )
+    if "tokenizer" not in extra:
+        raise CheckpointError(f"{args.resume} holds no tokenizer: it is not a language model")
+    tokenizer = tokenizer_from_dict(extra["tokenizer"])
+    saved = extra["tokenizer"]["kind"]
+    if kind != saved or vocab_size not in (None, tokenizer.vocab_size):
+        raise CheckpointError(
+            f"{args.resume} was trained with --tokenizer {saved} (vocabulary "
+            f"{tokenizer.vocab_size}), not --tokenizer {kind}"
+            + (f" --vocab-size {vocab_size}" if vocab_size else "")
+            + ": leave the tokenizer flags out to continue with its own"
+        )
+    return tokenizer
 
 
 def language_model_loss(model: nn.Module, x: tl.Tensor, y: tl.Tensor) -> tl.Tensor:
@@ -103,7 +156,20 @@ def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -
         tl.set_default_backend(args.backend)
     tl.manual_seed(args.seed)
     config = dict(MODEL_CONFIGS[args.model])
-    train_set, valid_set, tokenizer = text_splits(args.dataset, config["block_size"])
+    kind = getattr(args, "tokenizer", None) or "char"
+    vocab_size = getattr(args, "vocab_size", None)
+    if args.resume:
+        tokenizer = _saved_tokenizer(args, kind, vocab_size)
+    elif kind == "bpe":
+        size = vocab_size or BPE_VOCAB_SIZE
+        print(f"learning {size - 256} byte-pair merges from the training text ...", flush=True)
+        tokenizer = build_tokenizer(kind, load_text(args.dataset), size)
+    else:
+        tokenizer = build_tokenizer(kind, load_text(args.dataset))
+    train_set, valid_set, tokenizer = text_splits(args.dataset, config["block_size"], tokenizer)
+    # BPE's loss is per token; times tokens per character it compares with the char model's
+    tokens_per_char = len(valid_set.ids) / len(tokenizer.decode(valid_set.ids.tolist()))
+    unit = "nats/char" if kind == "char" else "nats/token"
     dtype = getattr(tl, args.dtype)
     model = build_text_model(args.model, tokenizer.vocab_size, config).to(dtype)
     if args.optimizer == "sgd":
@@ -115,11 +181,6 @@ def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -
     start_epoch, step = 0, 0
     if args.resume:
         extra = load_checkpoint(args.resume, model, optimizer)
-        if (extra.get("dataset"), extra.get("model")) != (args.dataset, args.model):
-            raise CheckpointError(
-                f"{args.resume} was trained with --dataset {extra.get('dataset')} --model "
-                f"{extra.get('model')}, not --dataset {args.dataset} --model {args.model}"
-            )
         start_epoch, step = int(extra.get("epoch", 0)), int(extra.get("step", 0))
         order.bit_generator.state = extra["loader_rng"]
         generator().bit_generator.state = extra["global_rng"]
@@ -127,7 +188,7 @@ def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -
     params = sum(p.numel() for p in model.parameters())
     print(
         f"{args.model}: {params:,} parameters, {len(train_set):,} training windows of "
-        f"{config['block_size']} characters, vocabulary {tokenizer.vocab_size}",
+        f"{config['block_size']} tokens, vocabulary {tokenizer.vocab_size} ({kind})",
         flush=True,
     )
     started = time.perf_counter()
@@ -156,9 +217,10 @@ def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -
         valid_loss = evaluate_text(model, valid_set)
         progress["epoch"] = epoch
         minutes = (time.perf_counter() - started) / 60
+        also = "" if kind == "char" else f" = {valid_loss * tokens_per_char:.4f} nats/char"
         print(
             f"epoch {epoch}/{args.epochs}: train loss {total / max(len(loader), 1):.4f}, "
-            f"validation loss {valid_loss:.4f} nats/char ({minutes:.1f} min)",
+            f"validation loss {valid_loss:.4f} {unit}{also} ({minutes:.1f} min)",
             flush=True,
         )
         if args.save:
@@ -181,5 +243,10 @@ def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -
                 progress["saved"] = epoch
     if math.isnan(valid_loss):  # no epoch ran (a resumed run that was already complete)
         valid_loss = evaluate_text(model, valid_set)
-    print(f"validation loss: {valid_loss:.4f} nats per character")
+    if kind == "char":
+        print(f"validation loss: {valid_loss:.4f} nats per character")
+    else:
+        print(
+            f"validation loss: {valid_loss:.4f} nats per token = {valid_loss * tokens_per_char:.4f} per character"
+        )
     return valid_loss

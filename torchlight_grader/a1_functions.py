@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from torchlight_grader import adversarial as against
 from torchlight_grader.checks import Case
 from torchlight_grader.kinds import FunctionCheck
 
@@ -44,14 +45,23 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))  # stable for any x
 
 
-def unary(entry: str, cell: str, domain: Callable, f: Callable, df: Callable) -> FunctionCheck:
+def unary(
+    entry: str,
+    cell: str,
+    domain: Callable,
+    f: Callable,
+    df: Callable,
+    adversarial: Callable | None = None,
+) -> FunctionCheck:
+    sample = sampler(domain, names=("x",))
     return FunctionCheck(
         entry,
         (cell,),
-        sampler(domain, names=("x",)),
+        sample,
         forward_ref=f,
         vjp_ref=lambda g, x: (g * df(x),),
         what=f"{entry} forward and backward",
+        adversarial=adversarial or against.huge(sample),
     )
 
 
@@ -77,6 +87,7 @@ CHECKS = {
         forward_ref=lambda a, b: a * b,
         vjp_ref=lambda g, a, b: (g * b, g * a),
         what="Mul forward and backward",
+        adversarial=against.huge(sampler(uniform(-2, 2), uniform(-2, 2), names=("a", "b"))),
     ),
     "test_div": FunctionCheck(
         "Div",
@@ -85,16 +96,36 @@ CHECKS = {
         forward_ref=lambda a, b: a / b,
         vjp_ref=lambda g, a, b: (g / b, -g * a / b**2),
         what="Div forward and backward",
+        adversarial=against.huge(sampler(uniform(-2, 2), uniform(-2, 2), names=("a", "b"))),
     ),
-    "test_exp": unary("Exp", "exp", uniform(-2, 2), np.exp, np.exp),
-    "test_log": unary("Log", "log", uniform(0.5, 3), np.log, lambda x: 1 / x),
+    "test_exp": unary("Exp", "exp", uniform(-2, 2), np.exp, np.exp, against.exp_edge),
+    "test_log": unary(
+        "Log",
+        "log",
+        uniform(0.5, 3),
+        np.log,
+        lambda x: 1 / x,
+        against.huge(sampler(uniform(0.5, 3), names=("x",)), positive=(0,)),
+    ),
     "test_sigmoid": unary(
-        "Sigmoid", "sigmoid", uniform(-4, 4), sigmoid, lambda x: sigmoid(x) * (1 - sigmoid(x))
+        "Sigmoid",
+        "sigmoid",
+        uniform(-4, 4),
+        sigmoid,
+        lambda x: sigmoid(x) * (1 - sigmoid(x)),
+        against.saturated(33.1, 34.4, signed=False),
     ),
     "test_relu": unary(
         "ReLU", "relu", away_from_zero(0.1, 2), lambda x: np.maximum(x, 0), lambda x: 1.0 * (x > 0)
     ),
-    "test_tanh": unary("Tanh", "tanh", uniform(-2.5, 2.5), np.tanh, lambda x: 1 - np.tanh(x) ** 2),
+    "test_tanh": unary(
+        "Tanh",
+        "tanh",
+        uniform(-2.5, 2.5),
+        np.tanh,
+        lambda x: 1 - np.tanh(x) ** 2,
+        against.saturated(17.35, 17.95, signed=True),
+    ),
     "test_pow": FunctionCheck(
         "Pow",
         ("pow",),
@@ -102,6 +133,7 @@ CHECKS = {
         forward_ref=lambda a, b: a**b,
         vjp_ref=lambda g, a, b: (g * b * a ** (b - 1), g * a**b * np.log(a)),
         what="Pow forward and backward (both the base and the exponent)",
+        adversarial=against.pow_edge,
     ),
     "test_expression": FunctionCheck(
         "expression",
@@ -111,5 +143,7 @@ CHECKS = {
         vjp_ref=expression_vjp,
         call="graph",
         what="expression(x, y) and its gradients through your Functions",
+        adversarial=against.expression_edges,
+        adversarial_trials=2,
     ),
 }

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from torchlight_grader import adversarial as against
 from torchlight_grader.checks import Case
 from torchlight_grader.kinds import FunctionCheck, TrainingCheck, ValueCheck
 
@@ -138,6 +139,7 @@ CHECKS = {
         forward_ref=lambda x, w, b: x @ w.T + b,
         vjp_ref=linear_vjp,
         what="LinearFunction forward and backward",
+        adversarial=against.huge(linear_case),
     ),
     "test_linear_layer": LayerCheck(
         "Linear",
@@ -147,6 +149,7 @@ CHECKS = {
         vjp_ref=linear_vjp,
         call="graph",
         what="the Linear layer (output and the gradients of x, weight and bias)",
+        adversarial=against.huge(linear_case),
     ),
     "test_cross_entropy": FunctionCheck(
         "SoftmaxCrossEntropy",
@@ -155,6 +158,7 @@ CHECKS = {
         forward_ref=cross_entropy,
         vjp_ref=cross_entropy_vjp,
         what="SoftmaxCrossEntropy forward and backward (including logits near +-800)",
+        adversarial=against.confident_mistake,
     ),
     "test_sgd_step": ValueCheck(
         "sgd_step", ("sgd_step",), sgd_case, reference=sgd_step, what="sgd_step"

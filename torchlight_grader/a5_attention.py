@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from torchlight_grader import adversarial as against
 from torchlight_grader.checks import Case
 from torchlight_grader.kinds import FunctionCheck, ValueCheck
 
@@ -199,6 +200,7 @@ CHECKS = {
         forward_ref=batchnorm,
         vjp_ref=batchnorm_vjp,
         what="BatchNorm forward and backward (training mode)",
+        adversarial=against.huge(batchnorm_case),
     ),
     "test_batchnorm_eval": ValueCheck(
         "batch_norm",
@@ -214,6 +216,7 @@ CHECKS = {
         forward_ref=layernorm,
         vjp_ref=layernorm_vjp,
         what="LayerNorm forward and backward",
+        adversarial=against.huge(layernorm_case),
     ),
     "test_softmax": FunctionCheck(
         "Softmax",
@@ -222,6 +225,7 @@ CHECKS = {
         forward_ref=softmax,
         vjp_ref=softmax_vjp,
         what="Softmax forward and backward (including logits near +-700)",
+        adversarial=against.offset_gradient(softmax_case),
     ),
     "test_attention": FunctionCheck(
         "Attention",
@@ -230,6 +234,7 @@ CHECKS = {
         forward_ref=attention,
         vjp_ref=attention_vjp,
         what="scaled dot-product attention forward and backward (with and without the causal mask)",
+        adversarial=against.tiny_queries(attention_case),
     ),
     "test_lstm_cell": FunctionCheck(
         "LSTMCell",
@@ -238,5 +243,6 @@ CHECKS = {
         forward_ref=lstm_cell,
         vjp_ref=lstm_cell_vjp,
         what="LSTMCell forward and backward",
+        adversarial=against.huge(lstm_case, args=(1,)),
     ),
 }

@@ -87,10 +87,18 @@ class Check:
     atol: float = TIGHT
     rtol: float = TIGHT
     what: str = field(default="", kw_only=True)
+    adversarial: Callable[[np.random.Generator, int], Case] | None = field(
+        default=None, kw_only=True
+    )
+    """Draws trials no finite-difference gradient passes (:mod:`torchlight_grader.adversarial`)."""
+    adversarial_trials: int = field(default=1, kw_only=True)
 
     # -- grader side ------------------------------------------------------------------
     def cases(self, rng: np.random.Generator) -> list[Case]:
-        return [self.sample(rng, trial) for trial in range(self.trials)]
+        cases = [self.sample(rng, trial) for trial in range(self.trials)]
+        if self.adversarial is not None:
+            cases += [self.adversarial(rng, trial) for trial in range(self.adversarial_trials)]
+        return cases
 
     def expected(self, case: Case) -> dict[str, Any]:
         raise NotImplementedError
@@ -99,13 +107,39 @@ class Check:
         raise NotImplementedError
 
     def passed(self, cases: Sequence[Case]) -> str:
-        shapes = "; ".join(c.describe() for c in cases)
-        return f"{self.what or self.entry}: passed on {len(cases)} random trials ({shapes})."
+        ordinary = [c for c in cases if "adversarial" not in c.hidden]
+        shapes = "; ".join(c.describe() for c in ordinary)
+        extra = len(cases) - len(ordinary)
+        more = f", and {extra} where finite differences fail" if extra else ""
+        return (
+            f"{self.what or self.entry}: passed on {len(ordinary)} random trials ({shapes}){more}."
+        )
+
+    def tolerance(self, case: Case, key: int | str, exp: np.ndarray) -> float | np.ndarray:
+        """The absolute tolerance for one compared array: the check's own, or on a trial against
+        finite differences, the one it names (default: ``TIGHT`` times the array's largest
+        magnitude, since those trials use values far from 1)."""
+        if "adversarial" not in case.hidden:
+            return self.atol
+        atol = case.hidden.get("atol", {}).get(key)
+        if atol is not None:
+            return atol
+        finite = np.abs(np.asarray(exp, dtype=np.float64))
+        finite = finite[np.isfinite(finite)]
+        return TIGHT * float(finite.max()) if finite.size else self.atol
 
     def compare(
-        self, what: str, exp: np.ndarray, got: Any, trial: str, central: np.ndarray | None = None
+        self,
+        what: str,
+        exp: np.ndarray,
+        got: Any,
+        trial: str,
+        central: np.ndarray | None = None,
+        atol: float | np.ndarray | None = None,
+        why: str | None = None,
     ) -> str | None:
-        found = mismatch(exp, got, atol=self.atol, rtol=self.rtol)
+        atol = self.atol if atol is None else atol
+        found = mismatch(exp, got, atol=atol, rtol=self.rtol)
         if found is None:
             return None
         kind, index, count = found
@@ -113,14 +147,21 @@ class Check:
             return f"{what} is not an array of numbers {trial}"
         if kind == "shape":
             return f"{what} has shape {got.shape}, expected shape {exp.shape} {trial}"
+        bound = at(np.broadcast_to(atol, exp.shape), index) if np.ndim(atol) else float(atol)
         message = (
             f"{what} is wrong {trial}: at index {index} expected {fmt(at(exp, index))} but got "
             f"{fmt(at(got, index))} ({count} of {exp.size} entries differ; tolerance "
-            f"{self.atol:g} + {self.rtol:g} * |expected|)"
+            f"{bound:.3g} + {self.rtol:g} * |expected|)"
         )
         if not np.isfinite(at(got, index)):
             message += " (not a finite number: an overflow, or a division by zero?)"
-        if central is not None:
+        if why is not None:
+            message += (
+                f". These inputs are chosen against finite differences ({why}): a gradient "
+                "estimated numerically cannot pass them, an analytic one always does. Derive "
+                "the gradient with the chain rule"
+            )
+        elif central is not None:
             message += f"; a central difference gives {fmt(at(central, index))}"
             if mismatch(central, got, atol=LOOSE, rtol=LOOSE) is None:
                 message += (

@@ -7,7 +7,8 @@
   drops malformed metadata so that one broken notebook cannot stop nbgrader's own steps;
 - :class:`SanitizeNotebook` (before ``SaveAutoGrades``) makes what the feedback page and the
   formgrader render inert: outputs keep only plain text, checked images and cleaned HTML
-  (no scripts, event handlers, JavaScript or widget outputs); raw HTML in markdown is escaped;
+  (no scripts, event handlers, JavaScript or widget outputs, no MathJax command that makes a
+  link, a style or a class); raw HTML in markdown is escaped;
   raw cells lose their format; notebook and cell metadata keep only what nbgrader needs.
 """
 
@@ -219,7 +220,8 @@ def safe_output(output: Any) -> Any:
             if mime == "text/plain" or mime in IMAGES and BASE64.fullmatch(text):
                 data[mime] = text
             elif mime == "text/html":
-                data[mime] = clean_html(text)
+                # the page's MathJax typesets TeX in HTML too: no links, styles or classes
+                data[mime] = MATHJAX_ACTIVE.sub(r"\1", clean_html(text))
             elif mime == "text/markdown":
                 data[mime] = inert_markdown(text)
             else:

@@ -81,14 +81,17 @@ print("zip:   ", ", ".join(ZIP_OPS))
 print("reduce:", ", ".join(REDUCE_OPS))
 
 # %% [markdown]
-# A tensor exposes them directly (without autograd: they are what the forward of a Function
-# is written with). `x.exp()` is the `Exp` Function, whose forward calls `x.map("exp")`:
+# They work on a tensor's raw `storage` (a numpy array on this backend), through its
+# `backend`, and record nothing in the graph: they are what the forward of a Function is
+# written with. `x.exp()` is the `Exp` Function, whose forward calls the backend's `exp` map
+# (through `x._map("exp")`, private because it skips autograd):
 
 # %%
 x = tl.tensor([[1.0, -2.0], [3.0, -4.0]])
-print(x.map("relu"))
-print(x.zip("mul", tl.tensor([10.0, 100.0])))  # broadcast over rows
-print(x.reduce("sum", (0,)))
+b = x.backend
+print(b.map("relu", x.storage))
+print(b.zip("mul", x.storage, tl.tensor([10.0, 100.0]).storage))  # broadcast over rows
+print(b.reduce("sum", x.storage, (0,), False))
 
 # %% [markdown]
 # ## 2. The strided reference backend

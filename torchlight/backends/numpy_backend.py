@@ -114,6 +114,29 @@ def _log_softmax(a: np.ndarray, dim: int) -> np.ndarray:
 _quiet_log_softmax = _quietly(_log_softmax)
 
 
+# np.argmax walks the rows along ``dim`` one by one, which is slow when they are short and
+# many (max pooling: thousands of windows of 4), about 30x the cost of the max itself. For such
+# a short axis, find the first extreme with whole-array passes instead.
+_SHORT, _MANY = 16, 256
+
+
+def _argreduce_short(op: str, a: np.ndarray, dim: int, keepdim: bool) -> np.ndarray:
+    """``np.argmax``/``np.argmin`` along a short ``dim`` (at most ``_SHORT`` long): mark where
+    the extreme is (a NaN counts as the extreme, as in numpy), weigh position k by size - k, and
+    the largest weight marks the first extreme."""
+    size = a.shape[dim]
+    best = (np.maximum if op == "max" else np.minimum).reduce(a, axis=dim, keepdims=True)
+    hit = a == best
+    if a.dtype.kind == "f":
+        hit |= np.isnan(a)
+    weight = np.arange(size, 0, -1, dtype=np.int8).reshape(
+        [size if d == dim else 1 for d in range(a.ndim)]
+    )
+    first = np.maximum.reduce(hit * weight, axis=dim, keepdims=True)
+    index = (size - first).astype(np.int64)
+    return index if keepdim else index.squeeze(dim)
+
+
 class NumpyBackend(FusedKernels):
     """Storage is a ``numpy.ndarray``; every primitive is a numpy call."""
 
@@ -190,6 +213,8 @@ class NumpyBackend(FusedKernels):
         return np.where(condition, a, b)
 
     def argreduce(self, op: str, a: np.ndarray, dim: int | None, keepdim: bool) -> np.ndarray:
+        if dim is not None and 1 < a.shape[dim] <= _SHORT and a.size >= _MANY * a.shape[dim]:
+            return _argreduce_short(op, a, dim, keepdim)
         fn = np.argmax if op == "max" else np.argmin
         return np.asarray(fn(a, axis=dim, keepdims=keepdim)).astype(np.int64)
 

@@ -6,22 +6,26 @@ these Modules hold the weights and settings, and check the input shape.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from torchlight.creation import empty
 from torchlight.nn import functional as F
-from torchlight.nn import init
+from torchlight.nn.conv_functions import IntOrPair, as_pair
 from torchlight.nn.conv_general import padding_amounts
-from torchlight.nn.functional import IntOrPair, _pair
-from torchlight.nn.layers import shape_error
-from torchlight.nn.module import Module, Parameter
+from torchlight.nn.layers import add_weight_and_bias, reset_weight_and_bias, shape_error
+from torchlight.nn.module import Module
 from torchlight.tensor import Tensor
 
 __all__ = ["AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d"]
 
 
 class _ConvNd(Module):
+    """What the convolutions share: the weight and bias (set up as ``Linear``'s are), the
+    check of the input's shape (an unbatched input gets a batch of one), and the ``repr``.
+    A subclass sets ``kernel_size``, ``stride``, ``padding`` and ``dilation`` (tuples of one
+    int per spatial axis), names its axes in ``spatial`` and convolves in ``_convolve``."""
+
+    spatial = "H, W"  # the names of the spatial axes, for shape errors
+
     def __init__(
         self,
         in_channels: int,
@@ -43,20 +47,32 @@ class _ConvNd(Module):
             shape = (in_channels, out_channels // groups, *kernel)
         else:
             shape = (out_channels, in_channels // groups, *kernel)
-        self.weight = Parameter(empty(*shape, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        add_weight_and_bias(self, shape, out_channels if bias else None, dtype)
 
     def reset_parameters(self) -> None:
         """PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels * kernel area."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.numel() // self.weight.shape[0]  # weight[0] feeds one output
-            bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-            init.uniform_(self.bias, -bound, bound)
+        reset_weight_and_bias(self.weight, self.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        dims = len(self.kernel_size)
+        if x.ndim == dims + 1 and x.shape[0] == self.in_channels:  # unbatched: a batch of one
+            return self.forward(x.unsqueeze(0)).squeeze(0)
+        if x.ndim != dims + 2 or x.shape[1] != self.in_channels:
+            raise shape_error(self, f"(N, {self.in_channels}, {self.spatial})", x)
+        return self._convolve(x)
+
+    def _convolve(self, x: Tensor) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must define _convolve(x)")
+
+    def extra_repr(self) -> str:
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        zeros, ones = (0,) * len(self.kernel_size), (1,) * len(self.kernel_size)
+        for name, plain in (("padding", zeros), ("output_padding", zeros), ("dilation", ones)):
+            if getattr(self, name, plain) != plain:  # (Conv2d has no output_padding)
+                text += f", {name}={getattr(self, name)}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        return text if self.bias is not None else text + ", bias=False"
 
 
 class Conv2d(_ConvNd):
@@ -84,17 +100,13 @@ class Conv2d(_ConvNd):
         bias: bool = True,
         dtype: Any = None,
     ) -> None:
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride, self.dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
-        self.padding = padding if isinstance(padding, str) else _pair(padding, "padding")
+        self.kernel_size = as_pair(kernel_size, "kernel_size")
+        self.stride, self.dilation = as_pair(stride, "stride"), as_pair(dilation, "dilation")
+        self.padding = padding if isinstance(padding, str) else as_pair(padding, "padding")
         padding_amounts(self.padding, self.kernel_size, self.stride, self.dilation)  # checks it
         super().__init__(in_channels, out_channels, self.kernel_size, bias, dtype, groups)
 
-    def forward(self, x: Tensor) -> Tensor:
-        if x.ndim == 3 and x.shape[0] == self.in_channels:
-            return self.forward(x.unsqueeze(0)).squeeze(0)
-        if x.ndim != 4 or x.shape[1] != self.in_channels:
-            raise shape_error(self, f"(N, {self.in_channels}, H, W)", x)
+    def _convolve(self, x: Tensor) -> Tensor:
         (pt, pb), (pl, pr) = padding_amounts(
             self.padding, self.kernel_size, self.stride, self.dilation
         )
@@ -109,16 +121,6 @@ class Conv2d(_ConvNd):
             x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
         )
 
-    def extra_repr(self) -> str:
-        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0, 0):
-            text += f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            text += f", dilation={self.dilation}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        return text if self.bias is not None else text + ", bias=False"
-
 
 class Conv1d(_ConvNd):
     r"""$\mathrm{out}[n, o, t] = b_o + \sum_{c, k} W[o, c, k]\, x_{\text{pad}}[n, c, s t + k]$.
@@ -126,6 +128,8 @@ class Conv1d(_ConvNd):
     Shape: input $(N, C_{in}, L)$ (or unbatched $(C_{in}, L)$), output $(N, C_{out}, L_o)$,
     $L_o = \lfloor (L + 2p - k)/s \rfloor + 1$.
     """
+
+    spatial = "L"
 
     def __init__(
         self,
@@ -149,35 +153,16 @@ class Conv1d(_ConvNd):
         padding_amounts(padding, (1, k), (1, s), (1, d))  # checks it
         super().__init__(in_channels, out_channels, self.kernel_size, bias, dtype, groups)
 
-    def forward(self, x: Tensor) -> Tensor:
-        if x.ndim == 2 and x.shape[0] == self.in_channels:
-            return self.forward(x.unsqueeze(0)).squeeze(0)
-        if x.ndim != 3 or x.shape[1] != self.in_channels:
-            raise shape_error(self, f"(N, {self.in_channels}, L)", x)
+    def _convolve(self, x: Tensor) -> Tensor:
         k, s, d = self.kernel_size[0], self.stride[0], self.dilation[0]
-        _, (before, after) = padding_amounts(
-            self.padding[0] if isinstance(self.padding, tuple) else self.padding,
-            (1, k),
-            (1, s),
-            (1, d),
-        )
+        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        _, (before, after) = padding_amounts(padding, (1, k), (1, s), (1, d))
         span = d * (k - 1) + 1
         if x.shape[2] + before + after < span:
             raise shape_error(
                 self, f"(N, {self.in_channels}, L) with L >= {span - before - after}", x
             )
-        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
         return F.conv1d(x, self.weight, self.bias, s, padding, d, self.groups)
-
-    def extra_repr(self) -> str:
-        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0,):
-            text += f", padding={self.padding}"
-        if self.dilation != (1,):
-            text += f", dilation={self.dilation}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        return text if self.bias is not None else text + ", bias=False"
 
 
 class ConvTranspose2d(_ConvNd):
@@ -208,34 +193,21 @@ class ConvTranspose2d(_ConvNd):
         dilation: IntOrPair = 1,
         dtype: Any = None,
     ) -> None:
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride, self.padding = _pair(stride, "stride"), _pair(padding, "padding")
+        self.kernel_size = as_pair(kernel_size, "kernel_size")
+        self.stride, self.padding = as_pair(stride, "stride"), as_pair(padding, "padding")
         self.output_padding, self.dilation = (
-            _pair(output_padding, "output_padding"),
-            _pair(dilation, "dilation"),
+            as_pair(output_padding, "output_padding"),
+            as_pair(dilation, "dilation"),
         )
         super().__init__(
             in_channels, out_channels, self.kernel_size, bias, dtype, groups, transposed=True
         )
 
-    def forward(self, x: Tensor) -> Tensor:
-        if x.ndim == 3 and x.shape[0] == self.in_channels:
-            return self.forward(x.unsqueeze(0)).squeeze(0)
-        if x.ndim != 4 or x.shape[1] != self.in_channels:
-            raise shape_error(self, f"(N, {self.in_channels}, H, W)", x)
+    def _convolve(self, x: Tensor) -> Tensor:
         return F.conv_transpose2d(
             x, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups,
             self.dilation,
         )  # fmt: skip
-
-    def extra_repr(self) -> str:
-        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        for name, plain in (("padding", (0, 0)), ("output_padding", (0, 0)), ("dilation", (1, 1))):
-            if getattr(self, name) != plain:
-                text += f", {name}={getattr(self, name)}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        return text if self.bias is not None else text + ", bias=False"
 
 
 class _Pool2d(Module):
@@ -252,7 +224,7 @@ class _Pool2d(Module):
         self.padding, self.ceil_mode = padding, ceil_mode
 
     def _check(self, x: Tensor) -> None:
-        kh, kw = _pair(self.kernel_size, "kernel_size")
+        kh, kw = as_pair(self.kernel_size, "kernel_size")
         if x.ndim != 4 or x.shape[2] < kh or x.shape[3] < kw:
             raise shape_error(self, f"(N, C, H, W) with H >= {kh}, W >= {kw}", x)
 

@@ -18,12 +18,13 @@ batch is one matrix product. Results are handed back as (N, C, H, W) views.
 
 Only layout ops, ``cat``, ``matmul`` and reductions are used, so these Functions run unchanged on
 every backend. Gradients are not recorded inside ``forward`` and ``backward``, so they call the
-Tensor primitives (``_getitem``, ``_view``, ``_permute``, ``_matmul``, ``zip``, ``reduce``)
+Tensor primitives (``_getitem``, ``_view``, ``_permute``, ``_matmul``, ``_zip``, ``_reduce``)
 directly; each line carries the tensor formula it computes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchlight.autograd import Context, Function
@@ -32,10 +33,20 @@ from torchlight.creation import arange, full, zeros
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
 
-__all__ = ["AvgPool2dFunction", "Conv2dFunction", "MaxPool2dFunction", "output_size"]
+__all__ = ["AvgPool2dFunction", "Conv2dFunction", "MaxPool2dFunction", "as_pair", "output_size"]
 
 Pair = tuple[int, int]
+IntOrPair = int | Sequence[int]  # a size given once for both axes, or as (height, width)
 TO_CHWN, TO_NCHW = (1, 2, 3, 0), (3, 0, 1, 2)
+
+
+def as_pair(value: IntOrPair, name: str) -> Pair:
+    """``value`` as ``(height, width)``: an int is used for both axes (PyTorch's rule for
+    ``kernel_size``, ``stride``, ``padding`` and ``dilation``)."""
+    pair = (int(value), int(value)) if isinstance(value, int) else tuple(int(v) for v in value)
+    if len(pair) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return pair[0], pair[1]
 
 
 def output_size(size: int, kernel: int, stride: int, padding: int) -> int:
@@ -83,12 +94,11 @@ def _fold(cols: Tensor, padded_shape: tuple[int, ...], kernel: Pair, stride: Pai
     kh, kw = kernel
     out_hw = (cols.shape[2], cols.shape[3])
     out = zeros(padded_shape, dtype=cols.dtype, backend=cols.backend)
-    overlapping = stride[0] < kh or stride[1] < kw  # else each position is written once
     for i in range(kh):
         for j in range(kw):
             index = _window_slices((i, j), stride, out_hw)
-            part = cols._getitem((slice(None), i * kw + j))  # cols[:, i*kw + j]
-            out[index] = out._getitem(index)._zip("add", part) if overlapping else part
+            # out[index] += cols[:, i*kw + j], in place: windows that overlap add up
+            out._getitem(index).add_(cols._getitem((slice(None), i * kw + j)))
     return out
 
 
@@ -125,7 +135,6 @@ class Conv2dFunction(Function):
         if bias is not None:
             out = out._zip("add", bias._view((o, 1), copy_ok=True))  # + b[:, None]
         ctx.save_for_backward(cols, weight)
-        ctx.needs = (x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad)
         ctx.has_bias, ctx.stride, ctx.padding = bias is not None, stride, padding
         ctx.x_shape, ctx.xp_shape = x.shape, xp.shape
         return out._view((o, ho, wo, n), copy_ok=True)._permute(TO_NCHW)
@@ -133,7 +142,7 @@ class Conv2dFunction(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
         cols, weight = ctx.saved_tensors
-        needs_x, needs_w, needs_b = ctx.needs
+        needs_x, needs_w, needs_b = ctx.needs_input_grad[:3]  # (stride, padding: not tensors)
         n, o, ho, wo = grad_output.shape
         c, kh, kw = weight.shape[1:]
         g = grad_output._permute(TO_CHWN)._view((o, ho * wo * n), copy_ok=True)  # G as (O, LN)

@@ -21,20 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchlight.creation import arange, cat
-from torchlight.nn.conv_functions import Conv2dFunction, output_size
+from torchlight.nn.conv_functions import Conv2dFunction, as_pair, output_size
 from torchlight.nn.padding import dilate, pad
 from torchlight.tensor import Tensor
 
 __all__ = ["conv2d", "conv_transpose2d", "padding_amounts"]
 
 Pair = tuple[int, int]
-
-
-def _pair(value: int | Sequence[int], name: str) -> Pair:
-    pair = (int(value), int(value)) if isinstance(value, int) else tuple(int(v) for v in value)
-    if len(pair) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    return pair[0], pair[1]
 
 
 def padding_amounts(
@@ -55,7 +48,7 @@ def padding_amounts(
         )
     if isinstance(padding, str):
         raise ValueError(f"padding must be 'same', 'valid', an int or a pair, got {padding!r}")
-    ph, pw = _pair(padding, "padding")
+    ph, pw = as_pair(padding, "padding")
     if min(ph, pw) < 0:
         raise ValueError(f"padding must be >= 0, got {padding}")
     return (ph, ph), (pw, pw)
@@ -75,7 +68,7 @@ def conv2d(
     Shape: input $(N, C, H, W)$, weight $(O, C / g, k_h, k_w)$, output $(N, O, H_o, W_o)$ with
     $H_o = \lfloor (H + p_{\text{top}} + p_{\text{bottom}} - d (k_h - 1) - 1) / s \rfloor + 1$.
     """
-    stride_, dilation_ = _pair(stride, "stride"), _pair(dilation, "dilation")
+    stride_, dilation_ = as_pair(stride, "stride"), as_pair(dilation, "dilation")
     if input.ndim != 4 or weight.ndim != 4:
         raise ValueError(
             f"conv2d: expected a 4-d input (N, C, H, W) and weight (O, C/groups, kH, kW), got "
@@ -143,8 +136,8 @@ def conv_transpose2d(
     Shape: input $(N, C, H, W)$, weight $(C, O / g, k_h, k_w)$, output $(N, O, H_o, W_o)$ with
     $H_o = (H - 1) s - 2 p + d (k_h - 1) + \text{output\_padding} + 1$.
     """
-    stride_, padding_ = _pair(stride, "stride"), _pair(padding, "padding")
-    extra, dilation_ = _pair(output_padding, "output_padding"), _pair(dilation, "dilation")
+    stride_, padding_ = as_pair(stride, "stride"), as_pair(padding, "padding")
+    extra, dilation_ = as_pair(output_padding, "output_padding"), as_pair(dilation, "dilation")
     if input.ndim != 4 or weight.ndim != 4 or input.shape[1] != weight.shape[0]:
         raise ValueError(
             f"conv_transpose2d: expected an input (N, C, H, W) and a weight (C, O/groups, kH, kW) "

@@ -10,7 +10,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,12 +25,7 @@ from torchlight.nn.autograd_ops import (
     NLLLossFunction,
     SoftmaxFunction,
 )
-from torchlight.nn.conv_functions import (
-    AvgPool2dFunction,
-    Conv2dFunction,
-    MaxPool2dFunction,
-    output_size,
-)
+from torchlight.nn.conv_functions import Conv2dFunction, IntOrPair, as_pair, output_size
 from torchlight.shape import normalize_dim
 from torchlight.tensor import Tensor
 
@@ -41,15 +35,7 @@ __all__ = [
     "one_hot", "relu", "sigmoid", "softmax", "tanh",
 ]  # fmt: skip
 
-IntOrPair = int | Sequence[int]
 _REDUCTIONS = ("mean", "sum", "none")
-
-
-def _pair(value: IntOrPair, name: str) -> tuple[int, int]:
-    pair = (int(value), int(value)) if isinstance(value, int) else tuple(int(v) for v in value)
-    if len(pair) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    return pair
 
 
 def _reduce(loss: Tensor, reduction: str, fn_name: str) -> Tensor:
@@ -138,7 +124,7 @@ def conv2d(
     """
     if isinstance(padding, str) or dilation != 1 or groups != 1:
         return conv_general.conv2d(input, weight, bias, stride, padding, dilation, groups)
-    stride_, padding_ = _pair(stride, "stride"), _pair(padding, "padding")
+    stride_, padding_ = as_pair(stride, "stride"), as_pair(padding, "padding")
     if input.ndim != 4 or weight.ndim != 4 or input.shape[1] != weight.shape[1]:
         raise ValueError(
             f"conv2d: expected an input of shape (N, {weight.shape[1] if weight.ndim == 4 else 'C'}, H, W) "
@@ -194,71 +180,6 @@ def conv1d(
     return out.squeeze(2)
 
 
-def _pool_args(
-    name: str,
-    input: Tensor,
-    kernel_size: IntOrPair,
-    stride: IntOrPair | None,
-    padding: IntOrPair,  # noqa: A002
-) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
-    kernel = _pair(kernel_size, "kernel_size")
-    stride_ = kernel if stride is None else _pair(stride, "stride")
-    padding_ = _pair(padding, "padding")
-    if input.ndim != 4:
-        raise ValueError(f"{name}: expected an input of shape (N, C, H, W), got {input.shape}")
-    if any(2 * p > k for p, k in zip(padding_, kernel, strict=True)):
-        raise ValueError(
-            f"{name}: padding {padding_} must be at most half the kernel size {kernel}"
-        )
-    for axis in (0, 1):
-        if output_size(input.shape[2 + axis], kernel[axis], stride_[axis], padding_[axis]) < 1:
-            raise ValueError(
-                f"{name}: the kernel {kernel} is larger than the padded input {input.shape[2:]}"
-            )
-    return kernel, stride_, padding_
-
-
-def max_pool2d(
-    input: Tensor,  # noqa: A002
-    kernel_size: IntOrPair,
-    stride: IntOrPair | None = None,
-    padding: IntOrPair = 0,
-    ceil_mode: bool = False,
-) -> Tensor:
-    r"""$\mathrm{out}[n, c, p, q] = \max_{i < k_h, j < k_w} x[n, c, s_h p + i, s_w q + j]$.
-
-    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to the kernel size.
-    ``ceil_mode`` rounds $H_o$ up, keeping a last, partial window (see ``nn/pooling.py``).
-    """
-    if ceil_mode:
-        return pooling.max_pool2d(input, kernel_size, stride, padding, ceil_mode)
-    kernel, stride_, padding_ = _pool_args("max_pool2d", input, kernel_size, stride, padding)
-    return MaxPool2dFunction.apply(input, kernel, stride_, padding_)
-
-
-def avg_pool2d(
-    input: Tensor,  # noqa: A002
-    kernel_size: IntOrPair,
-    stride: IntOrPair | None = None,
-    padding: IntOrPair = 0,
-    ceil_mode: bool = False,
-    count_include_pad: bool = True,
-    divisor_override: int | None = None,
-) -> Tensor:
-    r"""$\mathrm{out}[n, c, p, q] = \frac{1}{k_h k_w}\sum_{i, j} x[n, c, s_h p + i, s_w q + j]$.
-
-    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to the kernel size.
-    ``ceil_mode``, ``count_include_pad=False`` (divide by the positions inside the input) and
-    ``divisor_override`` as in PyTorch (see ``nn/pooling.py``).
-    """
-    if ceil_mode or not count_include_pad or divisor_override is not None:
-        return pooling.avg_pool2d(
-            input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
-        )
-    kernel, stride_, padding_ = _pool_args("avg_pool2d", input, kernel_size, stride, padding)
-    return AvgPool2dFunction.apply(input, kernel, stride_, padding_)
-
-
 def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:  # noqa: A002
     r"""Zero each element with probability $p$ and scale the rest by $1/(1-p)$ (identity when not
     ``training``), so the expected value is unchanged. Seeded by ``tl.manual_seed``.
@@ -295,9 +216,6 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 
 # --------------------------------------------------------------------------- losses
-_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}  # by item size
-
-
 def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray:
     """The labels as a host numpy array, after checking each is a class index in [0, C)."""
     # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
@@ -305,10 +223,8 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
     labels = np.asarray(target.backend.to_numpy(target.storage))
     if labels.size == 0:
         return labels
-    # One pass finds both kinds of bad label: read as unsigned, a negative label is huge.
-    unsigned = labels.view(_UNSIGNED[labels.itemsize]) if labels.dtype.kind == "i" else labels
-    if int(np.maximum.reduce(unsigned, None)) >= num_classes:
-        low, high = int(labels.min()), int(labels.max())
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0 or high >= num_classes:
         bad = low if low < 0 else high
         where = tuple(int(i) for i in np.argwhere(labels == bad)[0])
         position = where[0] if len(where) == 1 else where
@@ -491,7 +407,7 @@ def binary_cross_entropy_with_logits(
 # --------------------------------------------------------------------------- more of PyTorch's
 # functional names, defined in nn/activation.py, loss.py, conv_general.py, padding.py, pooling.py
 # and sparse.py (imported last: those modules use this one)
-from torchlight.nn import conv_general, pooling  # noqa: E402
+from torchlight.nn import conv_general  # noqa: E402
 from torchlight.nn.activation import elu, gelu, leaky_relu, silu, softplus  # noqa: E402
 from torchlight.nn.conv_general import conv_transpose2d  # noqa: E402
 from torchlight.nn.loss import (  # noqa: E402
@@ -508,7 +424,9 @@ from torchlight.nn.pooling import (  # noqa: E402
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
     avg_pool1d,
+    avg_pool2d,
     max_pool1d,
+    max_pool2d,
 )
 from torchlight.nn.sparse import embedding  # noqa: E402
 

@@ -34,16 +34,16 @@ def shape_error(layer: Module, expected: str, x: Tensor) -> ValueError:
 
 
 def add_weight_and_bias(
-    layer: Module, weight_shape: tuple[int, ...], bias: bool, dtype: Any
+    layer: Module, weight_shape: tuple[int, ...], bias_size: int | None, dtype: Any
 ) -> None:
-    """Give ``layer`` a ``weight`` of ``weight_shape`` and, if ``bias``, a ``bias`` of one value
-    per output (``weight_shape[0]``), then initialize them (``layer.reset_parameters()``).
-    ``Linear`` and the convolutions share this set-up."""
+    """Give ``layer`` a ``weight`` of ``weight_shape`` and a ``bias`` of ``bias_size`` values (or
+    ``bias = None`` when ``bias_size`` is None), then initialize them with
+    ``layer.reset_parameters()``. ``Linear`` and the convolutions share this set-up."""
     layer.weight = Parameter(empty(*weight_shape, dtype=dtype))
-    if bias:
-        layer.bias = Parameter(empty(weight_shape[0], dtype=dtype))
-    else:
+    if bias_size is None:
         layer.register_parameter("bias", None)
+    else:
+        layer.bias = Parameter(empty(bias_size, dtype=dtype))
     layer.reset_parameters()
 
 
@@ -53,7 +53,7 @@ def reset_weight_and_bias(weight: Tensor, bias: Tensor | None) -> None:
     what one output sees (in_features, or in_channels times the kernel area)."""
     init.kaiming_uniform_(weight, a=math.sqrt(5))
     if bias is not None:
-        fan_in = weight.numel() // weight.shape[0]
+        fan_in = weight.numel() // weight.shape[0]  # weight[0] holds what one output sees
         bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
         init.uniform_(bias, -bound, bound)
 
@@ -77,7 +77,9 @@ class Linear(Module):
     ) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        add_weight_and_bias(self, (out_features, in_features), bias, dtype)
+        add_weight_and_bias(
+            self, (out_features, in_features), out_features if bias else None, dtype
+        )
 
     def reset_parameters(self) -> None:
         """PyTorch's default: kaiming_uniform_ with a = sqrt(5), i.e. U(-1/sqrt(in), 1/sqrt(in))."""

@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 
 from torchlight.creation import cat, ones
-from torchlight.nn.conv_functions import AvgPool2dFunction, MaxPool2dFunction
+from torchlight.nn.conv_functions import AvgPool2dFunction, IntOrPair, MaxPool2dFunction, as_pair
 from torchlight.nn.layers import shape_error
 from torchlight.nn.module import Module
 from torchlight.nn.padding import pad
@@ -35,13 +35,6 @@ __all__ = [
 ]  # fmt: skip
 
 Pair = tuple[int, int]
-
-
-def _pair(value: int | Sequence[int], name: str) -> Pair:
-    pair = (int(value), int(value)) if isinstance(value, int) else tuple(int(v) for v in value)
-    if len(pair) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    return pair[0], pair[1]
 
 
 def pooled_size(size: int, kernel: int, stride: int, padding: int, ceil_mode: bool) -> int:
@@ -56,15 +49,15 @@ def pooled_size(size: int, kernel: int, stride: int, padding: int, ceil_mode: bo
 def _args(
     name: str,
     x: Tensor,
-    kernel_size: int | Sequence[int],
-    stride: int | Sequence[int] | None,
-    padding: int | Sequence[int],
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None,
+    padding: IntOrPair,
     ceil_mode: bool,
 ) -> tuple[Pair, Pair, Pair, Pair]:
     """kernel, stride, padding and, per axis, how much extra padding the end needs."""
-    kernel = _pair(kernel_size, "kernel_size")
-    stride_ = kernel if stride is None or stride == [] else _pair(stride, "stride")
-    padding_ = _pair(padding, "padding")
+    kernel = as_pair(kernel_size, "kernel_size")
+    stride_ = kernel if stride is None or stride == [] else as_pair(stride, "stride")
+    padding_ = as_pair(padding, "padding")
     if x.ndim != 4:
         raise ValueError(f"{name}: expected an input of shape (N, C, H, W), got {x.shape}")
     if any(2 * p > k for p, k in zip(padding_, kernel, strict=True)):
@@ -85,14 +78,15 @@ def _args(
 
 def max_pool2d(
     input: Tensor,  # noqa: A002
-    kernel_size: int | Sequence[int],
-    stride: int | Sequence[int] | None = None,
-    padding: int | Sequence[int] = 0,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
     ceil_mode: bool = False,
 ) -> Tensor:
-    r"""$\max$ over each $k_h \times k_w$ window; ``ceil_mode`` keeps a last, partial window.
+    r"""$\mathrm{out}[n, c, p, q] = \max_{i < k_h, j < k_w} x[n, c, s_h p + i, s_w q + j]$.
 
-    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$.
+    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to the kernel size.
+    ``ceil_mode`` rounds $H_o$ up, keeping a last, partial window.
     """
     kernel, stride_, padding_, extra = _args(
         "max_pool2d", input, kernel_size, stride, padding, ceil_mode
@@ -106,17 +100,18 @@ def max_pool2d(
 
 def avg_pool2d(
     input: Tensor,  # noqa: A002
-    kernel_size: int | Sequence[int],
-    stride: int | Sequence[int] | None = None,
-    padding: int | Sequence[int] = 0,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
     ceil_mode: bool = False,
     count_include_pad: bool = True,
     divisor_override: int | None = None,
 ) -> Tensor:
-    r"""The mean of each window: its sum divided by the positions it covers (the kernel area in
-    the plain case), or by ``divisor_override``.
+    r"""$\mathrm{out}[n, c, p, q] = \frac{1}{k_h k_w}\sum_{i, j} x[n, c, s_h p + i, s_w q + j]$:
+    each window's sum divided by the positions it covers (the kernel area in the plain case;
+    inside the input only with ``count_include_pad=False``), or by ``divisor_override``.
 
-    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$.
+    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to the kernel size.
     """
     kernel, stride_, padding_, extra = _args(
         "avg_pool2d", input, kernel_size, stride, padding, ceil_mode

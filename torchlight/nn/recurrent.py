@@ -1,16 +1,24 @@
-r"""Recurrent layers: RNN, LSTM and GRU (multi-layer, ``batch_first``, initial states), as in
-PyTorch, and a small LSTM language model.
+r"""Recurrent layers: RNN, LSTM and GRU (multi-layer, bidirectional, ``batch_first``, initial
+states), as in PyTorch, and a small LSTM language model.
 
 A recurrent layer reads a sequence one step at a time, carrying a hidden state $h_t$ from
-step to step. Each step is a few matmuls and elementwise ops, so autograd differentiates the
-unrolled loop ("backpropagation through time"); the LSTM's gate arithmetic is one Function
-(``LSTMCellFunction``, the formulas of its backward derived on paper) since it runs at every
-step. The GRU's gates are each their own pair of matmuls, $x_t W_{ih,k}^T + h_{t-1}
-W_{hh,k}^T$, with the weights cut into gate blocks once per call: slicing one big $(N, 3H)$
-product at every step would cost, in backward, a zero-filled gradient per slice.
+step to step: $h_t = \text{cell}(x_t W_{ih}^T + b_{ih},\ h_{t-1} W_{hh}^T + b_{hh},\ h_{t-1})$.
+Two things make it fast, both textbook (and what PyTorch does):
 
-Parameter names, shapes, gate order and initialization ($\mathcal{U}(-1/\sqrt H, 1/\sqrt H)$)
-are PyTorch's, so a PyTorch ``state_dict`` loads as is.
+1. The input half of every gate does not depend on $h$, so it is one matmul for the whole
+   sequence, ``F.linear(x, W_ih, b_ih)`` of shape $(L, N, \text{gates} \cdot H)$, before the
+   loop; each step only multiplies $h_{t-1} W_{hh}^T$ (all gates at once) and applies the gates.
+2. ``Recurrence`` runs the loop as one Function: backpropagation through time written out. Its
+   backward walks the steps in reverse with each cell's own derivative (``LSTMStep.backward``
+   and so on, derived on paper), collects the gate gradients $\partial L/\partial z_t$ of all
+   steps, and then $\partial L/\partial W_{hh} = \sum_t (\partial L/\partial z_t)^T h_{t-1}$ is
+   *one* matmul of the stacked steps, not $L$ thin ones; the gradient of the projected inputs
+   is the same stack. (Recorded step by step, each $x_t$ = ``xp[t]`` would send back a
+   zero-filled gradient of the whole sequence: $L^2$ work.)
+
+Parameter names (``weight_ih_l0``, ``weight_hh_l1_reverse``, ...), shapes, gate order and
+initialization ($\mathcal{U}(-1/\sqrt H, 1/\sqrt H)$) are PyTorch's, so a PyTorch
+``state_dict`` loads as is.
 
 Example:
     >>> import torchlight as tl
@@ -18,12 +26,16 @@ Example:
     >>> output, (h_n, c_n) = lstm(tl.randn(3, 5, 4))
     >>> output.shape, h_n.shape
     ((3, 5, 8), (2, 3, 8))
+    >>> gru = tl.nn.GRU(4, 8, bidirectional=True)
+    >>> output, h_n = gru(tl.randn(5, 3, 4))
+    >>> output.shape, h_n.shape
+    ((5, 3, 16), (2, 3, 8))
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 from torchlight.autograd import Context, Function, is_grad_enabled
 from torchlight.creation import cat, empty, stack, zeros
@@ -34,38 +46,164 @@ from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "GRU", "LSTM", "RNN", "GateWeights", "LSTMCellFunction", "LSTMLanguageModel", "gru_cell", "lstm_cell", "rnn_cell",
+    "GRU", "LSTM", "RNN", "GRUStep", "LSTMCellFunction", "LSTMLanguageModel", "LSTMStep", "RNNStep",
+    "Recurrence",
 ]  # fmt: skip
 
-State = Tensor | tuple[Tensor, Tensor]
+#: A cell's state: ``(h,)`` for RNN and GRU, ``(h, c)`` for LSTM; ``state[0]`` is always $h$.
+State = tuple[Tensor, ...]
 
 
-class GateWeights(NamedTuple):
-    """One layer's weights cut into one block per gate: ``w_ih[k]`` is rows
-    ``k*H : (k+1)*H`` of ``weight_ih_l*`` (gate k's $W_{ih}$), and so on; biases may be None."""
+class RNNStep:
+    r"""$h_t = \tanh(z_t)$ (or ReLU), $z_t = x_t W_{ih}^T + b_{ih} + h_{t-1} W_{hh}^T + b_{hh}$.
 
-    w_ih: list[Tensor]
-    w_hh: list[Tensor]
-    b_ih: list[Tensor | None]
-    b_hh: list[Tensor | None]
+    Backward: $\partial L/\partial z_t = G_h \odot (1 - h_t^2)$ (ReLU: $G_h$ where $h_t > 0$).
+    """
 
-    def input_part(self, x: Tensor, k: int) -> Tensor:
-        r"""$x W_{ih,k}^T + b_{ih,k}$."""
-        return F.linear(x, self.w_ih[k], self.b_ih[k])
+    gates = 1
 
-    def hidden_part(self, h: Tensor, k: int) -> Tensor:
-        r"""$h W_{hh,k}^T + b_{hh,k}$."""
-        return F.linear(h, self.w_hh[k], self.b_hh[k])
+    def __init__(self, relu: bool = False) -> None:
+        self.relu = relu
 
-    def gate(self, x: Tensor, h: Tensor, k: int) -> Tensor:
-        r"""Gate k's pre-activation $x W_{ih,k}^T + b_{ih,k} + h W_{hh,k}^T + b_{hh,k}$."""
-        return self.input_part(x, k) + self.hidden_part(h, k)
+    def forward(self, xp: Tensor, hh: Tensor, state: State) -> tuple[State, tuple[Tensor, ...]]:
+        z = xp + hh
+        h = z.relu() if self.relu else z.tanh()
+        return (h,), (h,)
+
+    def backward(
+        self, saved: tuple[Tensor, ...], grad_state: list[Tensor]
+    ) -> tuple[Tensor, Tensor, list[Tensor | None]]:
+        (h,), (grad_h,) = saved, grad_state
+        grad_z = grad_h * (h > 0) if self.relu else grad_h * (1.0 - h * h)
+        return grad_z, grad_z, [None]  # h_{t-1} enters only through hh
 
 
-def rnn_cell(x: Tensor, h: Tensor, weights: GateWeights, relu: bool = False) -> Tensor:
-    r"""$h_t = \tanh(x_t W_{ih}^T + b_{ih} + h_{t-1} W_{hh}^T + b_{hh})$ (or ReLU)."""
-    pre = weights.gate(x, h, 0)
-    return pre.relu() if relu else pre.tanh()
+class LSTMStep:
+    r"""PyTorch's LSTM step; see ``LSTMCellFunction`` for the gates and their backward."""
+
+    gates = 4
+
+    def forward(self, xp: Tensor, hh: Tensor, state: State) -> tuple[State, tuple[Tensor, ...]]:
+        i, f, g, o, c = _lstm_gates(xp + hh, state[1])
+        tanh_c = c.tanh()
+        return (o * tanh_c, c), (i, f, g, o, state[1], tanh_c)
+
+    def backward(
+        self, saved: tuple[Tensor, ...], grad_state: list[Tensor]
+    ) -> tuple[Tensor, Tensor, list[Tensor | None]]:
+        grad_z, grad_c_prev = _lstm_backward(saved, grad_state[0], grad_state[1])
+        return grad_z, grad_z, [None, grad_c_prev]
+
+
+class GRUStep:
+    r"""PyTorch's GRU step, gates in its order (reset, update, new), $a$ and $b$ the input and
+    hidden halves ``xp`` and ``hh``:
+    $r = \sigma(a_r + b_r)$, $u = \sigma(a_u + b_u)$, $n = \tanh(a_n + r \odot b_n)$,
+    $h_t = (1 - u) \odot n + u \odot h_{t-1}$.
+
+    Backward, from $G_h$: $\delta_n = G_h (1 - u)(1 - n^2)$, $\delta_u = G_h (h_{t-1} - n)\,
+    u(1-u)$, $\delta_r = \delta_n b_n\, r(1-r)$; $\partial L/\partial a = [\delta_r, \delta_u,
+    \delta_n]$, $\partial L/\partial b = [\delta_r, \delta_u, \delta_n r]$, and $h_{t-1}$ also
+    gets $G_h u$ directly.
+    """
+
+    gates = 3
+
+    def forward(self, xp: Tensor, hh: Tensor, state: State) -> tuple[State, tuple[Tensor, ...]]:
+        size, h_prev = state[0].shape[-1], state[0]
+        r = (xp[..., :size] + hh[..., :size]).sigmoid()
+        u = (xp[..., size : 2 * size] + hh[..., size : 2 * size]).sigmoid()
+        hh_n = hh[..., 2 * size :]
+        n = (xp[..., 2 * size :] + r * hh_n).tanh()
+        return (n + u * (h_prev - n),), (r, u, n, h_prev, hh_n)
+
+    def backward(
+        self, saved: tuple[Tensor, ...], grad_state: list[Tensor]
+    ) -> tuple[Tensor, Tensor, list[Tensor | None]]:
+        (r, u, n, h_prev, hh_n), (grad_h,) = saved, grad_state
+        delta_n = grad_h * (1.0 - u) * (1.0 - n * n)
+        delta_u = grad_h * (h_prev - n) * u * (1.0 - u)
+        delta_r = delta_n * hh_n * r * (1.0 - r)
+        grad_xp = cat([delta_r, delta_u, delta_n], dim=-1)
+        grad_hh = cat([delta_r, delta_u, delta_n * r], dim=-1)
+        return grad_xp, grad_hh, [grad_h * u]
+
+
+Step = RNNStep | LSTMStep | GRUStep
+
+
+class Recurrence(Function):
+    r"""All $L$ steps of one layer in one direction:
+    $h_t, \ldots = \text{step}(xp_t,\ h_{t-1} W_{hh}^T + b_{hh},\ \text{state}_{t-1})$, from the
+    projected inputs $xp = x W_{ih}^T + b_{ih}$ $(L, N, \text{gates} \cdot H)$ and the initial
+    state (``h_0``, and ``c_0`` for the LSTM). Returns every step's state, stacked: shape
+    $(S, L, N, H)$, ``out[0]`` the hidden states $h_1 \ldots h_L$ (``out[1]`` the LSTM's cells).
+
+    Backward is backpropagation through time: from the last step to the first, the state's
+    gradient is what the output sends at step $t$ plus what step $t+1$ sent back; the step's
+    ``backward`` turns it into the gate gradients $\partial L/\partial xp_t$ and
+    $\partial L/\partial hh_t$, and $h_{t-1}$ gets $(\partial L/\partial hh_t) W_{hh}$. Then the
+    weight gradient is one matmul over all steps: $\partial L/\partial W_{hh} = \sum_t
+    (\partial L/\partial hh_t)^T h_{t-1}$, and $\partial L/\partial b_{hh} = \sum_t
+    \partial L/\partial hh_t$.
+
+    Shape: ``xp`` $(L, N, \text{gates} \cdot H)$, ``w_hh`` $(\text{gates} \cdot H, H)$,
+    ``b_hh`` $(\text{gates} \cdot H)$ or None, each state $(N, H)$; returns $(S, L, N, H)$ with
+    $S$ = ``len(state)``.
+
+    Example:
+        >>> import torchlight as tl
+        >>> xp, w_hh = tl.randn(5, 3, 8), tl.randn(8, 2, requires_grad=True)  # 4 gates, H = 2
+        >>> h0 = c0 = tl.zeros(3, 2)
+        >>> out = Recurrence.apply(LSTMStep(), xp, w_hh, None, h0, c0)
+        >>> out.shape  # (h, c) at each of the 5 steps
+        (2, 5, 3, 2)
+        >>> out[0, -1].sum().backward(); w_hh.grad.shape
+        (8, 2)
+    """
+
+    # backward reads the gates saved at each step, not recorded math: no double backward
+    # (for that, loop over LSTMCellFunction or write the step with tensor ops)
+    once_differentiable = True
+
+    @staticmethod
+    def forward(
+        ctx: Context, step: Step, xp: Tensor, w_hh: Tensor, b_hh: Tensor | None, *state: Tensor
+    ) -> Tensor:
+        h_0, states, saved = state[0], [], []
+        for t in range(xp.shape[0]):
+            state, kept = step.forward(xp[t], F.linear(state[0], w_hh, b_hh), state)
+            states.append(stack(list(state)))
+            saved.append(kept)
+        out = stack(states, dim=1)
+        ctx.step, ctx.has_bias = step, b_hh is not None
+        ctx.save_for_backward(w_hh, h_0, out, saved)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
+        w_hh, h_0, out, saved = ctx.saved_tensors
+        size, steps = h_0.shape[-1], out.shape[1]
+        grad_state = [grad_output[s, -1] for s in range(out.shape[0])]
+        grad_xp, grad_hh = [], []
+        for t in reversed(range(steps)):
+            g_xp, g_hh, grad_prev = ctx.step.backward(saved[t], grad_state)
+            grad_h = g_hh @ w_hh  # h_{t-1} made hh_t = h_{t-1} W_hh^T + b_hh
+            grad_prev[0] = grad_h if grad_prev[0] is None else grad_prev[0] + grad_h
+            grad_state = [
+                g if t == 0 else g + grad_output[s, t - 1] for s, g in enumerate(grad_prev)
+            ]
+            grad_xp.append(g_xp)
+            grad_hh.append(g_hh)
+        grad_xp.reverse()
+        grad_hh.reverse()
+        all_xp = stack(grad_xp)
+        all_hh = all_xp if grad_hh[0] is grad_xp[0] else stack(grad_hh)  # RNN, LSTM: the same
+        h_prev = cat([h_0.unsqueeze(0), out[0, :-1]])  # h_0 ... h_{L-1}, shape (L, N, H)
+        rows = all_hh.reshape(-1, all_hh.shape[-1])
+        grad_w_hh = rows.T @ h_prev.reshape(-1, size)  # all steps in one matmul
+        grad_b_hh = rows.sum(0) if ctx.has_bias else None
+        return None, all_xp, grad_w_hh, grad_b_hh, *grad_state
 
 
 class LSTMCellFunction(Function):
@@ -81,7 +219,7 @@ class LSTMCellFunction(Function):
     \delta_c i\,(1-g^2),\ G_h \tanh(c_t)\, o(1-o)]$;
     $\partial L/\partial c_{t-1} = \delta_c f$. The cell state is carried by addition, which
     is why its gradient survives many steps: the forget gate, not a matrix power, scales it.
-    One node instead of about fifteen: the LSTM runs it at every time step.
+    ``LSTMStep`` (inside ``Recurrence``, what ``nn.LSTM`` runs) uses the same two helpers.
     """
 
     @staticmethod
@@ -97,18 +235,7 @@ class LSTMCellFunction(Function):
         if is_grad_enabled():  # create_graph: the gates again, as recorded math in z and c_prev
             i, f, g, o, c = _lstm_gates(z, c_prev)
             tanh_c = c.tanh()
-        grad_h, grad_c = grad_output[0], grad_output[1]
-        delta_c = grad_c + grad_h * o * (1.0 - tanh_c * tanh_c)
-        grad_z = cat(
-            [
-                delta_c * g * i * (1.0 - i),
-                delta_c * c_prev * f * (1.0 - f),
-                delta_c * i * (1.0 - g * g),
-                grad_h * tanh_c * o * (1.0 - o),
-            ],
-            dim=-1,
-        )
-        return grad_z, delta_c * f
+        return _lstm_backward((i, f, g, o, c_prev, tanh_c), grad_output[0], grad_output[1])
 
 
 def _lstm_gates(z: Tensor, c_prev: Tensor) -> tuple[Tensor, ...]:
@@ -119,30 +246,25 @@ def _lstm_gates(z: Tensor, c_prev: Tensor) -> tuple[Tensor, ...]:
     return i, f, g, o, f * c_prev + i * g
 
 
-def lstm_cell(
-    x: Tensor, state: tuple[Tensor, Tensor], weights: GateWeights
+def _lstm_backward(
+    saved: tuple[Tensor, ...], grad_h: Tensor, grad_c: Tensor
 ) -> tuple[Tensor, Tensor]:
-    r"""One LSTM step: $z = x_t W_{ih}^T + b_{ih} + h_{t-1} W_{hh}^T + b_{hh}$ (all four gates
-    in one matmul pair), then ``LSTMCellFunction``. Returns $(h_t, c_t)$."""
-    h, c = state
-    hc = LSTMCellFunction.apply(weights.gate(x, h, 0), c)
-    return hc[0], hc[1]
-
-
-def gru_cell(x: Tensor, h: Tensor, weights: GateWeights) -> Tensor:
-    r"""One GRU step, PyTorch's gate order: $r = \sigma(\cdot)$ (reset), $z = \sigma(\cdot)$
-    (update), $n = \tanh(x W_{in}^T + b_{in} + r \odot (h W_{hn}^T + b_{hn}))$,
-    $h_t = (1 - z) \odot n + z \odot h_{t-1}$."""
-    r = weights.gate(x, h, 0).sigmoid()
-    z = weights.gate(x, h, 1).sigmoid()
-    n = (weights.input_part(x, 2) + r * weights.hidden_part(h, 2)).tanh()
-    return (1.0 - z) * n + z * h
+    """$(\\partial L/\\partial z, \\partial L/\\partial c_{t-1})$; see ``LSTMCellFunction``."""
+    i, f, g, o, c_prev, tanh_c = saved
+    delta_c = grad_c + grad_h * o * (1.0 - tanh_c * tanh_c)
+    grad_z = cat(
+        [
+            delta_c * g * i * (1.0 - i),
+            delta_c * c_prev * f * (1.0 - f),
+            delta_c * i * (1.0 - g * g),
+            grad_h * tanh_c * o * (1.0 - o),
+        ],
+        dim=-1,
+    )
+    return grad_z, delta_c * f
 
 
 class _RNNBase(Module):
-    _gates = 1  # gate blocks in each weight
-    _split_gates = False  # whether each gate gets its own matmul (GRU: its n gate needs it)
-
     def __init__(
         self,
         input_size: int,
@@ -155,11 +277,6 @@ class _RNNBase(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        if bidirectional:
-            raise NotImplementedError(
-                f"{type(self).__name__}: bidirectional=True is not implemented; run a second "
-                "layer on the reversed sequence (x.flip) and concatenate the outputs instead"
-            )
         if num_layers < 1 or hidden_size < 1 or not 0.0 <= dropout <= 1.0:
             raise ValueError(
                 f"{type(self).__name__}: expected num_layers >= 1, hidden_size >= 1 and dropout "
@@ -167,16 +284,23 @@ class _RNNBase(Module):
             )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, dropout
-        self.bidirectional = False
-        rows = self._gates * hidden_size
+        self.bidirectional = bool(bidirectional)
+        self.num_directions = 2 if self.bidirectional else 1
+        rows = self._step().gates * hidden_size
         for layer in range(num_layers):
-            inputs = input_size if layer == 0 else hidden_size
-            setattr(self, f"weight_ih_l{layer}", Parameter(empty(rows, inputs, dtype=dtype)))
-            setattr(self, f"weight_hh_l{layer}", Parameter(empty(rows, hidden_size, dtype=dtype)))
-            if bias:
-                setattr(self, f"bias_ih_l{layer}", Parameter(empty(rows, dtype=dtype)))
-                setattr(self, f"bias_hh_l{layer}", Parameter(empty(rows, dtype=dtype)))
+            # layer k > 0 reads the outputs of both directions of layer k - 1, side by side
+            inputs = input_size if layer == 0 else hidden_size * self.num_directions
+            for sfx in self._suffixes(layer):
+                setattr(self, f"weight_ih{sfx}", Parameter(empty(rows, inputs, dtype=dtype)))
+                setattr(self, f"weight_hh{sfx}", Parameter(empty(rows, hidden_size, dtype=dtype)))
+                if bias:
+                    setattr(self, f"bias_ih{sfx}", Parameter(empty(rows, dtype=dtype)))
+                    setattr(self, f"bias_hh{sfx}", Parameter(empty(rows, dtype=dtype)))
         self.reset_parameters()
+
+    def _suffixes(self, layer: int) -> list[str]:
+        """PyTorch's parameter name endings: ``_l0``, and ``_l0_reverse`` when bidirectional."""
+        return [f"_l{layer}", f"_l{layer}_reverse"][: self.num_directions]
 
     def reset_parameters(self) -> None:
         """PyTorch's initialization: every weight and bias from U(-1/sqrt(H), 1/sqrt(H))."""
@@ -184,45 +308,41 @@ class _RNNBase(Module):
         for param in self.parameters():
             init.uniform_(param, -bound, bound)
 
-    def _layer(self, layer: int) -> GateWeights:
-        """The layer's weights cut per gate, once per forward: inside the time loop each gate
-        is its own matmul, so no step slices (and, in backward, re-assembles) a gate block."""
-        size, get = self.hidden_size, self._parameters.get
-
-        def parts(name: str) -> list[Any]:
-            whole = get(f"{name}_l{layer}")
-            if whole is None or not self._split_gates:
-                return [whole]
-            return [whole[k * size : (k + 1) * size] for k in range(self._gates)]
-
-        return GateWeights(
-            parts("weight_ih"), parts("weight_hh"), parts("bias_ih"), parts("bias_hh")
-        )
-
-    def _step(self, x: Tensor, state: Any, weights: GateWeights) -> Any:
+    def _step(self) -> Step:
         raise NotImplementedError
 
     def _zeros(self, batch: int, like: Tensor) -> Tensor:
-        return zeros(
-            self.num_layers, batch, self.hidden_size, dtype=like.dtype, backend=like.backend
-        )
+        shape = (self.num_layers * self.num_directions, batch, self.hidden_size)
+        return zeros(*shape, dtype=like.dtype, backend=like.backend)
 
     def _check_state(self, h: Tensor, batch: int, name: str) -> None:
-        expected = (self.num_layers, batch, self.hidden_size)
+        expected = (self.num_layers * self.num_directions, batch, self.hidden_size)
         if tuple(h.shape) != expected:
-            raise ValueError(f"{self!r}: expected {name} of shape {expected}, got {h.shape}")
+            layers = "num_layers * 2" if self.bidirectional else "num_layers"
+            raise ValueError(
+                f"{self!r}: expected {name} of shape ({layers}, N, hidden_size) = {expected}, "
+                f"got {h.shape}"
+            )
 
-    def _run(self, x: Tensor, states: list[Any]) -> tuple[Tensor, list[Any]]:
-        """x: (L, N, input_size); states: one per layer. Returns (L, N, H) and the last states."""
-        finals = []
+    def _run(self, x: Tensor, states: list[State]) -> tuple[Tensor, list[State]]:
+        """x: (L, N, input_size); states: one per layer and direction, PyTorch's order
+        (layer k's forward direction is ``2k``, its reverse ``2k + 1``, when bidirectional).
+        Returns the last layer's outputs (L, N, num_directions * H) and the final states."""
+        finals: list[State] = []
+        step, get = self._step(), self._parameters.get
         for layer in range(self.num_layers):
-            weights = self._layer(layer)
-            state, outputs = states[layer], []
-            for t in range(x.shape[0]):
-                state = self._step(x[t], state, weights)
-                outputs.append(state[0] if isinstance(state, tuple) else state)
-            finals.append(state)
-            x = stack(outputs)
+            outputs = []
+            for direction, sfx in enumerate(self._suffixes(layer)):
+                xp = F.linear(x, get(f"weight_ih{sfx}"), get(f"bias_ih{sfx}"))  # all steps at once
+                if direction == 1:
+                    xp = xp.flip(0)  # the reverse direction reads the sequence from its end
+                initial = states[layer * self.num_directions + direction]
+                out = Recurrence.apply(
+                    step, xp, get(f"weight_hh{sfx}"), get(f"bias_hh{sfx}"), *initial
+                )
+                finals.append(tuple(out[s, -1] for s in range(out.shape[0])))
+                outputs.append(out[0].flip(0) if direction == 1 else out[0])
+            x = outputs[0] if len(outputs) == 1 else cat(outputs, dim=-1)
             if self.dropout > 0.0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout)
         return x, finals
@@ -254,6 +374,8 @@ class _RNNBase(Module):
             text += ", batch_first=True"
         if self.dropout:
             text += f", dropout={self.dropout}"
+        if self.bidirectional:
+            text += ", bidirectional=True"
         return text
 
 
@@ -269,8 +391,8 @@ class _HiddenStateRNN(_RNNBase):
         hx = _unbatched_state(hx, batched)
         h0 = self._zeros(x.shape[1], x) if hx is None else hx
         self._check_state(h0, x.shape[1], "hx")
-        out, finals = self._run(x, [h0[layer] for layer in range(self.num_layers)])
-        h_n = stack(finals)
+        out, finals = self._run(x, [(h0[k],) for k in range(h0.shape[0])])
+        h_n = stack([h for (h,) in finals])
         return self._finish(out, batched), h_n if batched else h_n.squeeze(1)
 
 
@@ -278,9 +400,13 @@ class RNN(_HiddenStateRNN):
     r"""$h_t = \tanh(x_t W_{ih}^T + b_{ih} + h_{t-1} W_{hh}^T + b_{hh})$, per layer
     (``nonlinearity="relu"`` for ReLU).
 
+    With ``bidirectional=True`` each layer also runs from the last step to the first (its
+    parameters end in ``_reverse``); the outputs of both directions are concatenated.
+
     Shape: input $(L, N, H_{in})$ ($(N, L, H_{in})$ with ``batch_first``, or unbatched
-    $(L, H_{in})$); ``hx`` $(\text{num\_layers}, N, H)$; returns output $(L, N, H)$ (every
-    step of the last layer) and $h_n$ $(\text{num\_layers}, N, H)$ (the last step of each layer).
+    $(L, H_{in})$); ``hx`` $(D \cdot \text{num\_layers}, N, H)$ with $D = 2$ if bidirectional
+    else 1; returns output $(L, N, D \cdot H)$ (every step of the last layer) and $h_n$
+    $(D \cdot \text{num\_layers}, N, H)$ (the last step of each layer and direction).
     """
 
     def __init__(
@@ -297,29 +423,25 @@ class RNN(_HiddenStateRNN):
     ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        self.nonlinearity = nonlinearity
         super().__init__(
             input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype
         )
-        self.nonlinearity = nonlinearity
 
-    def _step(self, x: Tensor, state: Tensor, weights: GateWeights) -> Tensor:
-        return rnn_cell(x, state, weights, self.nonlinearity == "relu")
+    def _step(self) -> Step:
+        return RNNStep(relu=self.nonlinearity == "relu")
 
 
 class LSTM(_RNNBase):
-    r"""Long short-term memory, per layer; see ``lstm_cell`` for the gates.
+    r"""Long short-term memory, per layer; see ``LSTMCellFunction`` for the gates.
 
     Shape: input $(L, N, H_{in})$ ($(N, L, H_{in})$ with ``batch_first``, or $(L, H_{in})$);
-    ``hx`` = $(h_0, c_0)$, each $(\text{num\_layers}, N, H)$; returns output $(L, N, H)$ and
-    $(h_n, c_n)$.
+    ``hx`` = $(h_0, c_0)$, each $(D \cdot \text{num\_layers}, N, H)$ ($D = 2$ if
+    ``bidirectional``); returns output $(L, N, D \cdot H)$ and $(h_n, c_n)$.
     """
 
-    _gates = 4
-
-    def _step(
-        self, x: Tensor, state: tuple[Tensor, Tensor], weights: GateWeights
-    ) -> tuple[Tensor, Tensor]:
-        return lstm_cell(x, state, weights)
+    def _step(self) -> Step:
+        return LSTMStep()
 
     def forward(
         self,
@@ -335,8 +457,7 @@ class LSTM(_RNNBase):
             h0, c0 = (t if batched else t.unsqueeze(1) for t in hx)
         self._check_state(h0, x.shape[1], "h_0")
         self._check_state(c0, x.shape[1], "c_0")
-        states = [(h0[layer], c0[layer]) for layer in range(self.num_layers)]
-        out, finals = self._run(x, states)
+        out, finals = self._run(x, [(h0[k], c0[k]) for k in range(h0.shape[0])])
         h_n, c_n = stack([h for h, _ in finals]), stack([c for _, c in finals])
         if not batched:
             h_n, c_n = h_n.squeeze(1), c_n.squeeze(1)
@@ -344,16 +465,13 @@ class LSTM(_RNNBase):
 
 
 class GRU(_HiddenStateRNN):
-    r"""Gated recurrent unit, per layer; see ``gru_cell`` for the gates.
+    r"""Gated recurrent unit, per layer; see ``GRUStep`` for the gates.
 
     Shape: as ``RNN``.
     """
 
-    _gates = 3
-    _split_gates = True
-
-    def _step(self, x: Tensor, state: Tensor, weights: GateWeights) -> Tensor:
-        return gru_cell(x, state, weights)
+    def _step(self) -> Step:
+        return GRUStep()
 
 
 class LSTMLanguageModel(Module):

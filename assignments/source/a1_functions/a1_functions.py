@@ -25,14 +25,17 @@
 # comes from *hidden checks* run by the autograder outside your notebook: your Functions are
 # called on random float64 inputs of several non-square shapes, and the outputs and gradients are
 # compared with reference values at a tolerance of about $10^{-12}$, and with central
-# differences. A gradient estimated numerically (by finite differences) is not accurate enough to
-# pass: derive each one with the chain rule. Write each answer in its own answer cell.
+# differences. A gradient estimated numerically (by finite differences) cannot pass: every item
+# also runs on inputs where finite differences carry no information (huge values, where $x + h$
+# rounds back to $x$; values where $f(x + h)$ overflows), and so does one visible test of each
+# cell. Derive each gradient with the chain rule. Write each answer in its own answer cell.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import numpy as np
 
 import torchlight as tl
 from torchlight.autograd import Function, gradcheck
+from torchlight.testing import assert_close, assert_exact, assert_gradient_scales
 
 tl.manual_seed(0)
 
@@ -40,8 +43,9 @@ tl.manual_seed(0)
 # ## 1. Mul
 #
 # $f(a, b) = a \cdot b$ (elementwise), so $\partial L/\partial a = G \cdot b$ and
-# $\partial L/\partial b = G \cdot a$. `a.zip("mul", b)` is the backend primitive for the
-# forward pass; plain `a * b` works too.
+# $\partial L/\partial b = G \cdot a$. `a._zip("mul", b)` is the backend primitive for the
+# forward pass (private, with an underscore: it records nothing in the graph, which is right
+# inside `forward` and wrong anywhere else); plain `a * b` works too.
 
 # %% nbgrader={"grade": false, "grade_id": "mul", "locked": false, "schema_version": 3, "solution": true}
 class Mul(Function):
@@ -49,7 +53,7 @@ class Mul(Function):
     def forward(ctx, a, b):
         ### BEGIN SOLUTION
         ctx.save_for_backward(a, b)
-        return a.zip("mul", b)
+        return a._zip("mul", b)
         ### END SOLUTION
 
     @staticmethod
@@ -64,11 +68,15 @@ class Mul(Function):
 a = tl.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
 b = tl.tensor([[4.0, 5.0, 6.0]], requires_grad=True)
 out = Mul.apply(a, b)
-assert np.allclose(out.detach().numpy(), [[4.0, 10.0, 18.0]]), out
+assert_close(out.detach().numpy(), [[4.0, 10.0, 18.0]])
 out.sum().backward()
-assert np.allclose(a.grad.numpy(), [[4.0, 5.0, 6.0]]), a.grad
-assert np.allclose(b.grad.numpy(), [[1.0, 2.0, 3.0]]), b.grad
+assert_close(a.grad.numpy(), [[4.0, 5.0, 6.0]])
+assert_close(b.grad.numpy(), [[1.0, 2.0, 3.0]])
 assert gradcheck(Mul.apply, tl.randn(3, 4, requires_grad=True), tl.randn(3, 4, requires_grad=True))
+# Exact, not estimated: Mul is linear in each input, so its gradient must not change when an
+# input is scaled by 2**50 (there, x + h rounds back to x and finite differences give 0).
+for i in (0, 1):
+    assert_gradient_scales(Mul.apply, [tl.randn(3, 4), tl.randn(3, 4)], i)
 print("Mul: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -87,7 +95,7 @@ class Div(Function):
     def forward(ctx, a, b):
         ### BEGIN SOLUTION
         ctx.save_for_backward(a, b)
-        return a.zip("div", b)
+        return a._zip("div", b)
         ### END SOLUTION
 
     @staticmethod
@@ -102,11 +110,14 @@ class Div(Function):
 a = tl.tensor([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
 b = tl.tensor([[2.0, 4.0], [-1.0, 0.5]], requires_grad=True)
 out = Div.apply(a, b)
-assert np.allclose(out.detach().numpy(), [[0.5, -0.5], [-3.0, 8.0]]), out
+assert_close(out.detach().numpy(), [[0.5, -0.5], [-3.0, 8.0]])
 out.sum().backward()
-assert np.allclose(a.grad.numpy(), [[0.5, 0.25], [-1.0, 2.0]]), a.grad
-assert np.allclose(b.grad.numpy(), [[-0.25, 0.125], [-3.0, -16.0]]), b.grad
+assert_close(a.grad.numpy(), [[0.5, 0.25], [-1.0, 2.0]])
+assert_close(b.grad.numpy(), [[-0.25, 0.125], [-3.0, -16.0]])
 assert gradcheck(Div.apply, tl.randn(2, 3, requires_grad=True), tl.rand(2, 3, requires_grad=True) + 1)
+# Exact, not estimated: the gradients at inputs scaled by 2**50 (finite differences give 0 there).
+assert_gradient_scales(Div.apply, [tl.randn(2, 3), tl.rand(2, 3) + 1], 0)
+assert_gradient_scales(Div.apply, [tl.randn(2, 3), tl.rand(2, 3) + 1], 1, power=-2)
 print("Div: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -122,11 +133,11 @@ self_check("a1_functions", "test_div", globals())
 #
 # | $f(x)$ | $f'(x)$ | primitive |
 # |---|---|---|
-# | $e^x$ | $e^x$ | `x.map("exp")` |
-# | $\ln x$ | $1/x$ | `x.map("log")` |
-# | $\sigma(x) = 1/(1+e^{-x})$ | $\sigma(x)(1-\sigma(x))$ | `x.map("sigmoid")` |
-# | $\max(x, 0)$ | $1$ if $x > 0$ else $0$ | `x.map("relu")` |
-# | $\tanh x$ | $1 - \tanh^2 x$ | `x.map("tanh")` |
+# | $e^x$ | $e^x$ | `x._map("exp")` |
+# | $\ln x$ | $1/x$ | `x._map("log")` |
+# | $\sigma(x) = 1/(1+e^{-x})$ | $\sigma(x)(1-\sigma(x))$ | `x._map("sigmoid")` |
+# | $\max(x, 0)$ | $1$ if $x > 0$ else $0$ | `x._map("relu")` |
+# | $\tanh x$ | $1 - \tanh^2 x$ | `x._map("tanh")` |
 #
 # A comparison such as `x > 0` gives a boolean tensor; multiplying by it keeps or zeroes entries.
 
@@ -135,7 +146,7 @@ class Exp(Function):
     @staticmethod
     def forward(ctx, x):
         ### BEGIN SOLUTION
-        out = x.map("exp")
+        out = x._map("exp")
         ctx.save_for_backward(out)
         return out
         ### END SOLUTION
@@ -151,10 +162,15 @@ class Exp(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_exp", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 x = tl.tensor([0.0, 1.0, -1.0], requires_grad=True)
 out = Exp.apply(x)
-assert np.allclose(out.detach().numpy(), np.exp([0.0, 1.0, -1.0])), out
+assert_close(out.detach().numpy(), np.exp([0.0, 1.0, -1.0]))
 (out * tl.tensor([1.0, 2.0, 3.0])).sum().backward()
-assert np.allclose(x.grad.numpy(), [1.0, 2 * np.e, 3 / np.e]), x.grad
+assert_close(x.grad.numpy(), [1.0, 2 * np.e, 3 / np.e])
 assert gradcheck(Exp.apply, tl.randn(3, 4, requires_grad=True))
+# Exact, not estimated: just below exp's overflow, exp(x + h) is inf for every step h >= 1e-5.
+x = tl.tensor([709.782705, 709.78271], requires_grad=True)
+g = np.array([0.5, -1.0])
+Exp.apply(x).backward(tl.tensor(g))
+assert_exact(x.grad, g * np.exp(x.detach().numpy()))
 print("Exp: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -168,7 +184,7 @@ class Log(Function):
     def forward(ctx, x):
         ### BEGIN SOLUTION
         ctx.save_for_backward(x)
-        return x.map("log")
+        return x._map("log")
         ### END SOLUTION
 
     @staticmethod
@@ -182,10 +198,12 @@ class Log(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_log", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 x = tl.tensor([1.0, 2.0, 4.0], requires_grad=True)
 out = Log.apply(x)
-assert np.allclose(out.detach().numpy(), np.log([1.0, 2.0, 4.0])), out
+assert_close(out.detach().numpy(), np.log([1.0, 2.0, 4.0]))
 out.sum().backward()
-assert np.allclose(x.grad.numpy(), [1.0, 0.5, 0.25]), x.grad
+assert_close(x.grad.numpy(), [1.0, 0.5, 0.25])
 assert gradcheck(Log.apply, tl.rand(3, 4, requires_grad=True) + 0.5)
+# Exact, not estimated: d log(cx)/dx = (1/c) d log(x)/dx, checked at c = 2**50.
+assert_gradient_scales(Log.apply, [tl.rand(3, 4) + 0.5], 0, power=-1)
 print("Log: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -198,7 +216,7 @@ class Sigmoid(Function):
     @staticmethod
     def forward(ctx, x):
         ### BEGIN SOLUTION
-        out = x.map("sigmoid")
+        out = x._map("sigmoid")
         ctx.save_for_backward(out)
         return out
         ### END SOLUTION
@@ -214,11 +232,18 @@ class Sigmoid(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_sigmoid", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 x = tl.tensor([0.0, 2.0], requires_grad=True)
 out = Sigmoid.apply(x)
-assert np.allclose(out.detach().numpy(), 1 / (1 + np.exp([-0.0, -2.0]))), out
+assert_close(out.detach().numpy(), 1 / (1 + np.exp([-0.0, -2.0])))
 out.sum().backward()
 s = 1 / (1 + np.exp(-2.0))
-assert np.allclose(x.grad.numpy(), [0.25, s * (1 - s)]), x.grad
+assert_close(x.grad.numpy(), [0.25, s * (1 - s)])
 assert gradcheck(Sigmoid.apply, tl.randn(3, 4, requires_grad=True))
+# Exact, not estimated: near x = 34, sigmoid(x + h) - sigmoid(x - h) is less than one unit in
+# the last place of a double, so finite differences give 0 or a multiple of 5.5e-15.
+x = tl.tensor([33.2, 33.6, 34.0, 34.3], requires_grad=True)
+g = np.array([1.0, -0.5, 2.0, 1.5])
+Sigmoid.apply(x).backward(tl.tensor(g))
+e = np.exp(-x.detach().numpy())
+assert_exact(x.grad, g * e / (1 + e) ** 2, atol=4 * np.finfo(float).eps * np.abs(g))
 print("Sigmoid: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -232,7 +257,7 @@ class ReLU(Function):
     def forward(ctx, x):
         ### BEGIN SOLUTION
         ctx.save_for_backward(x)
-        return x.map("relu")
+        return x._map("relu")
         ### END SOLUTION
 
     @staticmethod
@@ -246,9 +271,11 @@ class ReLU(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_relu", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 x = tl.tensor([-1.0, 0.5, 2.0], requires_grad=True)
 out = ReLU.apply(x)
-assert np.allclose(out.detach().numpy(), [0.0, 0.5, 2.0]), out
+assert_close(out.detach().numpy(), [0.0, 0.5, 2.0])
 (out * tl.tensor([5.0, 6.0, 7.0])).sum().backward()
-assert np.allclose(x.grad.numpy(), [0.0, 6.0, 7.0]), x.grad
+assert_close(x.grad.numpy(), [0.0, 6.0, 7.0])
+# Exact, not estimated: ReLU(cx) = c ReLU(x) for c > 0, so its gradient must not change at 2**50 x.
+assert_gradient_scales(ReLU.apply, [tl.randn(3, 4)], 0)
 print("ReLU: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -261,7 +288,7 @@ class Tanh(Function):
     @staticmethod
     def forward(ctx, x):
         ### BEGIN SOLUTION
-        out = x.map("tanh")
+        out = x._map("tanh")
         ctx.save_for_backward(out)
         return out
         ### END SOLUTION
@@ -277,10 +304,17 @@ class Tanh(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_tanh", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 x = tl.tensor([0.0, 1.0], requires_grad=True)
 out = Tanh.apply(x)
-assert np.allclose(out.detach().numpy(), np.tanh([0.0, 1.0])), out
+assert_close(out.detach().numpy(), np.tanh([0.0, 1.0]))
 out.sum().backward()
-assert np.allclose(x.grad.numpy(), [1.0, 1 - np.tanh(1.0) ** 2]), x.grad
+assert_close(x.grad.numpy(), [1.0, 1 - np.tanh(1.0) ** 2])
 assert gradcheck(Tanh.apply, tl.randn(3, 4, requires_grad=True))
+# Exact, not estimated: near |x| = 17.5, tanh(x + h) - tanh(x - h) is less than one unit in the
+# last place of a double, so finite differences give 0 or a multiple of 5.5e-15.
+x = tl.tensor([17.4, -17.6, 17.9], requires_grad=True)
+g = np.array([1.0, 2.0, -1.0])
+Tanh.apply(x).backward(tl.tensor(g))
+e = np.exp(x.detach().numpy())
+assert_exact(x.grad, g * 4 / (e + 1 / e) ** 2, atol=4 * np.finfo(float).eps * np.abs(g))
 print("Tanh: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -299,7 +333,7 @@ class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         ### BEGIN SOLUTION
-        out = a.zip("pow", b)
+        out = a._zip("pow", b)
         ctx.save_for_backward(a, b, out)
         return out
         ### END SOLUTION
@@ -308,7 +342,7 @@ class Pow(Function):
     def backward(ctx, grad_output):
         ### BEGIN SOLUTION
         a, b, out = ctx.saved_tensors
-        return grad_output * b * a.zip("pow", b - 1), grad_output * out * a.map("log")
+        return grad_output * b * a._zip("pow", b - 1), grad_output * out * a._map("log")
         ### END SOLUTION
 
 
@@ -316,11 +350,19 @@ class Pow(Function):
 a = tl.tensor([2.0, 3.0], requires_grad=True)
 b = tl.tensor([3.0, 0.5], requires_grad=True)
 out = Pow.apply(a, b)
-assert np.allclose(out.detach().numpy(), [8.0, np.sqrt(3.0)]), out
+assert_close(out.detach().numpy(), [8.0, np.sqrt(3.0)])
 out.sum().backward()
-assert np.allclose(a.grad.numpy(), [12.0, 0.5 / np.sqrt(3.0)]), a.grad
-assert np.allclose(b.grad.numpy(), [8 * np.log(2.0), np.sqrt(3.0) * np.log(3.0)]), b.grad
+assert_close(a.grad.numpy(), [12.0, 0.5 / np.sqrt(3.0)])
+assert_close(b.grad.numpy(), [8 * np.log(2.0), np.sqrt(3.0) * np.log(3.0)])
 assert gradcheck(Pow.apply, tl.rand(2, 3, requires_grad=True) + 0.5, tl.randn(2, 3, requires_grad=True))
+# Exact, not estimated: a just above 1 and b near 2**50 give ordinary powers, but b + h rounds
+# back to b, and a + h overflows a**b, for every step h up to 1e-2.
+a = tl.tensor(1 + np.array([1.0, 3.0, 7.0]) * 2.0**-50, requires_grad=True)
+b = tl.tensor(2.0**50 * np.array([1.5, -1.25, 1.75]), requires_grad=True)
+Pow.apply(a, b).sum().backward()
+av, bv = a.detach().numpy(), b.detach().numpy()
+assert_exact(a.grad, bv * av ** (bv - 1), atol=1e-12 * np.abs(bv * av ** (bv - 1)).max())
+assert_exact(b.grad, av**bv * np.log(av), atol=1e-12 * np.abs(av**bv * np.log(av)).max())
 print("Pow: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -353,9 +395,18 @@ out.sum().backward()
 x2, y2 = x.detach().requires_grad_(), y.detach().requires_grad_()
 expected = (x2.exp() + y2.exp()).log() * (x2 * y2).sigmoid()
 expected.sum().backward()
-assert np.allclose(out.detach().numpy(), expected.detach().numpy()), out
-assert np.allclose(x.grad.numpy(), x2.grad.numpy()), x.grad
-assert np.allclose(y.grad.numpy(), y2.grad.numpy()), y.grad
+assert_close(out.detach().numpy(), expected.detach().numpy())
+assert_close(x.grad.numpy(), x2.grad.numpy())
+assert_close(y.grad.numpy(), y2.grad.numpy())
+# Exact, not estimated: with x just below exp's overflow, exp(x + h) is inf and
+# e^x + e^y + h rounds back to e^x + e^y for every step h, so finite differences cannot pass.
+x = tl.tensor([709.7827, 709.782705], requires_grad=True)
+y = tl.tensor([0.01, 0.015], requires_grad=True)
+expression(x, y).sum().backward()
+x2, y2 = x.detach().requires_grad_(), y.detach().requires_grad_()
+((x2.exp() + y2.exp()).log() * (x2 * y2).sigmoid()).sum().backward()
+assert_exact(x.grad, x2.grad, atol=1e-12 * np.abs(x2.grad.numpy()).max())
+assert_exact(y.grad, y2.grad, atol=1e-12 * np.abs(y2.grad.numpy()).max())
 print("expression: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check

@@ -30,6 +30,7 @@ import numpy as np
 
 import torchlight as tl
 from torchlight.autograd import Context, Function, gradcheck
+from torchlight.testing import assert_close, assert_exact, assert_gradient_scales
 
 tl.manual_seed(0)
 
@@ -79,7 +80,7 @@ self_check("a2_broadcasting", "test_unbroadcast", globals())
 # %% [markdown] nbgrader={"grade": false, "grade_id": "add_mul_md", "locked": true, "schema_version": 3, "solution": false}
 # ## 2. Add and Mul with broadcasting
 #
-# Forward broadcasts (the backend's `a.zip("add", b)` and `a.zip("mul", b)` do). Backward
+# Forward broadcasts (the backend's `a._zip("add", b)` and `a._zip("mul", b)` do). Backward
 # computes each gradient at the output's shape, then `unbroadcast`s it to its input's shape.
 
 # %% nbgrader={"grade": false, "grade_id": "add", "locked": false, "schema_version": 3, "solution": true}
@@ -88,7 +89,7 @@ class Add(Function):
     def forward(ctx, a, b):
         ### BEGIN SOLUTION
         ctx.a_shape, ctx.b_shape = a.shape, b.shape
-        return a.zip("add", b)
+        return a._zip("add", b)
         ### END SOLUTION
 
     @staticmethod
@@ -105,6 +106,10 @@ assert out.shape == (2, 4, 3), out.shape
 assert grad_a.shape == a.shape and grad_b.shape == b.shape, (grad_a.shape, grad_b.shape)
 assert np.allclose(grad_a.numpy(), 4.0) and np.allclose(grad_b.numpy(), 6.0)
 assert gradcheck(Add.apply, tl.randn(2, 1, 3, requires_grad=True), tl.randn(4, 1, requires_grad=True))
+# Exact, not estimated: a linear op's gradient must not change at inputs scaled by 2**50
+# (there, x + h rounds back to x and finite differences give 0).
+for i in (0, 1):
+    assert_gradient_scales(Add.apply, [tl.randn(2, 1, 3), tl.randn(4, 1)], i)
 print("Add: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -118,7 +123,7 @@ class Mul(Function):
     def forward(ctx, a, b):
         ### BEGIN SOLUTION
         ctx.save_for_backward(a, b)
-        return a.zip("mul", b)
+        return a._zip("mul", b)
         ### END SOLUTION
 
     @staticmethod
@@ -133,10 +138,13 @@ class Mul(Function):
 a = tl.tensor([[1.0], [2.0]])
 b = tl.tensor([10.0, 20.0, 30.0])
 out, (grad_a, grad_b) = call_directly(Mul, a, b)
-assert np.allclose(out.numpy(), [[10.0, 20.0, 30.0], [20.0, 40.0, 60.0]]), out
-assert np.allclose(grad_a.numpy(), [[60.0], [60.0]]), grad_a
-assert np.allclose(grad_b.numpy(), [3.0, 3.0, 3.0]), grad_b
+assert_close(out.numpy(), [[10.0, 20.0, 30.0], [20.0, 40.0, 60.0]])
+assert_close(grad_a.numpy(), [[60.0], [60.0]])
+assert_close(grad_b.numpy(), [3.0, 3.0, 3.0])
 assert gradcheck(Mul.apply, tl.randn(3, 1, requires_grad=True), tl.randn(2, 1, 4, requires_grad=True))
+# Exact, not estimated: Mul's gradient must not change at inputs scaled by 2**50.
+for i in (0, 1):
+    assert_gradient_scales(Mul.apply, [tl.randn(3, 1), tl.randn(2, 1, 4)], i)
 print("Mul: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -170,9 +178,11 @@ class Sum(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_sum", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 x = tl.arange(6.0).reshape(2, 3)
 out, (grad,) = call_directly(Sum, x, 1)
-assert np.allclose(out.numpy(), [3.0, 12.0]), out
+assert_close(out.numpy(), [3.0, 12.0])
 assert grad.shape == (2, 3) and np.allclose(grad.numpy(), 1.0), grad
 assert gradcheck(lambda t: Sum.apply(t, 0), tl.randn(3, 4, requires_grad=True))
+# Exact, not estimated: the gradient must not change at inputs scaled by 2**50.
+assert_gradient_scales(lambda t: Sum.apply(t, 0), [tl.randn(3, 4)], 0)
 print("Sum: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -199,9 +209,11 @@ class Mean(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_mean", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 x = tl.arange(6.0).reshape(2, 3)
 out, (grad,) = call_directly(Mean, x, 0)
-assert np.allclose(out.numpy(), [1.5, 2.5, 3.5]), out
+assert_close(out.numpy(), [1.5, 2.5, 3.5])
 assert grad.shape == (2, 3) and np.allclose(grad.numpy(), 0.5), grad
 assert gradcheck(lambda t: Mean.apply(t, 1), tl.randn(3, 4, requires_grad=True))
+# Exact, not estimated: the gradient must not change at inputs scaled by 2**50.
+assert_gradient_scales(lambda t: Mean.apply(t, 1), [tl.randn(3, 4)], 0)
 print("Mean: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -241,8 +253,11 @@ a, b = tl.randn(2, 3, 4), tl.randn(4, 5)
 out, (grad_a, grad_b) = call_directly(MatMul, a, b)
 assert out.shape == (2, 3, 5), out.shape
 assert grad_a.shape == (2, 3, 4) and grad_b.shape == (4, 5), (grad_a.shape, grad_b.shape)
-assert np.allclose(grad_b.numpy(), a.numpy().sum(axis=(0, 1))[:, None] * np.ones((1, 5)))
+assert_close(grad_b.numpy(), a.numpy().sum(axis=(0, 1))[:, None] * np.ones((1, 5)))
 assert gradcheck(MatMul.apply, tl.randn(2, 3, 4, requires_grad=True), tl.randn(4, 5, requires_grad=True))
+# Exact, not estimated: MatMul's gradients must not change at inputs scaled by 2**50.
+for i in (0, 1):
+    assert_gradient_scales(MatMul.apply, [tl.randn(2, 3, 4), tl.randn(4, 5)], i)
 print("MatMul: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -278,6 +293,8 @@ x = tl.randn(2, 3, 4)
 out, (grad,) = call_directly(Permute, x, (2, 0, 1))
 assert out.shape == (4, 2, 3) and grad.shape == (2, 3, 4), (out.shape, grad.shape)
 assert gradcheck(lambda t: Permute.apply(t, (1, 2, 0)), tl.randn(2, 3, 4, requires_grad=True))
+# Exact, not estimated: the gradient must not change at inputs scaled by 2**50.
+assert_gradient_scales(lambda t: Permute.apply(t, (1, 2, 0)), [tl.randn(2, 3, 4)], 0)
 print("Permute: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -306,6 +323,8 @@ x = tl.randn(3, 4)
 out, (grad,) = call_directly(View, x, (2, 6))
 assert out.shape == (2, 6) and grad.shape == (3, 4), (out.shape, grad.shape)
 assert gradcheck(lambda t: View.apply(t, (6, 2)), tl.randn(3, 4, requires_grad=True))
+# Exact, not estimated: the gradient must not change at inputs scaled by 2**50.
+assert_gradient_scales(lambda t: View.apply(t, (6, 2)), [tl.randn(3, 4)], 0)
 print("View: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check

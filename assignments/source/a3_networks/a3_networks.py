@@ -29,6 +29,7 @@ import numpy as np
 import torchlight as tl
 from torchlight import nn
 from torchlight.autograd import Function, gradcheck
+from torchlight.testing import assert_close, assert_exact, assert_gradient_scales
 
 tl.manual_seed(0)
 
@@ -60,9 +61,13 @@ class LinearFunction(Function):
 x = tl.tensor([[1.0, 2.0]])
 w = tl.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 b = tl.tensor([0.5, 0.0, -1.0])
-assert np.allclose(LinearFunction.apply(x, w, b).numpy(), [[1.5, 2.0, 2.0]])
+assert_close(LinearFunction.apply(x, w, b).numpy(), [[1.5, 2.0, 2.0]])
 args = tl.randn(5, 3, requires_grad=True), tl.randn(4, 3, requires_grad=True), tl.randn(4, requires_grad=True)
 assert gradcheck(LinearFunction.apply, *args)
+# Exact, not estimated: x W^T + b is linear in each input, so the gradients must not change at
+# inputs scaled by 2**50 (there, x + h rounds back to x and finite differences give 0).
+for i in (0, 1, 2):
+    assert_gradient_scales(LinearFunction.apply, [tl.randn(5, 3), tl.randn(4, 3), tl.randn(4)], i)
 print("LinearFunction: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -99,6 +104,8 @@ assert len(list(layer.parameters())) == 2
 assert np.abs(layer.weight.detach().numpy()).max() <= 1 / math.sqrt(3)
 layer(tl.randn(4, 3)).sum().backward()
 assert layer.weight.grad.shape == (2, 3) and np.allclose(layer.bias.grad.numpy(), 4.0)
+# Exact, not estimated: the layer is linear in its input.
+assert_gradient_scales(layer, [tl.randn(4, 3)], 0)
 print("Linear: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -143,6 +150,14 @@ assert np.isclose(loss.item(), (np.log(1 + np.exp(-2.0)) + np.log(2.0)) / 2), lo
 huge = SoftmaxCrossEntropy.apply(tl.tensor([[1000.0, 0.0]]), tl.tensor([1]))
 assert np.isclose(huge.item(), 1000.0), f"not stable for large logits: {huge}"
 assert gradcheck(lambda z: SoftmaxCrossEntropy.apply(z, tl.tensor([2, 0, 1])), tl.randn(3, 4, requires_grad=True))
+# Exact, not estimated: a confident mistake (the target's logit at -700) has a loss near 350, so
+# every loss a finite difference subtracts is rounded by about 6e-14, far more than it measures.
+logits = tl.tensor([[-700.0, 1.0, 2.0], [0.5, -700.0, -1.0]], requires_grad=True)
+SoftmaxCrossEntropy.apply(logits, tl.tensor([0, 1])).backward(tl.tensor(1.5))
+z = logits.detach().numpy()
+p = np.exp(z - z.max(1, keepdims=True))
+p /= p.sum(1, keepdims=True)
+assert_exact(logits.grad, 1.5 * (p - np.eye(3)[[0, 1]]) / 2, atol=16 * np.finfo(float).eps)
 print("SoftmaxCrossEntropy: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check

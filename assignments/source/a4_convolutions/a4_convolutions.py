@@ -36,6 +36,7 @@ import numpy as np
 
 import torchlight as tl
 from torchlight.autograd import Function, gradcheck
+from torchlight.testing import assert_close, assert_exact, assert_gradient_scales
 
 tl.manual_seed(0)
 
@@ -76,8 +77,12 @@ class Conv1d(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_conv1d", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 x = tl.tensor([[[1.0, 2.0, 3.0, 4.0]]])  # N=1, C=1, L=4
 w = tl.tensor([[[1.0, -1.0]]])  # O=1, C=1, K=2: a difference filter
-assert np.allclose(Conv1d.apply(x, w).numpy(), [[[-1.0, -1.0, -1.0]]])
+assert_close(Conv1d.apply(x, w).numpy(), [[[-1.0, -1.0, -1.0]]])
 assert gradcheck(Conv1d.apply, tl.randn(2, 3, 7, requires_grad=True), tl.randn(4, 3, 3, requires_grad=True))
+# Exact, not estimated: a convolution is linear in its input and in its weight, so the gradients
+# must not change at inputs scaled by 2**50 (there, x + h rounds back to x).
+for i in (0, 1):
+    assert_gradient_scales(Conv1d.apply, [tl.randn(2, 3, 7), tl.randn(4, 3, 3)], i)
 print("Conv1d: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -127,8 +132,11 @@ class Conv2d(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_conv2d", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 x = tl.arange(12.0).reshape(1, 1, 3, 4)
 w = tl.ones(1, 1, 2, 2)
-assert np.allclose(Conv2d.apply(x, w).numpy(), [[[[10.0, 14.0, 18.0], [26.0, 30.0, 34.0]]]])
+assert_close(Conv2d.apply(x, w).numpy(), [[[[10.0, 14.0, 18.0], [26.0, 30.0, 34.0]]]])
 assert gradcheck(Conv2d.apply, tl.randn(2, 2, 4, 5, requires_grad=True), tl.randn(3, 2, 2, 3, requires_grad=True))
+# Exact, not estimated: the gradients must not change at inputs scaled by 2**50.
+for i in (0, 1):
+    assert_gradient_scales(Conv2d.apply, [tl.randn(2, 2, 4, 5), tl.randn(3, 2, 2, 3)], i)
 print("Conv2d: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -165,8 +173,10 @@ class AvgPool2d(Function):
 
 # %% nbgrader={"grade": true, "grade_id": "test_avg_pool2d", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 x = tl.arange(16.0).reshape(1, 1, 4, 4)
-assert np.allclose(AvgPool2d.apply(x, 2).numpy(), [[[[2.5, 4.5], [10.5, 12.5]]]])
+assert_close(AvgPool2d.apply(x, 2).numpy(), [[[[2.5, 4.5], [10.5, 12.5]]]])
 assert gradcheck(lambda t: AvgPool2d.apply(t, 2), tl.randn(2, 3, 4, 6, requires_grad=True))
+# Exact, not estimated: the gradient must not change at inputs scaled by 2**50.
+assert_gradient_scales(lambda t: AvgPool2d.apply(t, 2), [tl.randn(2, 3, 4, 6)], 0)
 print("AvgPool2d: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check

@@ -36,6 +36,7 @@ import numpy as np
 
 import torchlight as tl
 from torchlight.autograd import Function, gradcheck
+from torchlight.testing import assert_close, assert_exact, assert_gradient_scales
 
 tl.manual_seed(0)
 
@@ -72,9 +73,13 @@ class BatchNorm(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_batchnorm", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 x = tl.tensor([[1.0, 10.0], [3.0, 30.0]])
 y = BatchNorm.apply(x, tl.ones(2), tl.zeros(2), 0.0)
-assert np.allclose(y.numpy(), [[-1.0, -1.0], [1.0, 1.0]])
+assert_close(y.numpy(), [[-1.0, -1.0], [1.0, 1.0]])
 args = tl.randn(5, 3, requires_grad=True), tl.randn(3, requires_grad=True), tl.randn(3, requires_grad=True)
 assert gradcheck(lambda x, w, b: BatchNorm.apply(x, w, b, 1e-5), *args)
+# Exact, not estimated: the output is linear in weight and bias, so their gradients must not
+# change when they are scaled by 2**50 (there, w + h rounds back to w).
+for i in (1, 2):
+    assert_gradient_scales(lambda x, w, b: BatchNorm.apply(x, w, b, 1e-5), [tl.randn(5, 3), tl.randn(3), tl.randn(3)], i)
 print("BatchNorm: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -117,7 +122,7 @@ stats = tl.zeros(1), tl.ones(1)
 y, mean, var = batch_norm(x, *stats, tl.ones(1), tl.zeros(1), True, 0.5, 0.0)
 assert np.allclose(mean.numpy(), [1.0]) and np.allclose(var.numpy(), [1.5])
 y, _, _ = batch_norm(tl.tensor([[5.0]]), mean, var, tl.ones(1), tl.zeros(1), False, 0.5, 0.0)
-assert np.allclose(y.numpy(), [[4.0 / math.sqrt(1.5)]])
+assert_close(y.numpy(), [[4.0 / math.sqrt(1.5)]])
 print("batch_norm: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -158,9 +163,12 @@ class LayerNorm(Function):
 
 # %% nbgrader={"grade": true, "grade_id": "test_layernorm", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 y = LayerNorm.apply(tl.tensor([[0.0, 2.0], [5.0, 1.0]]), tl.ones(2), tl.zeros(2), 0.0)
-assert np.allclose(y.numpy(), [[-1.0, 1.0], [1.0, -1.0]])
+assert_close(y.numpy(), [[-1.0, 1.0], [1.0, -1.0]])
 args = tl.randn(2, 3, 4, requires_grad=True), tl.randn(4, requires_grad=True), tl.randn(4, requires_grad=True)
 assert gradcheck(lambda x, w, b: LayerNorm.apply(x, w, b, 1e-5), *args)
+# Exact, not estimated: the output is linear in weight and bias.
+for i in (1, 2):
+    assert_gradient_scales(lambda x, w, b: LayerNorm.apply(x, w, b, 1e-5), [tl.randn(4, 5), tl.randn(5), tl.randn(5)], i)
 print("LayerNorm: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -195,9 +203,18 @@ class Softmax(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_softmax", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-assert np.allclose(Softmax.apply(tl.tensor([[0.0, math.log(3.0)]])).numpy(), [[0.25, 0.75]])
-assert np.allclose(Softmax.apply(tl.tensor([[1000.0, 1000.0]])).numpy(), [[0.5, 0.5]])
+assert_close(Softmax.apply(tl.tensor([[0.0, math.log(3.0)]])).numpy(), [[0.25, 0.75]])
+assert_close(Softmax.apply(tl.tensor([[1000.0, 1000.0]])).numpy(), [[0.5, 0.5]])
 assert gradcheck(Softmax.apply, tl.randn(3, 5, requires_grad=True))
+# Exact, not estimated: adding 2**20 to the incoming gradient changes nothing (a softmax sums
+# to 1), but makes every value a finite difference subtracts about 2**20, rounded by far more
+# than the difference it measures.
+x, g = tl.randn(3, 5, requires_grad=True), tl.randn(3, 5)
+Softmax.apply(x).backward(g)
+plain, x.grad = x.grad.numpy().copy(), None
+Softmax.apply(x).backward(g + 2.0**20)
+s = Softmax.apply(x).detach().numpy()
+assert_exact(x.grad, plain, atol=2 * np.finfo(float).eps * 2.0**20 * 7 * s)
 print("Softmax: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -256,6 +273,9 @@ out = Attention.apply(q, q, tl.tensor([[[1.0, 2.0], [3.0, 4.0]]]), True)
 assert np.allclose(out.numpy()[0, 0], [1.0, 2.0])  # the first query only sees the first key
 qkv = [tl.randn(2, 4, 3, requires_grad=True) for _ in range(3)]
 assert gradcheck(lambda q, k, v: Attention.apply(q, k, v, True), *qkv)
+# Exact, not estimated: attention is linear in the values, so their gradient must not change when
+# they are scaled by 2**50 (there, v + h rounds back to v).
+assert_gradient_scales(lambda q, k, v: Attention.apply(q, k, v, True), [tl.randn(2, 4, 3), tl.randn(2, 4, 3), tl.randn(2, 4, 2)], 2)
 print("Attention: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
@@ -309,6 +329,10 @@ class LSTMCell(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_lstm_cell", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 assert LSTMCell.apply(tl.zeros(3, 8), tl.ones(3, 2)).shape == (2, 3, 2)
 assert gradcheck(LSTMCell.apply, tl.randn(3, 8, requires_grad=True), tl.randn(3, 2, requires_grad=True))
+# Exact, not estimated: the new cell state is linear in the old one, so with a gradient on the
+# cell state only, the gradient of c_prev must not change when c_prev is scaled by 2**50.
+grad = tl.tensor(np.stack([np.zeros((3, 2)), np.arange(1.0, 7.0).reshape(3, 2)]))
+assert_gradient_scales(LSTMCell.apply, [tl.randn(3, 8), tl.randn(3, 2)], 1, grad_output=grad)
 print("LSTMCell: visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
