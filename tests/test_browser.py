@@ -25,6 +25,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,29 @@ CHROMIUM_ARGS = [
 BENIGN_CONSOLE = ("favicon",)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+def wait_for_server(
+    base: str,
+    token: str,
+    server: subprocess.Popen,
+    log: Any,
+    log_path: Path,
+    what: str,
+    seconds: float,
+) -> None:
+    """Poll the Jupyter server's status API until it answers; fail with its log if it exits
+    or does not answer within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2).read()
+            return
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                pytest.fail(f"{what} did not start:\n" + log_path.read_text()[-3000:])
+            time.sleep(0.3)
 
 
 def free_port() -> int:
@@ -138,16 +162,7 @@ def jupyter_lab(tmp_path_factory):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2).read()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    pytest.fail("jupyter lab did not start:\n" + log_path.read_text()[-3000:])
-                time.sleep(0.3)
+        wait_for_server(base, token, server, log, log_path, "jupyter lab", seconds=60)
         yield base, token, log_path
     finally:
         # The server shuts its kernels down on SIGTERM; the whole process group goes if it hangs.

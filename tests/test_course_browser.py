@@ -26,8 +26,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +36,7 @@ import pytest
 from submissions import a1_functions
 from submissions.catalog import build
 from submissions.pipeline import ROOT, make_course, max_points, nbgrader, notebooks, submit
-from test_browser import CHROMIUM, CHROMIUM_ARGS, free_port
+from test_browser import CHROMIUM, CHROMIUM_ARGS, free_port, wait_for_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -131,18 +129,7 @@ def course_lab(course: Course) -> Iterator[tuple[str, str]]:
         )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2).read()
-                    break
-                except OSError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        log.flush()
-                        pytest.fail(
-                            "make course-lab did not start:\n" + log_path.read_text()[-3000:]
-                        )
-                    time.sleep(0.3)
+            wait_for_server(base, token, server, log, log_path, "make course-lab", seconds=90)
             yield base, token
         finally:
             os.killpg(server.pid, signal.SIGTERM)
