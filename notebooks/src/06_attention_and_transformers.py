@@ -294,5 +294,6 @@ log_plot(curves)
 # - Train the full-size model from the shell and sample from it:
 #   `python -m torchlight.train --dataset shakespeare --model gpt --save gpt.ckpt`, then
 #   `python -m torchlight.generate --checkpoint gpt.ckpt --prompt "JULIET:"`.
-# - `nn.LSTM`, `nn.GRU` and `nn.RNN` are the recurrent alternative (`--model lstm`);
+# - `nn.LSTM`, `nn.GRU` and `nn.RNN` are the recurrent alternative (`--model lstm`; Tutorial 7,
+#   *Recurrent networks and vanishing gradients*, builds them up);
 #   `nn.TransformerEncoderLayer` and `nn.MultiheadAttention` have PyTorch's signatures.
