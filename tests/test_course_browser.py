@@ -24,7 +24,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,7 +34,15 @@ import nbformat
 import pytest
 from submissions import a1_functions
 from submissions.catalog import build
-from submissions.pipeline import ROOT, make_course, max_points, nbgrader, notebooks, submit
+from submissions.pipeline import (
+    ROOT,
+    make_course,
+    max_points,
+    nbgrader,
+    notebooks,
+    stop_group,
+    submit,
+)
 from test_browser import CHROMIUM, CHROMIUM_ARGS, free_port, wait_for_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -132,12 +139,7 @@ def course_lab(course: Course) -> Iterator[tuple[str, str]]:
             wait_for_server(base, token, server, log, log_path, "make course-lab", seconds=90)
             yield base, token
         finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(timeout=10)
+            stop_group(server, timeout=20)
 
 
 def test_formgrader_in_course_lab_shows_the_course_and_the_graded_submission(

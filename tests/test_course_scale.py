@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -38,7 +36,7 @@ import pytest
 from pg_server import PostgresServer
 from submissions import a1_functions
 from submissions.catalog import Submission, build
-from submissions.pipeline import ROOT, make_course, max_points, nbgrader, notebooks
+from submissions.pipeline import ROOT, make_course, max_points, nbgrader, notebooks, stop_group
 
 from torchlight_grader.late import DAY, PercentPerDayLate
 
@@ -290,12 +288,7 @@ def test_course_lab_formgrader_lists_the_course_without_the_exchange_banner(term
         assert "does not exist" not in page, "the exchange banner is shown"
         assert exchange.is_dir() and exchange.stat().st_mode & 0o1777 == 0o1777
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, timeout=30)
 
 
 def _get(port: int, path: str) -> str:

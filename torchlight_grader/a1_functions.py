@@ -61,7 +61,7 @@ def unary(
         forward_ref=f,
         vjp_ref=lambda g, x: (g * df(x),),
         what=f"{entry} forward and backward",
-        adversarial=adversarial or against.huge(sample),
+        adversarial=adversarial,
     )
 
 
@@ -87,7 +87,6 @@ CHECKS = {
         forward_ref=lambda a, b: a * b,
         vjp_ref=lambda g, a, b: (g * b, g * a),
         what="Mul forward and backward",
-        adversarial=against.huge(sampler(uniform(-2, 2), uniform(-2, 2), names=("a", "b"))),
     ),
     "test_div": FunctionCheck(
         "Div",
@@ -96,17 +95,9 @@ CHECKS = {
         forward_ref=lambda a, b: a / b,
         vjp_ref=lambda g, a, b: (g / b, -g * a / b**2),
         what="Div forward and backward",
-        adversarial=against.huge(sampler(uniform(-2, 2), uniform(-2, 2), names=("a", "b"))),
     ),
     "test_exp": unary("Exp", "exp", uniform(-2, 2), np.exp, np.exp, against.exp_edge),
-    "test_log": unary(
-        "Log",
-        "log",
-        uniform(0.5, 3),
-        np.log,
-        lambda x: 1 / x,
-        against.huge(sampler(uniform(0.5, 3), names=("x",)), positive=(0,)),
-    ),
+    "test_log": unary("Log", "log", uniform(0.5, 3), np.log, lambda x: 1 / x),
     "test_sigmoid": unary(
         "Sigmoid",
         "sigmoid",

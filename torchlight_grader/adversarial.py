@@ -57,10 +57,15 @@ BELOW_ULP = "f(x + h) - f(x - h) is below one unit in the last place of f"
 ROUNDING = "every value a difference quotient subtracts is rounded by more than the gradient"
 
 
-def huge_like(rng: np.random.Generator, a: np.ndarray, positive: bool = False) -> np.ndarray:
-    """Random values of ``a``'s shape with magnitudes in ``[2**50, 2**51)``."""
-    magnitude = HUGE * rng.uniform(1.0, 2.0, size=a.shape)
-    return magnitude if positive else magnitude * rng.choice([-1.0, 1.0], size=a.shape)
+def huge_like(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:
+    """Random values with ``a``'s shape and signs (a logarithm's input stays positive) and
+    magnitudes in ``[2**50, 2**51)``."""
+    return np.where(a < 0, -HUGE, HUGE) * rng.uniform(1.0, 2.0, size=a.shape)
+
+
+def below_overflow(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Values within 1e-5 below ``ln(DBL_MAX)``: ``exp`` is finite there, at ``x + 1e-5`` not."""
+    return LOG_MAX - rng.uniform(1e-6, 9e-6, size=shape)
 
 
 def mark(case: Case, why: str, atol: dict | None = None) -> Case:
@@ -71,17 +76,14 @@ def mark(case: Case, why: str, atol: dict | None = None) -> Case:
     return replace(case, hidden=hidden)
 
 
-def huge(
-    sample: Sampler, args: Sequence[int] | None = None, positive: Sequence[int] = ()
-) -> Sampler:
-    """``sample``'s trial with the differentiable arguments (or ``args``) made huge;
-    ``positive`` lists those that must stay positive (a logarithm's input)."""
+def huge(sample: Sampler, args: Sequence[int] | None = None) -> Sampler:
+    """``sample``'s trial with the differentiable arguments (or ``args``) made huge, signs kept."""
 
     def adversarial(rng: np.random.Generator, trial: int) -> Case:
         case = sample(rng, trial)
         values = list(case.args)
         for i in case.differentiable if args is None else args:
-            values[i] = huge_like(rng, values[i], positive=i in positive)
+            values[i] = huge_like(rng, values[i])
         return mark(replace(case, args=values), INVISIBLE)
 
     return adversarial
@@ -89,7 +91,7 @@ def huge(
 
 def exp_edge(rng: np.random.Generator, trial: int) -> Case:
     """Inputs just below the overflow threshold of ``exp``; ``|G| <= 1`` keeps ``G e^x`` finite."""
-    x = LOG_MAX - rng.uniform(1e-6, 9e-6, size=(4, 6))
+    x = below_overflow(rng, (4, 6))
     return mark(Case([x], rng.uniform(-1, 1, size=x.shape), (0,), ("x",)), OVERFLOW)
 
 
@@ -113,7 +115,7 @@ def pow_edge(rng: np.random.Generator, trial: int) -> Case:
     is invisible and a step in ``a`` overflows or underflows ``a**b``."""
     shape = (4, 5)
     a = 1.0 + rng.uniform(1.0, 8.0, size=shape) * 2.0**-50
-    b = huge_like(rng, a)
+    b = huge_like(rng, rng.uniform(-1, 1, size=shape))
     return mark(Case([a, b], rng.standard_normal(shape), (0, 1), ("a", "b")), INVISIBLE)
 
 
@@ -128,7 +130,7 @@ def expression_edges(rng: np.random.Generator, trial: int) -> Case:
     shape = (8, 8)
     g = rng.uniform(0.5, 1.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
     if trial % 2 == 0:
-        x = LOG_MAX - rng.uniform(1e-6, 9e-6, size=shape)
+        x = below_overflow(rng, shape)
         y = rng.uniform(0.005, 0.02, size=shape)
         return mark(Case([x, y], g, (0, 1), ("x", "y")), OVERFLOW)
     x = rng.uniform(0.9, 1.1, size=shape)
@@ -175,8 +177,7 @@ def tiny_queries(sample: Sampler) -> Sampler:
     def adversarial(rng: np.random.Generator, trial: int) -> Case:
         case = sample(rng, trial)
         q, k, v, *rest = case.args
-        k = HUGE * rng.uniform(1.0, 2.0, size=k.shape) * rng.choice([-1.0, 1.0], size=k.shape)
-        args = [q / HUGE, k, huge_like(rng, v), *rest]
+        args = [q / HUGE, huge_like(rng, k), huge_like(rng, v), *rest]
         return mark(replace(case, args=args), INVISIBLE)
 
     return adversarial

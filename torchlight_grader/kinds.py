@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from torchlight_grader.adversarial import huge
 from torchlight_grader.checks import (
     LOOSE,
     Case,
@@ -38,6 +39,12 @@ class FunctionCheck(Check):
     forward_ref: Forward | None = None
     vjp_ref: VJP | None = None
     call: str = "function"
+
+    def __post_init__(self) -> None:
+        # Most items are linear, or scale-free, in at least one argument: huge inputs make every
+        # finite-difference step there invisible. Items that saturate name their own trials.
+        if self.adversarial is None:
+            self.adversarial = huge(self.sample)
 
     def spec(self) -> dict[str, Any]:
         return {"runner": self.call, "entry": self.entry}

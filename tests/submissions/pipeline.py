@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -137,3 +138,14 @@ def secret_lines(source_nb: Any) -> tuple[list[str], list[str]]:
             elif region is not None and len(line.strip()) >= 20:
                 region.append(line.strip())
     return hidden, answers
+
+
+def stop_group(proc: subprocess.Popen, timeout: float) -> None:
+    """End the process group ``proc`` leads (started with ``start_new_session``): SIGTERM, then
+    SIGKILL if it is still running after ``timeout`` seconds."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
