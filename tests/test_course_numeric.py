@@ -40,19 +40,32 @@ STEPS = (1e-2, 2.0**-7, 1e-3, 1e-4, 1e-5)
 
 
 @functools.cache
+def cells(notebook: str) -> tuple[tuple[str, str], ...]:
+    """``(header, body)`` of every cell of the source notebook (its jupytext script)."""
+    text = (ROOT / "assignments" / "source" / notebook / f"{notebook}.py").read_text()
+    return tuple(c.partition("\n")[::2] for c in re.split(r"^# %%", text, flags=re.M)[1:])
+
+
+@functools.cache
+def solution_code(notebook: str) -> tuple[Any, ...]:
+    """The source notebook's code cells, compiled, test cells left out."""
+    return tuple(
+        compile(body, f"{notebook}:{header.strip()}", "exec")
+        for header, body in cells(notebook)
+        if "[markdown]" not in header and '"grade": true' not in header
+    )
+
+
+@functools.cache
 def solution(notebook: str) -> dict[str, Any]:
     return fresh(notebook)
 
 
 def fresh(notebook: str) -> dict[str, Any]:
-    """The namespace of the source notebook's code cells, test cells left out."""
-    text = (ROOT / "assignments" / "source" / notebook / f"{notebook}.py").read_text()
+    """A new namespace with the solution's code cells run in it."""
     namespace: dict[str, Any] = {"__name__": f"solution_{notebook}"}
-    for cell in re.split(r"^# %%", text, flags=re.M)[1:]:
-        header, _, body = cell.partition("\n")
-        if "[markdown]" in header or '"grade": true' in header:
-            continue
-        exec(compile(body, f"{notebook}:{header.strip()}", "exec"), namespace)  # noqa: S102
+    for code in solution_code(notebook):
+        exec(code, namespace)  # noqa: S102
     return namespace
 
 
@@ -136,9 +149,7 @@ def function_items() -> list[tuple[str, str]]:
 
 def visible_tests(notebook: str, grade_id: str) -> str:
     """The visible part of test cell ``grade_id`` (what the student sees and runs)."""
-    text = (ROOT / "assignments" / "source" / notebook / f"{notebook}.py").read_text()
-    for cell in re.split(r"^# %%", text, flags=re.M)[1:]:
-        header, _, body = cell.partition("\n")
+    for header, body in cells(notebook):
         if f'"grade_id": "{grade_id}"' in header:
             return body.split("### BEGIN HIDDEN TESTS")[0]
     raise LookupError(grade_id)
