@@ -37,10 +37,10 @@ def _add_by_sorting(out: np.ndarray, index: Index, values: np.ndarray) -> bool:
     position's rows keep their order) and each run of equal positions is summed by one
     ``np.add.reduceat``. Returns False, doing nothing, for any other index (``np.add.at`` is
     fast enough where each position is one number)."""
-    arrays = [i for i in index if isinstance(i, np.ndarray) and i.dtype.kind in "iu"]
-    if not arrays or len(arrays) != len(index) or len(index) >= out.ndim or values.size == 0:
+    picks = [i for i in index if isinstance(i, np.ndarray) and i.dtype.kind in "iu"]
+    if not picks or len(picks) != len(index) or len(index) >= out.ndim or values.size == 0:
         return False
-    arrays = np.broadcast_arrays(*arrays)
+    arrays = np.broadcast_arrays(*picks)
     leading = out.shape[: len(arrays)]
     if any(a.size and (a.min() < -n or a.max() >= n) for a, n in zip(arrays, leading, strict=True)):
         return False  # out of range: np.add.at raises the IndexError
