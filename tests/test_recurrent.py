@@ -105,3 +105,43 @@ def test_double_backward_through_a_layer_is_a_clear_error() -> None:
     (grad,) = tl.autograd.grad(rnn(x)[0].sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match="double backward through Recurrence"):
         grad.sum().backward()
+
+
+def test_empty_sequences_and_mixed_dtypes_are_clear_errors() -> None:
+    """PyTorch refuses both; a zero-step sequence used to fail deep inside the loop, and a
+    float64 state would have promoted a float32 layer's gates."""
+    for layer, x in (
+        (nn.LSTM(3, 4), tl.randn(0, 2, 3)),
+        (nn.GRU(3, 4, batch_first=True), tl.randn(2, 0, 3)),
+    ):
+        with pytest.raises(ValueError, match=r"at least one step, got \("):
+            layer(x)
+    lstm, x = nn.LSTM(3, 4).to(tl.float32), tl.randn(5, 2, 3).to(tl.float32)
+    with pytest.raises(
+        TypeError, match=r"h_0 of the input's dtype torchlight.float32, got .*float64"
+    ):
+        lstm(x, (tl.zeros(1, 2, 4), tl.zeros(1, 2, 4).to(tl.float32)))
+    with pytest.raises(TypeError, match=r"hx of the input's dtype"):
+        nn.RNN(3, 4).to(tl.float32)(x, tl.zeros(1, 2, 4))
+
+
+def test_lstm_layer_equals_recurrence_and_trains_like_it() -> None:
+    """nn.LSTM runs the fused LSTMLayer; Recurrence with an LSTMStep is the readable version:
+    the same outputs and gradients, in float64 and float32."""
+    from torchlight.nn.recurrent import LSTMLayer
+
+    tl.manual_seed(3)
+    for dtype, tol in ((tl.float64, 1e-13), (tl.float32, 2e-6)):
+        xp, w, b, h, c = (
+            tl.randn(*s).to(dtype).requires_grad_()
+            for s in ((6, 3, 16), (16, 4), (16,), (3, 4), (3, 4))
+        )
+        grads = []
+        for run in (LSTMLayer.apply, lambda *a: Recurrence.apply(LSTMStep(), *a)):
+            out = run(xp, w, b, h, c)
+            (out * out).sum().backward()
+            grads.append([out.detach().numpy()] + [t.grad.numpy() for t in (xp, w, b, h, c)])
+            for t in (xp, w, b, h, c):
+                t.grad = None
+        for fused, plain in zip(*grads, strict=True):
+            np.testing.assert_allclose(fused, plain, rtol=tol, atol=tol)

@@ -362,7 +362,13 @@ class _RNNBase(Module):
         shape = (self.num_layers * self.num_directions, batch, self.hidden_size)
         return zeros(*shape, dtype=like.dtype, backend=like.backend)
 
-    def _check_state(self, h: Tensor, batch: int, name: str) -> None:
+    def _check_state(self, h: Tensor, x: Tensor, name: str) -> None:
+        if h.dtype != x.dtype:  # PyTorch refuses too; promoting would change the layer's dtype
+            raise TypeError(
+                f"{self!r}: expected {name} of the input's dtype {x.dtype}, got {h.dtype}; "
+                f"convert it with .to({x.dtype})"
+            )
+        batch = x.shape[1]
         expected = (self.num_layers * self.num_directions, batch, self.hidden_size)
         if tuple(h.shape) != expected:
             layers = "num_layers * 2" if self.bidirectional else "num_layers"
@@ -409,6 +415,8 @@ class _RNNBase(Module):
                 f"{self.input_size}, got {x.shape}"
             )
         batched = x.ndim == 3
+        if x.shape[1 if batched and self.batch_first else 0] == 0:
+            raise ValueError(f"{self!r}: expected a sequence of at least one step, got {x.shape}")
         if not batched:
             x = x.unsqueeze(1)
         elif self.batch_first:
@@ -444,7 +452,7 @@ class _HiddenStateRNN(_RNNBase):
         x, batched = self._prepare(input)
         hx = _unbatched_state(hx, batched)
         h0 = self._zeros(x.shape[1], x) if hx is None else hx
-        self._check_state(h0, x.shape[1], "hx")
+        self._check_state(h0, x, "hx")
         out, finals = self._run(x, [(h0[k],) for k in range(h0.shape[0])])
         h_n = stack([h for (h,) in finals])
         return self._finish(out, batched), h_n if batched else h_n.squeeze(1)
@@ -514,8 +522,8 @@ class LSTM(_RNNBase):
             if not isinstance(hx, tuple) or len(hx) != 2:
                 raise TypeError(f"{self!r}: hx must be a pair (h_0, c_0), got {type(hx).__name__}")
             h0, c0 = (t if batched else t.unsqueeze(1) for t in hx)
-        self._check_state(h0, x.shape[1], "h_0")
-        self._check_state(c0, x.shape[1], "c_0")
+        self._check_state(h0, x, "h_0")
+        self._check_state(c0, x, "c_0")
         out, finals = self._run(x, [(h0[k], c0[k]) for k in range(h0.shape[0])])
         h_n, c_n = stack([h for h, _ in finals]), stack([c for _, c in finals])
         if not batched:
