@@ -240,7 +240,8 @@ class CudaBackend(LayoutOps, FusedKernels):
         out = self.empty(a.shape, dtype if dtype is not None else map_dtype(op, a.dtype))
         if out.size:
             args = _strided_args(a.shape, a)
-            self._launch(map_kernel(op), out.size, out.buffer, *args)
+            kernel = map_kernel(op, out.dtype == np.float32)  # float32 constants for float32
+            self._launch(kernel, out.size, out.buffer, *args)
         return out
 
     def zip(
@@ -248,7 +249,7 @@ class CudaBackend(LayoutOps, FusedKernels):
     ) -> CudaStorage:
         if out is not None and _writable_in_place(out, zip_dtype(op, a.dtype, b.dtype), a, b):
             args = _strided_args(out.shape, a, b)
-            self._launch(zip_kernel(op), out.size, out.buffer, *args)
+            self._launch(zip_kernel(op, out.dtype == np.float32), out.size, out.buffer, *args)
             return out
         if out is not None:  # the result, then a copy into ``out`` (safe when out aliases a or b)
             self.setitem(out, (...,), self.zip(op, a, b))
@@ -256,7 +257,7 @@ class CudaBackend(LayoutOps, FusedKernels):
         out = self.empty(broadcast_shape(a.shape, b.shape), zip_dtype(op, a.dtype, b.dtype))
         if out.size:
             args = _strided_args(out.shape, a, b)
-            self._launch(zip_kernel(op), out.size, out.buffer, *args)
+            self._launch(zip_kernel(op, out.dtype == np.float32), out.size, out.buffer, *args)
         return out
 
     def reduce(self, op: str, a: CudaStorage, dims: tuple[int, ...], keepdim: bool) -> CudaStorage:
