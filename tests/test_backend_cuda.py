@@ -349,6 +349,8 @@ def test_gpu_check_runs_its_tiny_version_in_the_simulator(tmp_path: Path) -> Non
     for section in ("## Machine", "## 1. CUDA tests", "## 2. The `--device`", "## 3. torchlight"):
         assert section in report, section
     assert "numba.cuda: NVIDIA" in report
+    # the caching allocator serves a training step; the MLP's step copies nothing to the GPU
+    assert "- MLP training step: 0 device allocations, 0 host -> device copies" in report, report
     passed = re.search(r"\*\*(\d+) passed, (\d+) failed\*\* of (\d+) op-table cases", report)
     assert passed and passed[2] == "0" and passed[1] == passed[3] != "0", report
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in report.splitlines()}

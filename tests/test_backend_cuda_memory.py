@@ -185,6 +185,8 @@ def test_the_gpu_view_of_a_block_in_a_process_without_simulator() -> None:
         assert type(array) is DeviceNDArray and array.gpu_data is memory
         assert (array.shape, array.strides, array.dtype, array.size) == ((100,), (4,), np.float32, 100)
         assert array.alloc_size == 400 and array.device_ctypes_pointer.value == 4096
+        import weakref
+        assert weakref.ref(array)() is array  # take() watches each buffer with a finalizer
         print("ok")
         """
     )
