@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_seq.py            # needs torch (pip install torch==2.13.0)
     .venv/bin/python benchmarks/bench_seq.py --profile  # and where torchlight's time goes
     .venv/bin/python benchmarks/bench_seq.py --model lstm --steps 20   # one model only
+    .venv/bin/python benchmarks/bench_seq.py --backends numpy           # one backend only
 
 float32, one BLAS/OpenMP thread for both (set before numpy and torch load). The models are the
 CLI's defaults (``torchlight/train_text.py``): a GPT of 3 pre-norm blocks, d_model 96, 4 heads,
@@ -14,6 +15,11 @@ and the whole step, side by side, and the ratio; then PyTorch again with oneDNN 
 LSTM kernel (the whole layer, gates and all, in C++); without it PyTorch runs the same
 per-op algorithm as torchlight (one input matmul, then per step a matmul and the gates), so
 the second ratio compares algorithms and the first compares with the fused kernel.
+
+torchlight runs on each of ``--backends`` (default numpy and Numba). Its ``nn.LSTM`` runs a
+fused kernel too (``nn.recurrent.LSTMLayer``): on numpy, each step's gates updated in place;
+on Numba, one compiled pass per step and Numba's own matmul kernel, which beats numpy's
+OpenBLAS on these thin (32-row) products.
 """
 
 from __future__ import annotations
@@ -88,8 +94,9 @@ def build_lstm(nn: Any) -> Any:
     return LSTMModel()
 
 
-def framework(name: str, onednn: bool = True) -> dict[str, Any]:
-    """What a training step needs from torchlight or torch: nn, F, Adam, tensor factories."""
+def framework(name: str, onednn: bool = True, backend: str = "numpy") -> dict[str, Any]:
+    """What a training step needs from torchlight (on ``backend``) or torch: nn, F, Adam,
+    tensor factories."""
     causal = np.triu(np.full((BLOCK, BLOCK), -np.inf, dtype=np.float32), 1)
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, VOCAB, (BATCH, BLOCK)), rng.integers(0, VOCAB, (BATCH, BLOCK))
@@ -109,6 +116,7 @@ def framework(name: str, onednn: bool = True) -> dict[str, Any]:
             "float": lambda m: m.float(),
         }
     tl.manual_seed(0)
+    tl.set_default_backend(backend)  # the model's parameters and the batch are made there
     return {
         "nn": tl.nn,
         "F": tl.nn.functional,
@@ -124,13 +132,14 @@ PARTS = ("forward", "backward", "optimizer", "step")
 
 
 def stepper(
-    name: str, build: Callable[[Any], Any], onednn: bool = True
+    name: str, build: Callable[[Any], Any], onednn: bool = True, backend: str = "numpy"
 ) -> Callable[[], tuple[float, ...]]:
     """One training step of ``build``'s model in torchlight or torch, as a function that runs
     a step and returns its milliseconds: forward (+ loss), backward, optimizer, the whole."""
-    fw = framework(name, onednn)
+    fw = framework(name, onednn, backend)
     model = fw["float"](build(fw["nn"]))
     optimizer = fw["Adam"](model.parameters(), lr=1e-3)
+    tl.set_default_backend("numpy")
 
     def step() -> tuple[float, ...]:
         if name == "torch":
@@ -168,10 +177,11 @@ def timed_steps(
     }
 
 
-def profile(build: Callable[[Any], Any], steps: int = 5) -> None:
-    fw = framework("torchlight")
+def profile(build: Callable[[Any], Any], backend: str, steps: int = 5) -> None:
+    fw = framework("torchlight", backend=backend)
     model = fw["float"](build(fw["nn"]))
     optimizer = fw["Adam"](model.parameters(), lr=1e-3)
+    tl.set_default_backend("numpy")
 
     def run() -> None:
         for _ in range(steps):
@@ -210,28 +220,35 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--model", choices=("gpt", "lstm"), help="only this model (default both)")
+    parser.add_argument(
+        "--backends",
+        default="numpy,numba",
+        help="torchlight backends to time, comma-separated (default numpy,numba; numba needs "
+        "the numba extra)",
+    )
     args = parser.parse_args()
+    backends = [b for b in args.backends.split(",") if b]
     try:
         import torch  # noqa: F401
     except ImportError:
         raise SystemExit("bench_seq.py compares with PyTorch: pip install torch==2.13.0") from None
     print(f"one training step, float32, 1 thread, batch {BATCH} x {BLOCK} tokens (median ms)")
-    header = f"{'model':<6} {'part':<10} {'torchlight':>11} {'pytorch':>9} {'ratio':>7}"
+    header = f"{'model':<11} {'part':<10} {'torchlight':>11} {'pytorch':>9} {'ratio':>7}"
     print(f"{header} {'no oneDNN':>10} {'ratio':>7}")
     for label, build in (("gpt", build_gpt), ("lstm", build_lstm)):
         if args.model not in (None, label):
             continue
-        steppers = {
-            "ours": stepper("torchlight", build),
-            "theirs": stepper("torch", build),
-            "plain": stepper("torch", build, onednn=False),
-        }
+        steppers = {f"ours/{b}": stepper("torchlight", build, backend=b) for b in backends}
+        steppers["theirs"] = stepper("torch", build)
+        steppers["plain"] = stepper("torch", build, onednn=False)
         medians = timed_steps(steppers, args.steps)
-        for part in PARTS:
-            a, b, c = (medians[key][part] for key in ("ours", "theirs", "plain"))
-            print(f"{label:<6} {part:<10} {a:11.1f} {b:9.1f} {a / b:6.2f}x {c:10.1f} {a / c:6.2f}x")
-        if args.profile:
-            profile(build)
+        for backend in backends:
+            for part in PARTS:
+                a, b, c = (medians[key][part] for key in (f"ours/{backend}", "theirs", "plain"))
+                row = f"{label + '/' + backend:<11} {part:<10} {a:11.1f} {b:9.1f} {a / b:6.2f}x"
+                print(f"{row} {c:10.1f} {a / c:6.2f}x")
+            if args.profile:
+                profile(build, backend)
 
 
 if __name__ == "__main__":

@@ -111,6 +111,16 @@ def _np_lstm_cell(z: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.stack([sig(o) * np.tanh(c_new), c_new])
 
 
+def _np_lstm_layer(
+    xp: np.ndarray, w_hh: np.ndarray, b_hh: np.ndarray, h: np.ndarray, c: np.ndarray
+) -> np.ndarray:
+    steps = []
+    for x in xp:  # each step: the cell on x_t + h_{t-1} W_hh^T + b_hh
+        h, c = _np_lstm_cell(x + h @ w_hh.T + b_hh, c)
+        steps.append((h, c))
+    return np.stack([np.stack([h for h, _ in steps]), np.stack([c for _, c in steps])])
+
+
 _ATTN_MASK = np.array([[True, False, True, True], [True, True, False, False], [False] * 3 + [True]])
 
 
@@ -380,6 +390,13 @@ OPS: list[Op] = [
         lambda z, c: _np_lstm_cell(z, c),
         (real, real),
         (((3, 8), (3, 2)),),
+    ),
+    Op(
+        "lstm_layer",  # the fused kernel nn.LSTM runs (lstm_forward / lstm_backward)
+        lambda xp, w, b, h, c: tl.nn.recurrent.LSTMLayer.apply(xp, w, b, h, c),
+        _np_lstm_layer,
+        (real, real, real, real, real),
+        (((3, 2, 8), (8, 2), (8,), (2, 2), (2, 2)),),
     ),
     _unary(
         "gelu_tanh",

@@ -293,3 +293,59 @@ def test_fused_kernels_equal_their_compositions(name: str, dtype: type) -> None:
             want = b.to_numpy(FusedKernels.log_softmax(b, logits_, dim))
         assert got.dtype == want.dtype == dtype
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lstm_kernels_equal_their_composition(name: str, dtype: type) -> None:
+    """``lstm_forward`` and ``lstm_backward`` (numpy's in-place loop, Numba's compiled gates in
+    float32, the composition elsewhere) give what the composition of primitives gives, with
+    and without ``b_hh``, for gate inputs from -200 to 200: sigmoid's e^-x and tanh's e^2x
+    overflow there, and tiny ones, where tanh x = x."""
+    from torchlight.backends.base import FusedKernels
+
+    b = backend(name)
+    rng = np.random.default_rng(5)
+    steps, batch, size = 4, 3, 5
+    xp = rng.standard_normal((steps, batch, 4 * size)) * 3
+    xp[0, 0, :6] = [-200.0, 200.0, 1e-6, -1e-30, 0.0, 40.0]  # gates i, f of step 1
+    xp[1, 1, 2 * size : 2 * size + 3] = [-100.0, 1e-7, 100.0]  # the cell candidate g
+    arrays = [xp, rng.standard_normal((4 * size, size)), rng.standard_normal(4 * size)]
+    arrays += [rng.standard_normal((batch, size)), rng.standard_normal((batch, size))]
+    grad_out = rng.standard_normal((2, steps, batch, size))
+    xp_, w_, bias_, h0_, c0_, grad_ = (b.from_numpy(a.astype(dtype)) for a in [*arrays, grad_out])
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for bias_or_none in (bias_, None):
+        ours = b.lstm_forward(xp_, w_, bias_or_none, h0_, c0_)
+        theirs = FusedKernels.lstm_forward(b, xp_, w_, bias_or_none, h0_, c0_)
+        for got, want in zip(ours, theirs, strict=True):
+            assert b.to_numpy(got).dtype == dtype
+            np.testing.assert_allclose(b.to_numpy(got), b.to_numpy(want), rtol=tol, atol=tol)
+        bias = None if bias_or_none is None else arrays[2].astype(dtype).astype(np.float64)
+        f64 = [a.astype(dtype).astype(np.float64) for a in arrays]
+        plain = _np_lstm(f64[0], f64[1], bias, f64[3], f64[4])
+        np.testing.assert_allclose(b.to_numpy(ours[0]), plain, rtol=10 * tol, atol=10 * tol)
+        grads = b.lstm_backward(w_, h0_, c0_, *ours, grad_)
+        reference = FusedKernels.lstm_backward(b, w_, h0_, c0_, *theirs, grad_)
+        for i, (got, want) in enumerate(zip(grads, reference, strict=True)):
+            got, want = b.to_numpy(got), b.to_numpy(want)
+            assert got.shape == want.shape and got.dtype == dtype, f"gradient {i}"
+            scale = np.abs(want).max()
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale, err_msg=str(i))
+
+
+def _np_lstm(
+    xp: np.ndarray, w_hh: np.ndarray, b_hh: np.ndarray | None, h: np.ndarray, c: np.ndarray
+) -> np.ndarray:
+    """Every step's (h, c) of an LSTM layer, plain numpy in float64."""
+
+    def sigmoid(x: np.ndarray) -> np.ndarray:
+        return 0.5 * (1 + np.tanh(x / 2))  # no overflow at |x| = 200
+
+    out = []
+    for x in xp:
+        i, f, g, o = np.split(x + h @ w_hh.T + (0.0 if b_hh is None else b_hh), 4, axis=-1)
+        c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+        h = sigmoid(o) * np.tanh(c)
+        out.append((h, c))
+    return np.stack([np.stack([h for h, _ in out]), np.stack([c for _, c in out])])

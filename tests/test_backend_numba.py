@@ -133,6 +133,38 @@ def test_float32_exp_is_within_one_ulp_over_the_float32_range(nb) -> None:
     assert _ulps_apart(strided, expected[::-7]).max() <= 1
 
 
+def test_float32_lstm_gates_are_within_two_ulps_over_the_float32_range() -> None:
+    """The LSTM kernel's sigmoid and tanh (numba_lstm) against float64 rounded to float32, on
+    every 1021st bit pattern: gate z = xp when h W_hh^T and b_hh are 0. Below -87.33, where
+    the exact sigmoid is under 2^-126 (and e^-x overflows float32 from -88.73), any value
+    from 0 to 2^-125 is accepted."""
+    from torchlight.backends.numba_lstm import lstm_cell_forward
+
+    x = np.arange(0, 2**32, 1021, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, np.array([np.inf, -np.inf, np.nan, 0.625, -0.625], np.float32)])
+    x = np.concatenate([x, np.nextafter(x[-2:], np.float32(0))])  # either side of the switch
+    size = x.size
+    xp = np.tile(x, 4)[None]  # every x into each of the four gates
+    zeros = np.zeros_like(xp)
+    gates, c, tanh_c, h = np.empty_like(xp), *(np.empty((1, size), np.float32) for _ in "cth")
+    lstm_cell_forward(zeros, xp, zeros[0], np.zeros((1, size), np.float32), gates, c, tanh_c, h)
+    with np.errstate(all="ignore"):
+        sigmoid = (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+        tanh = np.tanh(x.astype(np.float64)).astype(np.float32)
+    i, f, g, o = gates.reshape(4, size)
+    ordinary = x >= -87.33  # sigmoid(x) >= 2^-126, a normal float32
+    for name, got, want in (("i", i, sigmoid), ("f", f, sigmoid), ("o", o, sigmoid)):
+        apart = _ulps_apart(got[ordinary], want[ordinary])
+        assert apart.max() <= 2, f"sigmoid({x[ordinary][apart.argmax()]!r}) in gate {name}"
+        assert np.all((got[~ordinary] >= 0) & (got[~ordinary] < 2.0**-125) | np.isnan(x[~ordinary]))
+    nonzero = x != 0  # xp + 0 + 0 makes -0.0 into +0.0 before the gate
+    apart = _ulps_apart(g[nonzero], tanh[nonzero])
+    assert apart.max() <= 2, (
+        f"tanh({x[nonzero][apart.argmax()]!r}) = {g[nonzero][apart.argmax()]!r}"
+    )
+    assert np.isnan(g[x != x]).all() and np.isnan(i[x != x]).all()
+
+
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 assembly")
 def test_float32_exp_loop_is_vectorized() -> None:
     """LLVM turns the loop into packed instructions (``mulps``), not one number at a time."""

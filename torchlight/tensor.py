@@ -367,6 +367,22 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
             a = self.backend.astype(a, np.dtype(np.float64))
         return Tensor(self.backend.log_softmax(a, dim), self.backend)
 
+    def _fused(self, kernel: str, *others: Tensor | None) -> tuple[Tensor, ...]:
+        """Fused backend kernel ``backend.<kernel>(self, *others)`` (``lstm_forward``,
+        ``lstm_backward``; see :class:`~torchlight.backends.base.FusedKernels`), its results as
+        tensors. Every tensor must be on this backend with this dtype (None passes through)."""
+        backend, dtype = self.backend, self.dtype
+        for other in others:
+            if other is not None and (other.backend is not backend or other.dtype != dtype):
+                raise TypeError(
+                    f"{kernel}: expected every tensor on {backend.name!r} with dtype {dtype}, got "
+                    f"one on {other.backend.name!r} with dtype {other.dtype}; convert it with "
+                    f".to({dtype})"
+                )
+        storages = (None if t is None else t.storage for t in others)
+        results = getattr(backend, kernel)(self.storage, *storages)
+        return tuple(Tensor(result, backend) for result in results)
+
     def _view(self, shape: tuple[int, ...], *, copy_ok: bool) -> Tensor:
         out = self.backend.view(self.storage, shape)
         if out is not None:

@@ -46,8 +46,10 @@ from torchlight.backends.numba_kernels import (
     map_kernels,
     matmul_kernel,
     reduce_kernels,
+    transpose_kernel,
     zip_kernels,
 )
+from torchlight.backends.numba_lstm import lstm_cell_backward, lstm_cell_forward
 from torchlight.backends.numpy_backend import NumpyBackend
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided import expand_strides, position_table
@@ -271,16 +273,20 @@ class NumbaBackend(NumpyBackend):
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         dtype = np.result_type(a.dtype, b.dtype)
+        if a.ndim == 2 and a.T.flags.c_contiguous and not a.flags.c_contiguous and a.size >= CHUNK:
+            # A^T B with A and B stored k-major: a linear layer's weight gradient G^T X. Our
+            # kernel reads both operands along k, so it would need a transposed copy of both;
+            # numpy's BLAS reads them as they are (a speed trick: 2.5 ms instead of 4.4 ms for
+            # an LSTM's input weights, (2048 x 1024)^T (2048 x 64) in float32)
+            return np.asarray(np.matmul(a, b))
         compute = dtype if dtype.kind == "f" else np.dtype(np.int64)  # bool/int: exact in int64
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
         batch = broadcast_shape(a2.shape[:-2], b2.shape[:-2])
         (M, K), N = a2.shape[-2:], b2.shape[-1]
         # Each operand keeps its own batch; a_batch[s] says which matrix batch element s uses.
-        A = np.ascontiguousarray(a2, dtype=compute).reshape(math.prod(a2.shape[:-2]), M, K)
-        BT = np.ascontiguousarray(np.swapaxes(b2, -1, -2), dtype=compute).reshape(
-            math.prod(b2.shape[:-2]), N, K
-        )
+        A = _k_contiguous(a2, compute).reshape(math.prod(a2.shape[:-2]), M, K)
+        BT = _k_contiguous(np.swapaxes(b2, -1, -2), compute).reshape(math.prod(b2.shape[:-2]), N, K)
         a_batch = np.broadcast_to(np.arange(A.shape[0]).reshape(a2.shape[:-2]), batch).ravel()
         b_batch = np.broadcast_to(np.arange(BT.shape[0]).reshape(b2.shape[:-2]), batch).ravel()
         out = np.empty((math.prod(batch), M, N), compute)
@@ -292,3 +298,83 @@ class NumbaBackend(NumpyBackend):
         if b.ndim == 1:
             shape = shape[:-1]
         return out.reshape(shape).astype(dtype, copy=False)
+
+    # An LSTM layer (FusedKernels.lstm_forward/lstm_backward has the math; numba_lstm.py the
+    # kernels): per step our matmul kernel, then one compiled pass over the gates. float32
+    # only (see numba_lstm.py); other dtypes take the numpy backend's kernels.
+    def lstm_forward(
+        self,
+        xp: np.ndarray,
+        w_hh: np.ndarray,
+        b_hh: np.ndarray | None,
+        h0: np.ndarray,
+        c0: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if xp.dtype != np.float32:
+            return super().lstm_forward(xp, w_hh, b_hh, h0, c0)
+        steps, batch, four = xp.shape
+        size = four // 4
+        xp, w = np.ascontiguousarray(xp), np.ascontiguousarray(w_hh)  # h W^T: w is (W^T)^T
+        bias = np.zeros(four, xp.dtype) if b_hh is None else np.ascontiguousarray(b_hh)
+        out = np.empty((2, steps, batch, size), xp.dtype)
+        gates = np.empty(xp.shape, xp.dtype)
+        tanh_c = np.empty((steps, batch, size), xp.dtype)
+        hh = np.empty((1, batch, four), xp.dtype)  # h_{t-1} W_hh^T
+        h, c = np.ascontiguousarray(h0), np.ascontiguousarray(c0)
+        for t in range(steps):
+            matmul_kernel(h[None], w[None], hh, _FIRST, _FIRST, np.float32(0))
+            lstm_cell_forward(hh[0], xp[t], bias, c, gates[t], out[1, t], tanh_c[t], out[0, t])
+            h, c = out[0, t], out[1, t]
+        return out, gates, tanh_c
+
+    def lstm_backward(
+        self,
+        w_hh: np.ndarray,
+        h0: np.ndarray,
+        c0: np.ndarray,
+        out: np.ndarray,
+        gates: np.ndarray,
+        tanh_c: np.ndarray,
+        grad_out: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if gates.dtype != np.float32:
+            return super().lstm_backward(w_hh, h0, c0, out, gates, tanh_c, grad_out)
+        steps, batch, size = out.shape[1:]
+        w_t = np.ascontiguousarray(w_hh.T)  # dz W_hh: (W_hh^T) is the transposed operand
+        c0, grad_out = np.ascontiguousarray(c0), np.ascontiguousarray(grad_out)
+        grad_z = np.empty(gates.shape, gates.dtype)
+        grad_h, grad_c = grad_out[0, -1].copy(), grad_out[1, -1].copy()
+        grad_c_prev = np.empty_like(grad_c)
+        grad_h_prev = np.empty((1, batch, size), gates.dtype)
+        for t in reversed(range(steps)):
+            c_prev = c0 if t == 0 else out[1, t - 1]
+            lstm_cell_backward(gates[t], c_prev, tanh_c[t], grad_h, grad_c, grad_z[t], grad_c_prev)
+            matmul_kernel(grad_z[t][None], w_t[None], grad_h_prev, _FIRST, _FIRST, np.float32(0))
+            if t > 0:  # h_{t-1} and c_{t-1} are also outputs of the layer
+                np.add(grad_h_prev[0], grad_out[0, t - 1], out=grad_h)
+                np.add(grad_c_prev, grad_out[1, t - 1], out=grad_c)
+            else:
+                grad_h, grad_c = grad_h_prev[0], grad_c_prev
+        rows = grad_z.reshape(-1, 4 * size)
+        h_prev = np.concatenate([h0[None], out[0, :-1]]).reshape(-1, size)
+        # (L N, 4H)^T (L N, H): numpy's BLAS, as the composition's matmul of a permuted array
+        # would need a transposed copy of both for our kernel
+        return grad_z, rows.T @ h_prev, rows.sum(0), grad_h, grad_c
+
+
+def _k_contiguous(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` C-contiguous in ``dtype``; a transposed view of a contiguous array (``G.T`` in a
+    linear layer's backward) is copied by ``transpose_kernel``, not ``np.ascontiguousarray``."""
+    if x.flags.c_contiguous or x.ndim < 2 or x.dtype != dtype or x.size < CHUNK:
+        return np.ascontiguousarray(x, dtype=dtype)
+    source = np.swapaxes(x, -1, -2)
+    if not source.flags.c_contiguous:
+        return np.ascontiguousarray(x)
+    out = np.empty(x.shape, dtype)
+    rows, cols = source.shape[-2:]
+    transpose_kernel(out.reshape(-1, cols, rows), source.reshape(-1, rows, cols))
+    return out
+
+
+#: ``a_batch``/``b_batch`` of a single matrix product: every product uses matrix 0.
+_FIRST = np.zeros(1, np.int64)

@@ -256,6 +256,28 @@ def matmul_kernel(a, bt, out, a_batch, b_batch, zero):  # pragma: no cover - com
                     )
 
 
+@njit(**OPTIONS)
+def transpose_kernel(out, a):  # pragma: no cover - compiled by numba
+    r"""$\mathrm{out}_{s,j,i} = a_{s,i,j}$: each batch matrix transposed into ``out``.
+
+    For the matmul kernel, whose operands must be contiguous along $k$: the transposed operand
+    of a linear layer's backward ($G^T X$) is a transposed view. numpy copies one element at a
+    time in the output's order, reading $a$ a column at a time (a cache miss per element once
+    the rows are long); here each task copies an 8-row band in tiles of 8x8 elements, so the
+    lines of $a$ it reads and of ``out`` it writes stay in cache (about 5x faster at 8 MB).
+    """
+    rows, cols = a.shape[1], a.shape[2]
+    tile = 8
+    bands = (rows + tile - 1) // tile
+    for t in prange(a.shape[0] * bands):
+        s, r0 = t // bands, (t % bands) * tile
+        r1 = min(r0 + tile, rows)
+        for c0 in range(0, cols, tile):
+            for c in range(c0, min(c0 + tile, cols)):
+                for r in range(r0, r1):
+                    out[s, c, r] = a[s, r, c]
+
+
 @functools.cache
 def map_kernels(op: str) -> tuple[Any, Any]:
     """``(contiguous, strided)`` kernels of the ``map`` op ``op`` (compiled at first call)."""

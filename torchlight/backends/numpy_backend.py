@@ -22,6 +22,20 @@ def _stable_sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
+def _sigmoid_in_place(x: np.ndarray) -> None:
+    """``x[...] = 1 / (1 + e^-x)`` in four passes: where ``e^-x`` overflows to inf the result is
+    0, as it should be (the LSTM kernels' sigmoid; ``_quietly``, so the overflow is silent)."""
+    np.negative(x, out=x)
+    np.exp(x, out=x)
+    x += 1
+    np.reciprocal(x, out=x)
+
+
+def _quarters(z: np.ndarray, size: int) -> list[np.ndarray]:
+    """The four LSTM gates' columns of ``z`` (N, 4H), as views."""
+    return [z[:, k * size : (k + 1) * size] for k in range(4)]
+
+
 def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0).astype(x.dtype, copy=False)
 
@@ -112,6 +126,7 @@ def _log_softmax(a: np.ndarray, dim: int) -> np.ndarray:
 
 # (quietly: an inf among the inputs gives nan silently, as in PyTorch)
 _quiet_log_softmax = _quietly(_log_softmax)
+_sigmoid_in_place = _quietly(_sigmoid_in_place)
 
 
 # np.argmax walks the rows along ``dim`` one by one, which is slow when they are short and
@@ -227,3 +242,86 @@ class NumpyBackend(FusedKernels):
 
     def log_softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
         return np.asarray(_quiet_log_softmax(a, dim))
+
+    # An LSTM layer (FusedKernels.lstm_forward/lstm_backward has the math): the same steps, but
+    # every array is allocated once per layer and each step's gates are updated in place with
+    # ufuncs' ``out=``; the composition makes ~15 new (N, H) arrays a step.
+    def lstm_forward(
+        self,
+        xp: np.ndarray,
+        w_hh: np.ndarray,
+        b_hh: np.ndarray | None,
+        h0: np.ndarray,
+        c0: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        steps, batch, four = xp.shape
+        size = four // 4
+        out = np.empty((2, steps, batch, size), xp.dtype)
+        gates = np.empty((steps, batch, four), xp.dtype)
+        tanh_c = np.empty((steps, batch, size), xp.dtype)
+        h, c = h0, c0
+        for t in range(steps):
+            z = gates[t]
+            np.matmul(h, w_hh.T, out=z)
+            z += xp[t]
+            if b_hh is not None:
+                z += b_hh
+            i, f, g, o = _quarters(z, size)
+            _sigmoid_in_place(z[:, : 2 * size])  # i and f, side by side
+            np.tanh(g, out=g)
+            _sigmoid_in_place(o)
+            h, c, tc = out[0, t], out[1, t], tanh_c[t]
+            np.multiply(f, c0 if t == 0 else out[1, t - 1], out=c)
+            np.multiply(i, g, out=tc)
+            c += tc
+            np.tanh(c, out=tc)
+            np.multiply(o, tc, out=h)
+        return out, gates, tanh_c
+
+    def lstm_backward(
+        self,
+        w_hh: np.ndarray,
+        h0: np.ndarray,
+        c0: np.ndarray,
+        out: np.ndarray,
+        gates: np.ndarray,
+        tanh_c: np.ndarray,
+        grad_out: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        steps, batch, size = out.shape[1:]
+        grad_z = np.empty(gates.shape, gates.dtype)
+        grad_h, grad_c = grad_out[0, -1].copy(), grad_out[1, -1].copy()
+        scratch = np.empty((batch, size), gates.dtype)
+        for t in reversed(range(steps)):
+            i, f, g, o = _quarters(gates[t], size)
+            di, df, dg, do = _quarters(grad_z[t], size)
+            tc, c_prev = tanh_c[t], c0 if t == 0 else out[1, t - 1]
+            np.multiply(tc, tc, out=scratch)  # delta_c = G_c + G_h o (1 - tanh^2 c), in grad_c
+            np.subtract(1, scratch, out=scratch)
+            scratch *= o
+            scratch *= grad_h
+            grad_c += scratch
+            np.subtract(1, i, out=di)  # delta_c g i (1 - i)
+            di *= i
+            di *= g
+            di *= grad_c
+            np.subtract(1, f, out=df)  # delta_c c_{t-1} f (1 - f)
+            df *= f
+            df *= c_prev
+            df *= grad_c
+            np.multiply(g, g, out=dg)  # delta_c i (1 - g^2)
+            np.subtract(1, dg, out=dg)
+            dg *= i
+            dg *= grad_c
+            np.subtract(1, o, out=do)  # G_h tanh(c) o (1 - o)
+            do *= o
+            do *= tc
+            do *= grad_h
+            grad_c *= f
+            np.matmul(grad_z[t], w_hh, out=grad_h)
+            if t > 0:
+                grad_h += grad_out[0, t - 1]
+                grad_c += grad_out[1, t - 1]
+        rows = grad_z.reshape(-1, 4 * size)
+        h_prev = np.concatenate([h0[None], out[0, :-1]]).reshape(-1, size)
+        return grad_z, rows.T @ h_prev, rows.sum(0), grad_h, grad_c

@@ -46,8 +46,8 @@ from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "GRU", "LSTM", "RNN", "GRUStep", "LSTMCellFunction", "LSTMLanguageModel", "LSTMStep", "RNNStep",
-    "Recurrence",
+    "GRU", "LSTM", "RNN", "GRUStep", "LSTMCellFunction", "LSTMLanguageModel", "LSTMLayer",
+    "LSTMStep", "RNNStep", "Recurrence",
 ]  # fmt: skip
 
 #: A cell's state: ``(h,)`` for RNN and GRU, ``(h, c)`` for LSTM; ``state[0]`` is always $h$.
@@ -206,6 +206,51 @@ class Recurrence(Function):
         return None, all_xp, grad_w_hh, grad_b_hh, *grad_state
 
 
+class LSTMLayer(Function):
+    r"""``Recurrence.apply(LSTMStep(), xp, w_hh, b_hh, h_0, c_0)`` with the whole loop, forward
+    and backward, in one fused backend kernel (``backend.lstm_forward`` and
+    ``backend.lstm_backward``, see :class:`~torchlight.backends.base.FusedKernels`): the same
+    math (``LSTMStep``, ``LSTMCellFunction``) and the same result, for speed only. ``nn.LSTM``
+    runs it.
+
+    Why a kernel: a layer is $2L$ thin matmuls and $2L$ gate updates of $(N, H)$ arrays. Written
+    with tensor ops, each update is about fifteen backend calls and as many new arrays, and for
+    PyTorch-sized layers those cost more than the matmuls; the numpy backend's kernel updates
+    preallocated arrays in place, the Numba backend's computes each step's gates in one
+    compiled loop. Backends without their own kernel run the composition of primitives in
+    ``FusedKernels``.
+
+    Shape: as ``Recurrence`` with an ``LSTMStep``: returns $(2, L, N, H)$.
+
+    Example:
+        >>> import torchlight as tl
+        >>> xp, w_hh = tl.randn(5, 3, 8), tl.randn(8, 2, requires_grad=True)
+        >>> h0 = c0 = tl.zeros(3, 2)
+        >>> out = LSTMLayer.apply(xp, w_hh, None, h0, c0)
+        >>> reference = Recurrence.apply(LSTMStep(), xp, w_hh, None, h0, c0)
+        >>> out.shape, bool(abs(out - reference).max() < 1e-12)
+        ((2, 5, 3, 2), True)
+    """
+
+    once_differentiable = True  # the kernel's backward is not recorded math
+
+    @staticmethod
+    def forward(
+        ctx: Context, xp: Tensor, w_hh: Tensor, b_hh: Tensor | None, h_0: Tensor, c_0: Tensor
+    ) -> Tensor:
+        out, gates, tanh_c = xp._fused("lstm_forward", w_hh, b_hh, h_0, c_0)
+        ctx.has_bias = b_hh is not None
+        ctx.save_for_backward(w_hh, h_0, c_0, out, gates, tanh_c)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
+        w_hh, h_0, c_0, out, gates, tanh_c = ctx.saved_tensors
+        grads = w_hh._fused("lstm_backward", h_0, c_0, out, gates, tanh_c, grad_output)
+        grad_xp, grad_w_hh, grad_b_hh, grad_h_0, grad_c_0 = grads
+        return grad_xp, grad_w_hh, grad_b_hh if ctx.has_bias else None, grad_h_0, grad_c_0
+
+
 class LSTMCellFunction(Function):
     r"""One LSTM step after the matmuls: from the gate pre-activations $z$ $(N, 4H)$ and
     $c_{t-1}$, the gates in PyTorch's order $i = \sigma(z_i)$ (input), $f = \sigma(z_f)$
@@ -337,8 +382,8 @@ class _RNNBase(Module):
                 if direction == 1:
                     xp = xp.flip(0)  # the reverse direction reads the sequence from its end
                 initial = states[layer * self.num_directions + direction]
-                out = Recurrence.apply(
-                    step, xp, get(f"weight_hh{sfx}"), get(f"bias_hh{sfx}"), *initial
+                out = self._recurrence(
+                    step, xp, get(f"weight_hh{sfx}"), get(f"bias_hh{sfx}"), initial
                 )
                 finals.append(tuple(out[s, -1] for s in range(out.shape[0])))
                 outputs.append(out[0].flip(0) if direction == 1 else out[0])
@@ -346,6 +391,13 @@ class _RNNBase(Module):
             if self.dropout > 0.0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout)
         return x, finals
+
+    def _recurrence(
+        self, step: Step, xp: Tensor, w_hh: Tensor, b_hh: Tensor | None, initial: State
+    ) -> Tensor:
+        """Every step of one layer in one direction, stacked: ``Recurrence`` (LSTM: the fused
+        ``LSTMLayer``)."""
+        return Recurrence.apply(step, xp, w_hh, b_hh, *initial)
 
     def _prepare(self, x: Tensor) -> tuple[Tensor, bool]:
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
@@ -442,6 +494,11 @@ class LSTM(_RNNBase):
 
     def _step(self) -> Step:
         return LSTMStep()
+
+    def _recurrence(
+        self, step: Step, xp: Tensor, w_hh: Tensor, b_hh: Tensor | None, initial: State
+    ) -> Tensor:
+        return LSTMLayer.apply(xp, w_hh, b_hh, *initial)
 
     def forward(
         self,
