@@ -187,6 +187,17 @@ def test_the_gpu_view_of_a_block_in_a_process_without_simulator() -> None:
         assert array.alloc_size == 400 and array.device_ctypes_pointer.value == 4096
         import weakref
         assert weakref.ref(array)() is array  # take() watches each buffer with a finalizer
+        # empty_cache: numba's queue of pending frees (the memory manager's) is flushed
+        import types
+        from numba import cuda
+        import logging
+        driver._logger = logging.getLogger("numba.cuda")  # (made when a GPU driver loads)
+        manager = driver.NumbaCUDAMemoryManager(context=None)
+        freed = []
+        manager.deallocations.add_item(freed.append, "a device pointer", 512)
+        cuda.current_context = lambda: types.SimpleNamespace(memory_manager=manager)
+        CachingAllocator(simulator=False).empty_cache()
+        assert freed == ["a device pointer"], freed
         print("ok")
         """
     )

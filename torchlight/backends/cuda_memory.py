@@ -102,8 +102,14 @@ class CachingAllocator:
             while blocks:
                 blocks.pop()
                 self.reserved -= size
-        if not self.simulator:  # numba frees in batches; free these now
-            cuda.current_context().deallocations.clear()
+        if not self.simulator:
+            # numba queues the frees of dropped device memory and frees them in batches (in
+            # its memory manager's queue, or the context's with an older numba): now, here
+            context = cuda.current_context()
+            manager = getattr(context, "memory_manager", context)
+            pending = getattr(manager, "deallocations", None)
+            if pending is not None:
+                pending.clear()
 
     def _new_block(self, size: int) -> Any:
         try:
