@@ -214,6 +214,24 @@ def test_index_add_accumulates_repeated_indices(name: str) -> None:
     np.testing.assert_array_equal(x.grad.to("numpy").numpy(), [3.0, 0.0, 1.0])
 
 
+def test_numpy_index_add_of_whole_rows_equals_np_add_at() -> None:
+    """The numpy backend sums repeated rows by sorting (an embedding's backward): the same
+    sums as ``np.add.at``, for negative, repeated and broadcast indices of 1 or 2 arrays,
+    and out-of-range indices still raise numpy's IndexError."""
+    b, rng = backend("numpy"), np.random.default_rng(0)
+    cases = [
+        ((6, 3), (rng.integers(-6, 6, (4, 5)),), rng.standard_normal((4, 5, 3))),
+        ((4, 5, 2), (rng.integers(0, 4, 7), rng.integers(-5, 5, 7)), rng.standard_normal((7, 2))),
+        ((4, 5, 2), (rng.integers(0, 4, (3, 1)), rng.integers(0, 5, (1, 4))), np.ones(2)),
+    ]
+    for shape, index, values in cases:
+        want = np.zeros(shape)
+        np.add.at(want, index, values)
+        np.testing.assert_allclose(b.index_add(shape, index, values), want, rtol=1e-14, atol=1e-14)
+    with pytest.raises(IndexError):
+        b.index_add((3, 2), (np.array([0, 3]),), np.ones((2, 2)))
+
+
 def test_mixing_backends_names_both() -> None:
     a = tl.ones(2, backend=backend("strided"))
     b = tl.ones(2, backend=backend("numba"))

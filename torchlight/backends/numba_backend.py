@@ -185,8 +185,12 @@ class NumbaBackend(NumpyBackend):
     name = "numba"
 
     # The fused kernels as compositions (not numpy's overrides), so they run on the kernels below.
-    linear = FusedKernels.linear
     log_softmax = FusedKernels.log_softmax
+
+    def linear(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """``FusedKernels.linear``, with the bias added in place: no second output array."""
+        out = self.matmul(x, self.permute(weight, (1, 0)))
+        return out if bias is None else self.zip("add", out, bias, out=out)
 
     def __init__(self) -> None:
         self.threads: int = config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
@@ -211,7 +215,11 @@ class NumbaBackend(NumpyBackend):
     ) -> np.ndarray:
         shape = broadcast_shape(a.shape, b.shape)
         same = a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous
-        if out is not None and not (same and out.flags.c_contiguous and _apart(out, a, b)):
+        # Into ``out`` directly when it is contiguous and each operand is either out itself or
+        # elsewhere (p.mul_(0.9), a bias added in place), so that no element is read after
+        # another thread wrote it
+        direct = out is not None and out.flags.c_contiguous and out.shape == shape
+        if out is not None and not (direct and _apart(out, a, b)):
             out[...] = self.zip(op, a, b)  # the result, then a copy (safe when out overlaps a)
             return out
         if out is None:

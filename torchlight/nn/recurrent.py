@@ -14,7 +14,8 @@ Two things make it fast, both textbook (and what PyTorch does):
    steps, and then $\partial L/\partial W_{hh} = \sum_t (\partial L/\partial z_t)^T h_{t-1}$ is
    *one* matmul of the stacked steps, not $L$ thin ones; the gradient of the projected inputs
    is the same stack. (Recorded step by step, each $x_t$ = ``xp[t]`` would send back a
-   zero-filled gradient of the whole sequence: $L^2$ work.)
+   zero-filled gradient of the whole sequence: $L^2$ work.) ``nn.LSTM`` runs ``LSTMLayer``:
+   the same loop with an ``LSTMStep``, as one fused backend kernel, for speed.
 
 Parameter names (``weight_ih_l0``, ``weight_hh_l1_reverse``, ...), shapes, gate order and
 initialization ($\mathcal{U}(-1/\sqrt H, 1/\sqrt H)$) are PyTorch's, so a PyTorch
@@ -264,7 +265,8 @@ class LSTMCellFunction(Function):
     \delta_c i\,(1-g^2),\ G_h \tanh(c_t)\, o(1-o)]$;
     $\partial L/\partial c_{t-1} = \delta_c f$. The cell state is carried by addition, which
     is why its gradient survives many steps: the forget gate, not a matrix power, scales it.
-    ``LSTMStep`` (inside ``Recurrence``, what ``nn.LSTM`` runs) uses the same two helpers.
+    ``LSTMStep`` (inside ``Recurrence``) uses the same two helpers; ``nn.LSTM`` runs
+    ``LSTMLayer``, the same math in one backend kernel.
     """
 
     @staticmethod
