@@ -18,7 +18,10 @@ files when it is installed, otherwise this script checks the whole op table itse
    fp32 peak (SMs x FP32 cores per SM x 2 x clock, from the device's properties) or of its
    memory bandwidth (2 x memory clock x bus width). torchlight's "kernel" column is the GPU time
    of the same calls queued behind a sleeping kernel, so Python's launch overhead is hidden:
-   the kernels' own speed.
+   the kernels' own speed. Below the table, for one MLP and one CNN training step after two
+   warm-up steps: how many device buffers numba allocated (the caching allocator should serve
+   all), how many host -> device copies it made, and ``tl.cuda.memory_allocated`` /
+   ``memory_reserved`` (the CNN's step only on a GPU: in the simulator it takes seconds).
 
 In the simulator (``--simulator``, or ``NUMBA_ENABLE_CUDASIM=1``) the same steps run at tiny
 sizes and the report says "simulator": its times are those of Python threads, not of a GPU.
@@ -414,6 +417,53 @@ def side_by_side(mode: str, budget: float) -> list[Row]:
     return rows
 
 
+def step_memory(mode: str) -> list[str]:
+    """What one MLP and one CNN (on a GPU; in the simulator its steps take seconds) training
+    step on the CUDA backend ask of numba after two warm-up steps: device allocations (the
+    caching allocator should serve them all), host -> device copies, and the allocator's
+    memory_allocated / memory_reserved (bytes)."""
+    from collections import Counter
+
+    import torchlight as tl
+    from torchlight.backends.cuda_kernels import cuda
+
+    counts: Counter = Counter()
+    array_type = type(cuda.device_array(1))
+    originals = {
+        "device_array": cuda.device_array,
+        "to_device": cuda.to_device,
+        "copy_to_device": array_type.copy_to_device,
+    }
+
+    def counting(name: str, *keys: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            counts.update(keys)
+            return originals[name](*args, **kwargs)
+
+        return call
+
+    lines = []
+    for model_name in ("mlp", "cnn") if mode == "gpu" else ("mlp",):
+        step = _tl_step(model_name, "cuda", SIZES[mode])
+        step(), step()  # warm-up: the second step may still need a few more buffers
+        counts.clear()
+        cuda.device_array = counting("device_array", "allocations")
+        cuda.to_device = counting("to_device", "allocations", "copies")
+        array_type.copy_to_device = counting("copy_to_device", "copies")
+        try:
+            step()
+        finally:
+            cuda.device_array, cuda.to_device = originals["device_array"], originals["to_device"]
+            array_type.copy_to_device = originals["copy_to_device"]
+        lines.append(
+            f"- {model_name.upper()} training step: {counts['allocations']} device allocations, "
+            f"{counts['copies']} host -> device copies; memory_allocated "
+            f"{tl.cuda.memory_allocated():,} bytes, memory_reserved "
+            f"{tl.cuda.memory_reserved():,} bytes"
+        )
+    return lines
+
+
 def _no_sync() -> None:
     return None
 
@@ -576,6 +626,8 @@ def main(argv: list[str] | None = None) -> int:
     report += ["## 2. The `--device` benchmark", "", *bench_backends(mode, 80.0), ""]
     rows = side_by_side(mode, budget)
     report += ["## 3. torchlight CUDA vs PyTorch CUDA vs CuPy", "", *table(rows, device), ""]
+    report += ["Per training step, after two warm-up steps (the same batch every step):", ""]
+    report += [*step_memory(mode), ""]
     report += [
         "Times are the best of several calls, each ended by a synchronize; rates are GFLOP/s "
         "(matmul, conv) or GB/s moved (elementwise: 2 reads + 1 write; sum: 1 read), with the "

@@ -56,7 +56,7 @@ COMPILE_SCRIPT = textwrap.dedent(
     import numpy as np
     from torchlight.backends.cuda_backend import kernel_sources
     GENERIC = ("reduce", "fold", "matmul")
-    compiled = []
+    compiled, f64 = [], {}
     start = time.perf_counter()
     for cc in ((7, 5), (9, 0)):  # Turing (T4), Hopper (H100/H200)
         target[0] = cc
@@ -69,6 +69,11 @@ COMPILE_SCRIPT = textwrap.dedent(
                 ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
                 assert f".target sm_{cc[0]}{cc[1]}" in ptx, name
                 compiled.append(f"{name} {np.dtype(dtype).name} sm_{cc[0]}{cc[1]}")
+                if dtype == np.float32:  # its float64 instructions (not .reg declarations)
+                    code = [line.strip() for line in ptx.splitlines()]
+                    f64[f"{name} sm_{cc[0]}{cc[1]}"] = [
+                        line for line in code if ".f64" in line and not line.startswith(".")
+                    ]
     def simulator_only(out):  # the simulator runs this; a GPU kernel cannot allocate an array
         scratch = np.zeros(3)
         out[0] = scratch[0]
@@ -80,7 +85,7 @@ COMPILE_SCRIPT = textwrap.dedent(
     version = ".".join(map(str, nvvm.NVVM().get_version()))
     print(json.dumps({"toolkit": True, "rejects_simulator_only_code": rejects, "nvvm": version,
                       "implementation": getattr(cuda, "implementation", "Built-in"),
-                      "module": cuda.__file__, "compiled": compiled,
+                      "module": cuda.__file__, "compiled": compiled, "f64": f64,
                       "kernels": [name for name, _, _ in kernel_sources()],
                       "seconds": time.perf_counter() - start}))
     """
@@ -93,7 +98,9 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
-def test_every_kernel_compiles_for_a_real_gpu() -> None:
+@pytest.fixture(scope="module")
+def ptx_report() -> dict:
+    """Every kernel compiled for a real GPU, once for the tests below (about 10 s)."""
     done = subprocess.run(
         [sys.executable, "-c", COMPILE_SCRIPT],
         cwd=ROOT,
@@ -113,6 +120,11 @@ def test_every_kernel_compiles_for_a_real_gpu() -> None:
         if os.environ.get("CI") and os.environ.get("TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT") != "1":
             pytest.fail(reason + "; set TORCHLIGHT_ALLOW_NO_CUDA_TOOLKIT=1 where that is expected")
         pytest.skip(reason)
+    return report
+
+
+def test_every_kernel_compiles_for_a_real_gpu(ptx_report: dict) -> None:
+    report = ptx_report
     # (not imported here: importing numba.cuda in this process would fix it to the real driver)
     kernels = report["kernels"]
     typed = [k for k in kernels if k.startswith(("reduce", "fold", "matmul"))]
@@ -130,6 +142,29 @@ def test_every_kernel_compiles_for_a_real_gpu() -> None:
         f"compiled {len(report['compiled'])} kernels (sm_75, sm_90) with NVVM {report['nvvm']} "
         f"in {report['seconds']:.1f} s, numba.cuda from {report['module']}"
     )
+
+
+# libdevice's sinf/cosf reduce a huge argument (|x| > 105615) with one float64 product by
+# pi / 2^64 (Payne-Hanek): NVIDIA's code, on a branch ordinary arguments never take.
+LIBDEVICE_TRIG_SLOW_PATH = ["cvt.rn.f64.s64", "mul.f64 0d3BF921FB54442D19", "cvt.rn.f32.f64"]
+
+
+def test_float32_kernels_compute_in_float32(ptx_report: dict) -> None:
+    """No float32 kernel does float64 arithmetic (a GPU runs it 2 to 64 times slower): a
+    Python float constant such as ``0.5`` or ``math.inf`` in a scalar op, or a literal ``0``
+    beside a float32, would make numba compute in float64 (``scalar_ops.float32_twin``)."""
+    found = {}
+    for name, lines in ptx_report["f64"].items():
+        ops = [
+            " ".join(part for part in line.rstrip(";").split() if "%" not in part) for line in lines
+        ]
+        if name.startswith(("map sin", "map cos")) and ops == LIBDEVICE_TRIG_SLOW_PATH:
+            continue
+        if lines:
+            found[name] = lines
+    assert len(ptx_report["f64"]) > 40, sorted(ptx_report["f64"])
+    listing = "\n".join(f"{name}: {len(lines)}: {lines[:6]}" for name, lines in found.items())
+    assert not found, f"float64 instructions in {len(found)} float32 kernels:\n{listing}"
 
 
 def test_asking_for_cuda_without_gpu_or_simulator_says_what_to_do() -> None:
@@ -314,6 +349,8 @@ def test_gpu_check_runs_its_tiny_version_in_the_simulator(tmp_path: Path) -> Non
     for section in ("## Machine", "## 1. CUDA tests", "## 2. The `--device`", "## 3. torchlight"):
         assert section in report, section
     assert "numba.cuda: NVIDIA" in report
+    # the caching allocator serves a training step; the MLP's step copies nothing to the GPU
+    assert "- MLP training step: 0 device allocations, 0 host -> device copies" in report, report
     passed = re.search(r"\*\*(\d+) passed, (\d+) failed\*\* of (\d+) op-table cases", report)
     assert passed and passed[2] == "0" and passed[1] == passed[3] != "0", report
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in report.splitlines()}

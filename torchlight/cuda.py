@@ -1,9 +1,12 @@
-"""``tl.cuda``: ask whether a real GPU is there, as ``torch.cuda`` does.
+"""``tl.cuda``: ask whether a real GPU is there, and how much of its memory tensors use, as
+``torch.cuda`` does.
 
 Example:
     >>> import torchlight as tl
     >>> device = "cuda" if tl.cuda.is_available() else "cpu"
     >>> x = tl.ones(3, device=device)
+    >>> tl.cuda.memory_allocated() <= tl.cuda.memory_reserved()
+    True
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ import ctypes
 import importlib.util
 import os
 import sys
+from typing import Any
 
-__all__ = ["device_count", "is_available"]
+__all__ = ["device_count", "empty_cache", "is_available", "memory_allocated", "memory_reserved"]
 
 
 def is_available() -> bool:
@@ -51,3 +55,39 @@ def _driver_device_count() -> int:
     if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return 0
     return count.value
+
+
+# The memory functions ask the ``cuda`` backend's caching allocator (a backend speed trick, in
+# ``torchlight/backends/cuda_memory.py``). Before the backend is first used (simulator
+# included) no tensor is on the GPU: they answer 0 without importing numba.cuda.
+
+
+def _backend() -> Any:
+    from torchlight.backends import _loaded
+
+    return _loaded.get("cuda")
+
+
+def memory_allocated(device: Any = None) -> int:
+    """Bytes of GPU memory that tensors occupy now (each buffer's size rounded up, as the
+    allocator hands it out); 0 before the ``cuda`` backend is used. ``device`` is accepted for
+    PyTorch's signature (one GPU)."""
+    backend = _backend()
+    return 0 if backend is None else backend.memory.allocated()
+
+
+def memory_reserved(device: Any = None) -> int:
+    """Bytes of GPU memory the caching allocator holds: in use, plus freed buffers it keeps to
+    hand out again instead of asking the driver. :func:`empty_cache` gives the latter back."""
+    backend = _backend()
+    return 0 if backend is None else backend.memory.reserved
+
+
+def empty_cache() -> None:
+    """Give the GPU memory of freed buffers (and of the cached index tables) back to the driver,
+    for other programs; tensors keep theirs. Nothing gets faster: the next buffers must be
+    asked of the driver again."""
+    backend = _backend()
+    if backend is not None:
+        backend.tables.clear()
+        backend.memory.empty_cache()

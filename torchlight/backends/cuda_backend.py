@@ -14,7 +14,8 @@ tensors are walked as 1-D.
 Data moves between host and GPU only where you ask: ``tensor.to("cuda")`` and
 ``tensor.to("numpy")`` (or printing, ``.numpy()``, ``.item()``). Indexing with integer or
 boolean arrays computes *which positions* on the host (numpy indexes a table of positions),
-copies that table to the GPU and moves the elements there.
+copies that table to the GPU (once: the same table again reuses the copy) and moves the
+elements there. Device buffers come from a caching allocator (``cuda_memory.py``).
 
 Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before the backend is first used: numba then runs
 the same kernels in its simulator (slowly, one Python thread per GPU thread).
@@ -61,6 +62,7 @@ from torchlight.backends.cuda_kernels import (
     reduce_kernel,
     zip_kernel,
 )
+from torchlight.backends.cuda_memory import CachingAllocator, TableCache, uniform_value
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided_layout import (
     LayoutOps,
@@ -180,6 +182,9 @@ class CudaBackend(LayoutOps, FusedKernels):
             )
         # (asked of numba.cuda itself: numba's config follows the environment, which may change)
         self.simulator = cuda.device_array.__module__.startswith("numba.cuda.simulator")
+        # Speed tricks (cuda_memory.py): dropped buffers are reused, index tables uploaded once.
+        self.memory = CachingAllocator(self.simulator)
+        self.tables = TableCache(self.memory)
         self.tile = 8 if self.simulator else TILE
         # Grid-stride kernels launch at most max_blocks blocks: 16 per multiprocessor fill a GPU
         # (2048 threads each); the simulator runs one Python thread per GPU thread, so fewer, and
@@ -206,18 +211,30 @@ class CudaBackend(LayoutOps, FusedKernels):
 
     # ------------------------------------------------------------------ conversions (explicit transfers)
     def empty(self, shape: Sequence[int], dtype: Any) -> CudaStorage:
-        """Fresh contiguous device storage (uninitialized: every caller overwrites it)."""
+        """Fresh contiguous device storage (uninitialized: every caller overwrites it), from the
+        caching allocator (:class:`~torchlight.backends.cuda_memory.CachingAllocator`)."""
         shape = tuple(shape)
-        buffer = cuda.device_array(max(math.prod(shape), 1), dtype=np.dtype(dtype))
+        buffer = self.memory.take(max(math.prod(shape), 1), np.dtype(dtype))
         return CudaStorage(buffer, shape, strides_from_shape(shape), 0, dtype)
 
     def from_numpy(self, array: np.ndarray) -> CudaStorage:
-        """Copy ``array`` from the host to the GPU."""
+        """Copy ``array`` from the host to the GPU.
+
+        Speed trick: an array whose elements are all one value (a Python number lifted to a
+        tensor, ``zeros``, ``ones``, ``full``) is not copied: the fill kernel writes the value,
+        which it receives as a kernel argument. A copy from host memory first waits for every
+        kernel queued on the GPU; a launch does not wait.
+        """
         array = np.asarray(array, order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
         host = array.reshape(-1) if array.size else np.zeros(1, array.dtype)
-        return CudaStorage(
-            cuda.to_device(host), array.shape, strides_from_shape(array.shape), 0, array.dtype
-        )
+        out = self.empty(array.shape, array.dtype)
+        value = uniform_value(host)
+        if value is None:
+            out.buffer.copy_to_device(host)
+        else:
+            args = (out.buffer, 0, (1,), value, (host.size,))
+            self._launch(helper_kernel("fill"), host.size, *args)
+        return out
 
     def to_numpy(self, a: CudaStorage) -> np.ndarray:
         """Copy ``a`` from the GPU to the host (made contiguous on the GPU first)."""
@@ -240,7 +257,8 @@ class CudaBackend(LayoutOps, FusedKernels):
         out = self.empty(a.shape, dtype if dtype is not None else map_dtype(op, a.dtype))
         if out.size:
             args = _strided_args(a.shape, a)
-            self._launch(map_kernel(op), out.size, out.buffer, *args)
+            kernel = map_kernel(op, out.dtype == np.float32)  # float32 constants for float32
+            self._launch(kernel, out.size, out.buffer, *args)
         return out
 
     def zip(
@@ -248,7 +266,7 @@ class CudaBackend(LayoutOps, FusedKernels):
     ) -> CudaStorage:
         if out is not None and _writable_in_place(out, zip_dtype(op, a.dtype, b.dtype), a, b):
             args = _strided_args(out.shape, a, b)
-            self._launch(zip_kernel(op), out.size, out.buffer, *args)
+            self._launch(zip_kernel(op, out.dtype == np.float32), out.size, out.buffer, *args)
             return out
         if out is not None:  # the result, then a copy into ``out`` (safe when out aliases a or b)
             self.setitem(out, (...,), self.zip(op, a, b))
@@ -256,7 +274,7 @@ class CudaBackend(LayoutOps, FusedKernels):
         out = self.empty(broadcast_shape(a.shape, b.shape), zip_dtype(op, a.dtype, b.dtype))
         if out.size:
             args = _strided_args(out.shape, a, b)
-            self._launch(zip_kernel(op), out.size, out.buffer, *args)
+            self._launch(zip_kernel(op, out.dtype == np.float32), out.size, out.buffer, *args)
         return out
 
     def reduce(self, op: str, a: CudaStorage, dims: tuple[int, ...], keepdim: bool) -> CudaStorage:
@@ -358,7 +376,7 @@ class CudaBackend(LayoutOps, FusedKernels):
         table = position_table(a.shape, a.strides, a.offset)[index]
         out = self.empty(table.shape, a.dtype)
         if out.size:
-            positions = cuda.to_device(table.ravel())
+            positions = self.tables.to_device(table)  # (uploaded once for the same table)
             args = (out.buffer, a.buffer, positions)
             self._launch(helper_kernel("gather"), out.size, *args)
         return out
@@ -370,7 +388,7 @@ class CudaBackend(LayoutOps, FusedKernels):
         table = position_table(out.shape, out.strides, 0)[index]
         if table.size:
             args = _strided_args(table.shape, values)
-            targets = cuda.to_device(table.ravel())
+            targets = self.tables.to_device(table)
             self._launch(helper_kernel("scatter_add"), table.size, out.buffer, targets, *args)
         return out
 
@@ -404,7 +422,7 @@ class CudaBackend(LayoutOps, FusedKernels):
         table = position_table(a.shape, a.strides, a.offset)[index]
         if table.size:
             args = _strided_args(table.shape, values)
-            targets = cuda.to_device(table.ravel())
+            targets = self.tables.to_device(table)
             self._launch(helper_kernel("scatter"), table.size, a.buffer, targets, *args)
 
     def cat(self, parts: Sequence[CudaStorage], dim: int) -> CudaStorage:
@@ -418,7 +436,7 @@ class CudaBackend(LayoutOps, FusedKernels):
         ):  # views of one buffer, alike but for their offsets (im2col's windows): one launch
             split = (*first.shape[:dim], len(parts), *first.shape[dim:])
             strides = (*first.strides[:dim], 0, *first.strides[dim:])
-            offsets = cuda.to_device(np.array([p.offset for p in parts], np.int64))
+            offsets = self.tables.to_device(np.array([p.offset for p in parts], np.int64))
             args = (out.buffer, first.buffer, offsets, strides, split, dim)
             self._launch(helper_kernel("cat_views"), out.size, *args)
             return out

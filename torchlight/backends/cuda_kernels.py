@@ -49,14 +49,20 @@ from torchlight.backends import scalar_ops  # noqa: E402
 cuda: Any = _cuda
 
 
-def device_function(fn: Callable[..., Any]) -> Any:
-    """``fn`` (a scalar op of :mod:`~torchlight.backends.scalar_ops`) as a CUDA device function.
+def device_function(fn: Callable[..., Any], float32: bool = False) -> Any:
+    """``fn`` (a scalar op of :mod:`~torchlight.backends.scalar_ops`) as a CUDA device function;
+    with ``float32``, its float32 twin (:func:`~torchlight.backends.scalar_ops.float32_twin`).
 
     NVVM inlines such small functions into the kernel that calls them. (numba's CPU
     ``register_jitable`` is not used here: NVIDIA's numba-cuda has its own compiler pipeline,
     which does not accept functions inlined by numba's CPU one.)
+
+    Speed trick: a float32 kernel calls the twin, whose constants are float32, so that no
+    Python float (a float64 to numba) turns its arithmetic into float64, which a GPU runs 2 to
+    64 times slower (``tests/test_backend_cuda.py`` checks the float32 kernels' PTX for any
+    ``.f64`` instruction).
     """
-    return cuda.jit(device=True)(fn)
+    return cuda.jit(device=True)(scalar_ops.float32_twin(fn) if float32 else fn)
 
 
 #: Threads per block of the elementwise and reduction kernels (a power of two).
@@ -122,8 +128,8 @@ def index_to_position(index, strides, offset):  # pragma: no cover - runs on the
 # (coalesced memory access), and each thread's set-up is paid once for many elements.
 
 
-def _map_source(fn: Callable[[Any], Any]) -> Callable[..., None]:
-    f = device_function(fn)
+def _map_source(fn: Callable[[Any], Any], float32: bool = False) -> Callable[..., None]:
+    f = device_function(fn, float32)
 
     def map_kernel(out, a, a_offset, a_strides, shape):  # pragma: no cover - runs on the GPU
         index = cuda.local.array(len(shape), numba.int64)
@@ -134,8 +140,8 @@ def _map_source(fn: Callable[[Any], Any]) -> Callable[..., None]:
     return map_kernel
 
 
-def _zip_source(fn: Callable[[Any, Any], Any]) -> Callable[..., None]:
-    f = device_function(fn)
+def _zip_source(fn: Callable[[Any, Any], Any], float32: bool = False) -> Callable[..., None]:
+    f = device_function(fn, float32)
 
     def zip_kernel(out, a, a_offset, a_strides, b, b_offset, b_strides, shape):  # pragma: no cover
         index = cuda.local.array(len(shape), numba.int64)
@@ -151,7 +157,7 @@ def _zip_source(fn: Callable[[Any, Any], Any]) -> Callable[..., None]:
 def _reduce_source(
     fn: Callable[[Any, Any], Any], is_sum: bool, acc_type: Any
 ) -> Callable[..., None]:
-    f = device_function(fn)
+    f = device_function(fn, acc_type == numba.float32)
 
     def reduce_kernel(
         out, a, offset, kept_shape, kept_strides, red_shape, red_strides
@@ -192,7 +198,7 @@ def _reduce_source(
 
 
 def _fold_source(fn: Callable[[Any, Any], Any], is_sum: bool, acc_type: Any) -> Callable[..., None]:
-    f = device_function(fn)
+    f = device_function(fn, acc_type == numba.float32)
 
     def fold_kernel(
         out, a, offset, kept_shape, kept_strides, red_shape, red_strides
@@ -367,12 +373,16 @@ def _tiled_matmul_source(dtype: Any, TILE: int = TILE) -> Callable[..., None]:  
         j = cuda.blockIdx.x * TILE + tx
         pa = a_offset + s * a_strides[0]
         pb = b_offset + s * b_strides[0]
-        total = dtype(0)
+        total = zero = dtype(0)  # (with a literal 0, `x if inside else 0` would be a float64)
         for k0 in range(0, K, TILE):
             ka = k0 + tx
             kb = k0 + ty
-            tile_a[ty, tx] = a[pa + i * a_strides[1] + ka * a_strides[2]] if i < M and ka < K else 0
-            tile_b[ty, tx] = b[pb + kb * b_strides[1] + j * b_strides[2]] if kb < K and j < N else 0
+            tile_a[ty, tx] = (
+                a[pa + i * a_strides[1] + ka * a_strides[2]] if i < M and ka < K else zero
+            )
+            tile_b[ty, tx] = (
+                b[pb + kb * b_strides[1] + j * b_strides[2]] if kb < K and j < N else zero
+            )
             cuda.syncthreads()
             for k in range(TILE):
                 total += tile_a[ty, k] * tile_b[k, tx]
@@ -426,9 +436,10 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
         s = cuda.blockIdx.z
         pa = a_offset + s * a_strides[0]
         pb = b_offset + s * b_strides[0]
+        zero = dtype(0)  # (with a literal 0, `x if inside else 0` would be a float64)
         for x in range(TM):
             for y in range(TN):
-                acc[x, y] = 0
+                acc[x, y] = zero
         steps = (K + BK - 1) // BK
         for step in range(steps + 1):
             if step < steps:  # load tile `step` into registers
@@ -437,12 +448,12 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
                     i = row0 + a_row[n]
                     k = k0 + a_col[n]
                     inside = i < M and k < K
-                    next_a[n] = a[pa + i * a_strides[1] + k * a_strides[2]] if inside else 0
+                    next_a[n] = a[pa + i * a_strides[1] + k * a_strides[2]] if inside else zero
                 for n in range(LOADS_B):
                     k = k0 + b_row[n]
                     j = col0 + b_col[n]
                     inside = k < K and j < N
-                    next_b[n] = b[pb + k * b_strides[1] + j * b_strides[2]] if inside else 0
+                    next_b[n] = b[pb + k * b_strides[1] + j * b_strides[2]] if inside else zero
             if step > 0:  # multiply tile step - 1, already in shared memory
                 for k in range(BK_UNSIGNED):
                     for x in range(TM):
@@ -485,13 +496,15 @@ _HELPERS = {
 
 
 @functools.cache
-def map_kernel(op: str) -> Any:
-    return cuda.jit(_map_source(scalar_ops.MAP[op]))
+def map_kernel(op: str, float32: bool = False) -> Any:
+    """The ``map`` kernel of ``op``; with ``float32``, for float32 results (float32 constants)."""
+    return cuda.jit(_map_source(scalar_ops.MAP[op], float32))
 
 
 @functools.cache
-def zip_kernel(op: str) -> Any:
-    return cuda.jit(_zip_source(scalar_ops.ZIP[op]))
+def zip_kernel(op: str, float32: bool = False) -> Any:
+    """The ``zip`` kernel of ``op``; with ``float32``, for float32 results (float32 constants)."""
+    return cuda.jit(_zip_source(scalar_ops.ZIP[op], float32))
 
 
 @functools.cache
@@ -543,11 +556,14 @@ def kernel_sources(
     i64, tup, tup3 = types.int64, types.UniTuple(types.int64, 2), types.UniTuple(types.int64, 3)
     tup1 = types.UniTuple(types.int64, 1)  # what a contiguous operand is walked as
     out: list[tuple[str, Callable[..., None], tuple[Any, ...]]] = []
+    float32 = el == numba.float32  # the float32 twins, as the backend launches them
     for op, fn1 in scalar_ops.MAP.items():
-        out.append((f"map {op}", _map_source(fn1), (arr, arr, i64, tup, tup)))
+        out.append((f"map {op}", _map_source(fn1, float32), (arr, arr, i64, tup, tup)))
     for op, fn2 in scalar_ops.ZIP.items():
-        result = boolean if op in ("eq", "ne", "lt", "le", "gt", "ge") else arr
-        out.append((f"zip {op}", _zip_source(fn2), (result, arr, i64, tup, arr, i64, tup, tup)))
+        compare = op in ("eq", "ne", "lt", "le", "gt", "ge")
+        result = boolean if compare else arr
+        source = _zip_source(fn2, float32 and not compare)
+        out.append((f"zip {op}", source, (result, arr, i64, tup, arr, i64, tup, tup)))
     for op, fn2 in scalar_ops.REDUCE.items():
         reduce_args = (arr, arr, i64, tup, tup, tup, tup)
         out.append((f"reduce {op}", _reduce_source(fn2, op == "sum", el), reduce_args))

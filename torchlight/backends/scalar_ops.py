@@ -25,13 +25,62 @@ from __future__ import annotations
 
 import functools
 import math
+import types
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-# Beyond this, e^x is larger than the largest float64 (about 1.8e308).
-_EXP_OVERFLOW = 709.782712893384
+# ----------------------------------------------------------------------------- constants
+# The functions name their constants (``ONE``, not ``1``). Here they are Python numbers, so the
+# strided and Numba CPU backends compute exactly as if the numbers were written inline. The
+# CUDA backend compiles its float32 kernels from float32 twins of the functions
+# (:func:`float32_twin`: the same code, with the constants of ``FLOAT32_CONSTANTS``). Why: a
+# Python float is a float64 to numba, so ``0.5 * x`` of a float32 ``x`` would be computed in
+# float64, and a GPU does float64 arithmetic 2 to 64 times slower than float32. The small whole
+# numbers are ints, which leave an int input's type alone (``relu`` of an int64 stays int64).
+ZERO, ONE, TWO = 0, 1, 2
+HALF = 0.5
+INF, NAN = math.inf, math.nan
+#: Beyond this, $e^x$ is larger than the largest float64 (about 1.8e308).
+EXP_OVERFLOW = 709.782712893384
+#: Every float64 of magnitude $2^{52}$ or more is an integer already.
+ALL_INTEGERS = 4503599627370496.0
+#: A whole number (a Python int from ``math.floor``) as a float of the function's type.
+FLOAT = float
+
+#: The same constants for float32 kernels: every float32 of magnitude $2^{23}$ or more is an
+#: integer, and $e^{89}$ is past the float32 range (about 3.4e38) already.
+FLOAT32_CONSTANTS: dict[str, Any] = {
+    "ZERO": np.float32(0.0),
+    "ONE": np.float32(1.0),
+    "TWO": np.float32(2.0),
+    "HALF": np.float32(0.5),
+    "INF": np.float32(math.inf),
+    "NAN": np.float32(math.nan),
+    "EXP_OVERFLOW": np.float32(89.0),
+    "ALL_INTEGERS": np.float32(2.0**23),
+    "FLOAT": np.float32,
+}
+
+
+def float32_twin(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with the float32 constants: what the CUDA backend compiles into float32 kernels.
+
+    A backend speed trick (see the constants above): a copy of the function whose global names
+    ``ONE``, ``HALF``... are looked up in ``FLOAT32_CONSTANTS`` first. Its Python results are
+    the same numbers, as float32 where a constant takes part:
+
+    Example:
+        >>> sigmoid(0.0), float32_twin(sigmoid)(0.0), float32_twin(log)(0.0)
+        (0.5, np.float32(0.5), np.float32(-inf))
+    """
+    twin = types.FunctionType(
+        fn.__code__, {**fn.__globals__, **FLOAT32_CONSTANTS}, fn.__name__, fn.__defaults__
+    )
+    twin.__doc__, twin.__qualname__ = fn.__doc__, fn.__qualname__
+    return twin
+
 
 # ----------------------------------------------------------------------------- one argument
 
@@ -48,25 +97,25 @@ def abs_(x: Any) -> Any:
 
 def exp(x: Any) -> Any:
     r"""$e^x$; ``inf`` past the float64 range (Python's ``math.exp`` would raise)."""
-    if x > _EXP_OVERFLOW:
-        return math.inf
+    if x > EXP_OVERFLOW:
+        return INF
     return math.exp(x)
 
 
 def log(x: Any) -> Any:
     r"""$\ln x$; $\ln 0 = -\infty$ and $\ln x = \mathrm{nan}$ for $x < 0$, as in numpy."""
-    if x > 0:
+    if x > ZERO:
         return math.log(x)
-    if x == 0:
-        return -math.inf
-    return math.nan  # x < 0, or x is nan
+    if x == ZERO:
+        return -INF
+    return NAN  # x < 0, or x is nan
 
 
 def sqrt(x: Any) -> Any:
     r"""$\sqrt{x}$; ``nan`` for $x < 0$."""
-    if x >= 0:
+    if x >= ZERO:
         return math.sqrt(x)
-    return math.nan
+    return NAN
 
 
 def sigmoid(x: Any) -> Any:
@@ -75,17 +124,17 @@ def sigmoid(x: Any) -> Any:
     For very negative $x$, $e^{-x}$ overflows; there we use the equal form $e^x / (1 + e^x)$,
     whose exponential is at most 1.
     """
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
+    if x >= ZERO:
+        return ONE / (ONE + math.exp(-x))
     e = math.exp(x)
-    return e / (1.0 + e)
+    return e / (ONE + e)
 
 
 def relu(x: Any) -> Any:
     r"""$\max(x, 0)$; ``nan`` stays ``nan`` (numpy's ``maximum`` propagates it)."""
-    if x > 0 or x != x:
+    if x > ZERO or x != x:
         return x
-    return 0  # the backend stores it in x's type (0.0 for floats)
+    return ZERO  # the backend stores it in x's type (0.0 for floats)
 
 
 def tanh(x: Any) -> Any:
@@ -95,20 +144,20 @@ def tanh(x: Any) -> Any:
 
 def sign(x: Any) -> Any:
     r"""$-1$, $0$ or $1$ (``nan`` for ``nan``)."""
-    if x > 0:
-        return 1
-    if x < 0:
-        return -1
-    if x == 0:
-        return 0
+    if x > ZERO:
+        return ONE
+    if x < ZERO:
+        return -ONE
+    if x == ZERO:
+        return ZERO
     return x  # nan
 
 
 def reciprocal(x: Any) -> Any:
     r"""$1 / x$; $1 / \pm 0 = \pm\infty$."""
-    if x == 0:
-        return math.copysign(math.inf, x)
-    return 1.0 / x
+    if x == ZERO:
+        return math.copysign(INF, x)
+    return ONE / x
 
 
 def square(x: Any) -> Any:
@@ -124,31 +173,31 @@ def copy(x: Any) -> Any:
 def sin(x: Any) -> Any:
     r"""$\sin x$; ``nan`` for $\pm\infty$ (where Python's ``math.sin`` raises)."""
     if math.isinf(x):
-        return math.nan
+        return NAN
     return math.sin(x)
 
 
 def cos(x: Any) -> Any:
     r"""$\cos x$; ``nan`` for $\pm\infty$ (where Python's ``math.cos`` raises)."""
     if math.isinf(x):
-        return math.nan
+        return NAN
     return math.cos(x)
 
 
 def log1p(x: Any) -> Any:
     r"""$\ln(1 + x)$, without the rounding error of forming $1 + x$ first; as :func:`log` at
     and below $x = -1$."""
-    if x > -1:
+    if x > -ONE:
         return math.log1p(x)
-    if x == -1:
-        return -math.inf
-    return math.nan
+    if x == -ONE:
+        return -INF
+    return NAN
 
 
 def expm1(x: Any) -> Any:
     r"""$e^x - 1$, accurate for small $x$ (where $e^x$ rounds to 1); ``inf`` past the range."""
-    if x > _EXP_OVERFLOW:
-        return math.inf
+    if x > EXP_OVERFLOW:
+        return INF
     return math.expm1(x)
 
 
@@ -157,27 +206,23 @@ def erf(x: Any) -> Any:
     return math.erf(x)
 
 
-# Every float of magnitude 2^52 or more is an integer already.
-_ALL_INTEGERS = 4503599627370496.0
-
-
 def floor(x: Any) -> Any:
     r"""$\lfloor x \rfloor$; ``inf``, ``nan`` and huge values come back as they are (where
     ``math.floor`` would raise, or overflow int64 in a compiled kernel)."""
-    if math.isinf(x) or math.isnan(x) or abs(x) >= _ALL_INTEGERS:
+    if math.isinf(x) or math.isnan(x) or abs(x) >= ALL_INTEGERS:
         return x
-    return float(math.floor(x))
+    return FLOAT(math.floor(x))
 
 
 def round_(x: Any) -> Any:
     r"""$x$ rounded to the nearest integer, halves to the even neighbour (as numpy and PyTorch:
     ``round(0.5) = 0``, ``round(1.5) = 2``, ``round(-2.5) = -2``)."""
-    if math.isinf(x) or math.isnan(x) or abs(x) >= _ALL_INTEGERS:
+    if math.isinf(x) or math.isnan(x) or abs(x) >= ALL_INTEGERS:
         return x
-    below = float(math.floor(x))
+    below = FLOAT(math.floor(x))
     rest = x - below  # exact, in [0, 1)
-    if rest > 0.5 or (rest == 0.5 and below % 2.0 != 0):
-        return below + 1.0
+    if rest > HALF or (rest == HALF and below % TWO != ZERO):
+        return below + ONE
     return below
 
 
@@ -201,10 +246,10 @@ def mul(a: Any, b: Any) -> Any:
 
 def div(a: Any, b: Any) -> Any:
     r"""$a / b$; division by zero gives $\pm\infty$ (or ``nan`` for $0/0$), as IEEE 754 says."""
-    if b == 0:
-        if a == 0 or a != a:
-            return math.nan
-        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+    if b == ZERO:
+        if a == ZERO or a != a:
+            return NAN
+        return math.copysign(INF, a) * math.copysign(ONE, b)
     return a / b
 
 
@@ -215,14 +260,14 @@ def pow_(a: Any, b: Any) -> Any:
     - a negative base with a non-integer exponent is ``nan`` (the result is not real);
     - results beyond the float64 range are $\pm\infty$.
     """
-    if a == 0 and b < 0:
-        return math.inf
-    if a < 0 and b != math.floor(b):
-        return math.nan
-    if a != 0 and b * math.log(abs(a)) > _EXP_OVERFLOW:
-        if a < 0 and b % 2 != 0:
-            return -math.inf  # a negative base to an odd power stays negative
-        return math.inf
+    if a == ZERO and b < ZERO:
+        return INF
+    if a < ZERO and b % ONE != ZERO:  # not a whole number (Python's % of floats is exact)
+        return NAN
+    if a != ZERO and b * math.log(abs(a)) > EXP_OVERFLOW:
+        if a < ZERO and b % TWO != ZERO:
+            return -INF  # a negative base to an odd power stays negative
+        return INF
     return a**b
 
 
