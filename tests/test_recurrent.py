@@ -145,3 +145,15 @@ def test_lstm_layer_equals_recurrence_and_trains_like_it() -> None:
                 t.grad = None
         for fused, plain in zip(*grads, strict=True):
             np.testing.assert_allclose(fused, plain, rtol=tol, atol=tol)
+
+
+def test_lstm_layer_names_a_dtype_or_backend_mismatch() -> None:
+    from torchlight.nn.recurrent import LSTMLayer
+
+    xp, w, h = tl.randn(2, 1, 8), tl.randn(8, 2), tl.zeros(1, 2)
+    with pytest.raises(
+        TypeError, match=r"lstm_forward: expected every tensor with dtype .*float64"
+    ):
+        LSTMLayer.apply(xp, w, None, h, h.to(tl.float32))
+    with pytest.raises(RuntimeError, match=r"same backend, got 'numpy' and 'strided'"):
+        LSTMLayer.apply(xp, w.to("strided"), None, h, h)

@@ -373,11 +373,12 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
         tensors. Every tensor must be on this backend with this dtype (None passes through)."""
         backend, dtype = self.backend, self.dtype
         for other in others:
-            if other is not None and (other.backend is not backend or other.dtype != dtype):
+            if other is not None and other.backend is not backend:
+                self._check_backend(other, kernel)
+            if other is not None and other.dtype != dtype:
                 raise TypeError(
-                    f"{kernel}: expected every tensor on {backend.name!r} with dtype {dtype}, got "
-                    f"one on {other.backend.name!r} with dtype {other.dtype}; convert it with "
-                    f".to({dtype})"
+                    f"{kernel}: expected every tensor with dtype {dtype}, got one with "
+                    f"{other.dtype}; convert it with .to({dtype})"
                 )
         storages = (None if t is None else t.storage for t in others)
         results = getattr(backend, kernel)(self.storage, *storages)
