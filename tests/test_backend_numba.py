@@ -91,6 +91,20 @@ def test_matmul_ragged_batched_and_typed(nb, a_shape, b_shape, dtype) -> None:
         np.testing.assert_allclose(nb.matmul(a_t, b), expected, rtol=tol, atol=atol)
 
 
+def test_matmul_of_large_transposed_operands(nb) -> None:
+    """A transposed operand at least CHUNK long: copied by ``transpose_kernel`` (a plain B or a
+    batch of them, which the kernel reads as B^T), or, for G^T X, sent to BLAS."""
+    rng = np.random.default_rng(0)
+    g, x = rng.standard_normal((300, 70)), rng.standard_normal((300, 90))
+    np.testing.assert_allclose(nb.matmul(g.T, x), g.T @ x, rtol=1e-12, atol=1e-12)  # BLAS
+    a, w = rng.standard_normal((5, 200)), rng.standard_normal((200, 100))
+    np.testing.assert_allclose(nb.matmul(a, w), a @ w, rtol=1e-12, atol=1e-12)  # w^T copied
+    batch = rng.standard_normal((3, 200, 100))
+    np.testing.assert_allclose(nb.matmul(a, batch), a @ batch, rtol=1e-12, atol=1e-12)
+    ints = rng.integers(-5, 5, (300, 70))
+    np.testing.assert_array_equal(nb.matmul(ints.T, ints), ints.T @ ints)  # int: our kernel
+
+
 def test_elementwise_on_long_strided_and_broadcast_inputs(nb) -> None:
     rng = np.random.default_rng(2)
     a = rng.normal(size=(3 * CHUNK + 7,))

@@ -281,7 +281,8 @@ class NumbaBackend(NumpyBackend):
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         dtype = np.result_type(a.dtype, b.dtype)
-        if a.ndim == 2 and a.T.flags.c_contiguous and not a.flags.c_contiguous and a.size >= CHUNK:
+        transposed = a.ndim == 2 and a.T.flags.c_contiguous and not a.flags.c_contiguous
+        if transposed and a.size >= CHUNK and dtype.kind == "f":
             # A^T B with A and B stored k-major: a linear layer's weight gradient G^T X. Our
             # kernel reads both operands along k, so it would need a transposed copy of both;
             # numpy's BLAS reads them as they are (a speed trick: 2.5 ms instead of 4.4 ms for
