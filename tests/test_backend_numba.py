@@ -91,6 +91,23 @@ def test_matmul_ragged_batched_and_typed(nb, a_shape, b_shape, dtype) -> None:
         np.testing.assert_allclose(nb.matmul(a_t, b), expected, rtol=tol, atol=atol)
 
 
+def test_in_place_zip_with_a_broadcast_operand(nb) -> None:
+    """``out`` is ``a`` and ``b`` broadcasts (``p.mul_(0.9)``, a bias added in place): the
+    strided kernel's in-place loops give numpy's values, also where a row is cut into CHUNKs."""
+    rng = np.random.default_rng(1)
+    for shape, b_shape in (((7, 5), ()), ((7, 5), (5,)), ((3, CHUNK + 3), (CHUNK + 3,))):
+        for op, ufunc in (("sub", np.subtract), ("div", np.divide), ("pow", np.power)):
+            a, b = rng.uniform(0.5, 2.0, shape), rng.uniform(0.5, 2.0, b_shape)
+            want = ufunc(a, b)
+            got = nb.zip(op, a, b, out=a)
+            assert got is a
+            np.testing.assert_allclose(a, want, rtol=1e-14, err_msg=f"{op} {shape} {b_shape}")
+    p = tl.tensor(rng.uniform(size=(4, 3)), backend="numba")
+    before = p.numpy().copy()
+    p.mul_(0.9).add_(tl.tensor([1.0, 2.0, 3.0], backend="numba"))
+    np.testing.assert_allclose(p.numpy(), before * 0.9 + [1.0, 2.0, 3.0], rtol=1e-14)
+
+
 def test_matmul_of_large_transposed_operands(nb) -> None:
     """A transposed operand at least CHUNK long: copied by ``transpose_kernel`` (a plain B or a
     batch of them, which the kernel reads as B^T), or, for G^T X, sent to BLAS."""

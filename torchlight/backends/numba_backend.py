@@ -50,7 +50,7 @@ from torchlight.backends.numba_kernels import (
     zip_kernels,
 )
 from torchlight.backends.numba_lstm import lstm_cell_backward, lstm_cell_forward
-from torchlight.backends.numpy_backend import NumpyBackend
+from torchlight.backends.numpy_backend import NumpyBackend, lstm_weight_gradients
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided import expand_strides, position_table
 from torchlight.shape import broadcast_shape, reduced_shape
@@ -242,6 +242,7 @@ class NumbaBackend(NumpyBackend):
                 p.outer,
                 p.divisors,
                 p.inner,
+                a is out,  # then a's positions are out's: the kernel reads out in place
             )
         return out
 
@@ -364,11 +365,8 @@ class NumbaBackend(NumpyBackend):
                 np.add(grad_c_prev, grad_out[1, t - 1], out=grad_c)
             else:
                 grad_h, grad_c = grad_h_prev[0], grad_c_prev
-        rows = grad_z.reshape(-1, 4 * size)
-        h_prev = np.concatenate([h0[None], out[0, :-1]]).reshape(-1, size)
-        # (L N, 4H)^T (L N, H): numpy's BLAS, as the composition's matmul of a permuted array
-        # would need a transposed copy of both for our kernel
-        return grad_z, rows.T @ h_prev, rows.sum(0), grad_h, grad_c
+        # (L N, 4H)^T (L N, H) in numpy's BLAS: A^T B, as in matmul below
+        return grad_z, *lstm_weight_gradients(grad_z, h0, out), grad_h, grad_c
 
 
 def _k_contiguous(x: np.ndarray, dtype: np.dtype) -> np.ndarray:

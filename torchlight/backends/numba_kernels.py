@@ -91,7 +91,9 @@ def _make_zip_kernels(fn: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
             out[i] = f(a[i], b[i])
 
     @njit(**OPTIONS)
-    def strided(out, a, a_strides, b, b_strides, outer, divisors, inner):  # pragma: no cover
+    def strided(
+        out, a, a_strides, b, b_strides, outer, divisors, inner, a_is_out
+    ):  # pragma: no cover
         nd = outer.size
         rows = (out.size + inner - 1) // inner
         step_a, step_b = a_strides[nd], b_strides[nd]
@@ -106,7 +108,17 @@ def _make_zip_kernels(fn: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
             n = min(inner, out.size - start)
             # The common layouts get loops over slices (known unit steps), which LLVM vectorizes.
             o = out[start : start + n]
-            if step_a == 1 and step_b == 1:  # two rows side by side
+            # In place (p.mul_(0.9), a bias added into a product): read out itself, not a's view
+            # of the same memory, or LLVM's overlap check sends the loop down its scalar path
+            if a_is_out and step_b == 0:
+                y = b[pb]
+                for c in range(n):
+                    o[c] = f(o[c], y)
+            elif a_is_out and step_b == 1:
+                row_b = b[pb : pb + n]
+                for c in range(n):
+                    o[c] = f(o[c], row_b[c])
+            elif step_a == 1 and step_b == 1:  # two rows side by side
                 row_a, row_b = a[pa : pa + n], b[pb : pb + n]
                 for c in range(n):
                     o[c] = f(row_a[c], row_b[c])

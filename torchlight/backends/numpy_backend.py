@@ -54,6 +54,18 @@ def _add_by_sorting(out: np.ndarray, index: Index, values: np.ndarray) -> bool:
     return True
 
 
+def lstm_weight_gradients(
+    grad_z: np.ndarray, h0: np.ndarray, out: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""$\partial L/\partial W_{hh} = \sum_t (\partial L/\partial z_t)^T h_{t-1}$ and
+    $\partial L/\partial b_{hh}$ from every step's gate gradients ``grad_z`` $(L, N, 4H)$: one
+    BLAS matmul of the stacked steps, $(LN, 4H)^T (LN, H)$ (the numpy and Numba LSTM kernels'
+    last step; ``out[0]`` holds $h_1 \ldots h_L$)."""
+    rows = grad_z.reshape(-1, grad_z.shape[-1])
+    h_prev = np.concatenate([h0[None], out[0, :-1]]).reshape(-1, h0.shape[-1])
+    return rows.T @ h_prev, rows.sum(0)
+
+
 def _quarters(z: np.ndarray, size: int) -> list[np.ndarray]:
     """The four LSTM gates' columns of ``z`` (N, 4H), as views."""
     return [z[:, k * size : (k + 1) * size] for k in range(4)]
@@ -345,6 +357,4 @@ class NumpyBackend(FusedKernels):
             if t > 0:
                 grad_h += grad_out[0, t - 1]
                 grad_c += grad_out[1, t - 1]
-        rows = grad_z.reshape(-1, 4 * size)
-        h_prev = np.concatenate([h0[None], out[0, :-1]]).reshape(-1, size)
-        return grad_z, rows.T @ h_prev, rows.sum(0), grad_h, grad_c
+        return grad_z, *lstm_weight_gradients(grad_z, h0, out), grad_h, grad_c
