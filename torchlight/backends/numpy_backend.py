@@ -45,10 +45,11 @@ def _add_by_sorting(out: np.ndarray, index: Index, values: np.ndarray) -> bool:
     if any(a.size and (a.min() < -n or a.max() >= n) for a, n in zip(arrays, leading, strict=True)):
         return False  # out of range: np.add.at raises the IndexError
     positions = np.ravel_multi_index([a % n for a, n in zip(arrays, leading, strict=True)], leading)
+    positions = positions.ravel()
     rows = np.broadcast_to(values, arrays[0].shape + out.shape[len(arrays) :])
     rows = rows.reshape(positions.size, -1)
-    order = np.argsort(positions.ravel(), kind="stable")
-    sorted_positions = positions.ravel()[order]
+    order = np.argsort(positions, kind="stable")
+    sorted_positions = positions[order]
     starts = np.flatnonzero(np.r_[True, sorted_positions[1:] != sorted_positions[:-1]])
     out.reshape(-1, rows.shape[1])[sorted_positions[starts]] = np.add.reduceat(rows[order], starts)
     return True
