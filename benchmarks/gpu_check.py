@@ -18,10 +18,25 @@ files when it is installed, otherwise this script checks the whole op table itse
    fp32 peak (SMs x FP32 cores per SM x 2 x clock, from the device's properties) or of its
    memory bandwidth (2 x memory clock x bus width). torchlight's "kernel" column is the GPU time
    of the same calls queued behind a sleeping kernel, so Python's launch overhead is hidden:
-   the kernels' own speed. Below the table, for one MLP and one CNN training step after two
-   warm-up steps: how many device buffers numba allocated (the caching allocator should serve
-   all), how many host -> device copies it made, and ``tl.cuda.memory_allocated`` /
-   ``memory_reserved`` (the CNN's step only on a GPU: in the simulator it takes seconds).
+   the kernels' own speed;
+4. for one MLP and one CNN training step on the CUDA backend, after its warm-up steps: the
+   kernel launches (in all, and the five kernels launched most), the host -> device and
+   device -> host copies, the device buffers numba allocated (the caching allocator should
+   serve all), ``tl.cuda.memory_allocated`` / ``memory_reserved``, and on a GPU the step's wall
+   time divided by its launches: the host's cost of one launch, what a training step of small
+   tensors is made of. The counts come from wrapping, for that one step only, the kernels'
+   ``kernel[grid, block]`` (``__getitem__`` of the class ``cuda.jit`` returns: numba-cuda's
+   ``CUDADispatcher``, or the simulator's ``FakeCUDAKernel``), ``cuda.device_array``,
+   ``cuda.to_device`` and the device arrays' ``copy_to_device`` / ``copy_to_host``.
+
+The check never loses its report to one failure: every item (the machine's description, the
+tests, the ``--device`` benchmark, each cell of each row of the table, each training step's
+counts) runs in a guard that writes an exception into the report where the item's output
+would have been (its type, message and the last lines of its traceback) and goes on with the
+next item. The report is written after every section (a crash or a kill leaves what was done)
+and at the end; its top says how many items failed. Items not started before the whole
+check's deadline (``--deadline``, 270 s) are listed as not run, and the check finishes. The
+exit status is 1 if any item failed, else 0.
 
 In the simulator (``--simulator``, or ``NUMBA_ENABLE_CUDASIM=1``) the same steps run at tiny
 sizes and the report says "simulator": its times are those of Python threads, not of a GPU.
@@ -30,14 +45,20 @@ sizes and the report says "simulator": its times are those of Python threads, no
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import functools
 import importlib.util
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +78,117 @@ FP32_CORES = {
 }  # fmt: skip
 TEST_FILES = ["tests/test_backend_cuda.py", "tests/test_backend_conformance.py"]
 TEST_FILES += ["tests/test_backend_training.py"]
+#: The whole check's deadline (seconds): items not started by then are listed as not run.
+DEADLINE = 270.0
+NOT_RUN = "not run: the check's time budget"
+#: The table's columns, by who is timed.
+WHO = {
+    "torchlight": "torchlight CUDA",
+    "kernel": "torchlight kernels",
+    "torch": "PyTorch CUDA",
+    "cupy": "CuPy",
+    "numpy": "torchlight numpy (CPU)",
+}
+
+
+# ------------------------------------------------------------------ the guard
+@dataclass
+class Outcome:
+    value: Any  # what the item returned (None unless it ran)
+    status: str  # "ok", "failed" or "not run"
+    lines: list[str]  # for the report: the failure, or the "not run" line; [] when ok
+
+
+class Check:
+    """The check's bookkeeping: every item runs through :meth:`run`, which turns an item's
+    exception into report lines (and goes on), and does not start an item after the deadline."""
+
+    def __init__(self, deadline: float) -> None:
+        self.start = time.perf_counter()
+        self.deadline = deadline
+        self.items = 0
+        self.failed: list[str] = []
+        self.not_run: list[str] = []
+
+    def left(self) -> float:
+        """Seconds left before the deadline."""
+        return self.deadline - (time.perf_counter() - self.start)
+
+    def run(self, name: str, fn: Callable[[], Any]) -> Outcome:
+        """``fn()`` as the item ``name``: its value, or the report's lines on its failure."""
+        self.items += 1
+        if self.left() <= 0:
+            return Outcome(None, "not run", self.skip(name))
+        try:
+            return Outcome(fn(), "ok", [])
+        except Exception as error:  # any failure of one item: reported, and the check goes on
+            return Outcome(None, "failed", self.fail(name, error))
+
+    def skip(self, name: str, why: str = NOT_RUN) -> list[str]:
+        self.not_run.append(name)
+        return [f"- {name}: {why}"]
+
+    def fail(self, name: str, error: BaseException | str) -> list[str]:
+        """Record the failure of ``name``: an exception (with its traceback's last 15 lines) or
+        a sentence saying what went wrong."""
+        self.failed.append(name)
+        if isinstance(error, str):
+            return [f"- **failed**: {name}: {error}"]
+        message = " ".join(str(error).split())
+        message = message if len(message) <= 300 else message[:300] + " ..."
+        trace = traceback.format_exception(type(error), error, error.__traceback__)
+        tail = "".join(trace).rstrip().splitlines()[-15:]
+        return [
+            f"- **failed**: {name}: `{type(error).__name__}: {message}`",
+            "",
+            "```",
+            *tail,
+            "```",
+        ]
+
+    def summary(self) -> str:
+        if not self.failed and not self.not_run:
+            return f"**All {self.items} items of the check ran, none failed.**"
+        failed = f"**{len(self.failed)} of {self.items} items failed**"
+        if self.failed:
+            failed += ": " + "; ".join(self.failed)
+        if self.not_run:
+            failed += (
+                f". {len(self.not_run)} not run (the check's time budget, "
+                f"{self.deadline:.0f} s): " + "; ".join(self.not_run)
+            )
+        return failed + "."
+
+
+def _run_limited(
+    command: list[str], env: dict[str, str], timeout: float
+) -> tuple[int | None, str, str]:
+    """Run ``command`` in its own process group; at ``timeout`` seconds kill the whole group
+    (pytest's own subprocesses too, which would otherwise hold its output pipes open).
+    Returns ``(exit status, or None at the time-out; stdout; stderr)``."""
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=max(timeout, 1.0))
+        return process.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        return None, out, err
 
 
 # ------------------------------------------------------------------ the machine
+class NoGPUError(RuntimeError):
+    """No CUDA GPU: the check cannot run its GPU version."""
+
+
 def choose_mode(simulator: bool) -> str:
     """``"simulator"`` or ``"gpu"``; decided before anything imports numba.cuda."""
     if simulator:
@@ -69,9 +198,9 @@ def choose_mode(simulator: bool) -> str:
     from numba import cuda
 
     if not cuda.is_available():
-        raise SystemExit(
-            "gpu_check: no CUDA GPU found (numba.cuda.is_available() is False). On a machine "
-            "without one, run `python benchmarks/gpu_check.py --simulator` for the tiny version."
+        raise NoGPUError(
+            "no CUDA GPU found (numba.cuda.is_available() is False). On a machine without one, "
+            "run `python benchmarks/gpu_check.py --simulator` for the tiny version."
         )
     return "gpu"
 
@@ -91,27 +220,42 @@ def _attribute(device: Any, name: str) -> int | None:
         return None
 
 
+def _nvidia_smi(field: str) -> str:
+    query = ["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader,nounits"]
+    done = subprocess.run(query, capture_output=True, text=True, timeout=20)
+    return done.stdout.strip().splitlines()[0]
+
+
 def describe_device(mode: str) -> Device:
-    """The GPU's name and peaks, from its properties (numba, else PyTorch / nvidia-smi)."""
+    """The GPU's name and peaks, from its properties (numba, else nvidia-smi). Every property
+    may be missing (a driver or numba-cuda version that lacks it): the report then says so."""
     if mode == "simulator":
         return Device("numba CUDA simulator (no GPU)", None, None, ["simulator: no peaks"])
     from numba import cuda
 
     device = cuda.get_current_device()
-    name = device.name.decode() if isinstance(device.name, bytes) else str(device.name)
-    cc = tuple(device.compute_capability)
+    notes = []
+    try:
+        name = device.name.decode() if isinstance(device.name, bytes) else str(device.name)
+    except Exception as error:
+        name = "unknown GPU"
+        notes.append(f"device name unknown ({type(error).__name__}: {error})")
+    try:
+        major, minor = (int(part) for part in device.compute_capability)
+        cc: tuple[int, int] | None = (major, minor)
+    except Exception as error:
+        cc = None
+        notes.append(f"compute capability unknown ({type(error).__name__}: {error})")
     sms = _attribute(device, "MULTIPROCESSOR_COUNT")
     clock_khz = _attribute(device, "CLOCK_RATE")
-    notes = [f"compute capability {cc[0]}.{cc[1]}, {sms} SMs"]
+    notes.append(f"compute capability {'.'.join(map(str, cc)) if cc else '?'}, {sms} SMs")
     if clock_khz is None:  # CUDA 13 dropped the attribute from some APIs: ask nvidia-smi
         try:
-            query = ["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits"]
-            done = subprocess.run(query, capture_output=True, text=True, timeout=20)
-            clock_khz = int(float(done.stdout.split()[0]) * 1000)
+            clock_khz = int(float(_nvidia_smi("clocks.max.sm")) * 1000)
             notes.append("SM clock from nvidia-smi (clocks.max.sm)")
         except Exception:
             notes.append("SM clock unknown: no fp32 peak")
-    cores = FP32_CORES.get(cc)  # type: ignore[call-overload]
+    cores = FP32_CORES.get(cc) if cc else None
     if cores is None:
         cores = 128
         notes.append(f"FP32 cores per SM for cc {cc} not in the table: taken as 128")
@@ -129,6 +273,8 @@ def describe_device(mode: str) -> Device:
             f"memory bandwidth = 2 x {memory_khz / 1e6:.3f} GHz x {bus_bits} bits / 8 "
             f"= {bandwidth:.0f} GB/s"
         )
+    else:
+        notes.append("memory clock or bus width unknown: no bandwidth peak")
     return Device(name, peak, bandwidth, notes)
 
 
@@ -150,41 +296,44 @@ def versions() -> list[str]:
 
 
 # ------------------------------------------------------------------ 1. the tests
-def run_tests(mode: str, budget: float) -> list[str]:
+def run_tests(mode: str, budget: float, check: Check) -> list[str]:
     """The CUDA test files under pytest on the device (or the op table here, without pytest)."""
     if mode == "simulator":
         return ["simulator: the CUDA tests run in `make test`; here a few op-table rows:"] + (
-            op_table_check(budget, only=("add", "matmul", "conv2d", "max_pool2d"))
+            op_table_check(budget, check, only=("add", "matmul", "conv2d", "max_pool2d"))
         )
     if importlib.util.find_spec("pytest") is None:
         return ["pytest is not installed: the op table checked by this script:"] + (
-            op_table_check(budget)
+            op_table_check(budget, check)
         )
     command = [sys.executable, "-m", "pytest", "--noconftest", "-q", "-p", "no:cacheprovider"]
     command += [*TEST_FILES, "-k", "cuda", "-o", "addopts="]
     env = {**os.environ, "TORCHLIGHT_TEST_CUDA": "gpu", "PYTHONPATH": str(ROOT)}
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     start = time.perf_counter()
-    try:
-        done = subprocess.run(
-            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=budget
+    status, out, err = _run_limited(command, env, budget)
+    if status is None:
+        check.not_run.append(f"CUDA tests (stopped at their time budget, {budget:.0f} s)")
+        return [f"pytest stopped at the time budget ({budget:.0f} s); its last lines:"] + (
+            ["```", out[-1500:].strip(), "```"]
         )
-    except subprocess.TimeoutExpired as stopped:
-        tail = (stopped.stdout or b"")[-1500:]
-        text = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
-        return [f"pytest stopped at the time budget ({budget:.0f} s)", "```", text, "```"]
-    lines = done.stdout.strip().splitlines()
+    lines = out.strip().splitlines()
     failures = [line for line in lines if line.startswith(("FAILED", "ERROR"))][:20]
-    summary = lines[-1] if lines else done.stderr[-500:]
+    summary = lines[-1] if lines else err[-500:]
     seconds = time.perf_counter() - start
-    return [
+    report = [
         f"`TORCHLIGHT_TEST_CUDA=gpu pytest {' '.join(TEST_FILES)} -k cuda`: "
-        f"**{summary}** (exit {done.returncode}, {seconds:.0f} s)",
+        f"**{summary}** (exit {status}, {seconds:.0f} s)",
         *[f"- {line}" for line in failures],
     ]
+    if status != 0:
+        report += check.fail("CUDA tests", f"pytest exit {status}")
+        if not failures:  # a collection error or a crash: its last lines say which
+            report += ["```", (out + err)[-1500:].strip(), "```"]
+    return report
 
 
-def op_table_check(budget: float, only: tuple[str, ...] = ()) -> list[str]:
+def op_table_check(budget: float, check: Check, only: tuple[str, ...] = ()) -> list[str]:
     """Every op-table case on the CUDA backend: forward and gradients against numpy's."""
     import numpy as np
 
@@ -213,7 +362,7 @@ def op_table_check(budget: float, only: tuple[str, ...] = ()) -> list[str]:
         if not (permuted and "contiguous_only" in op.tags)
     ]
     for op, shapes, permuted in cases:
-        if time.perf_counter() - start > budget:
+        if time.perf_counter() - start > budget or check.left() <= 0:
             break
         try:
             got, expected = run(op, shapes, permuted, cuda), run(op, shapes, permuted, numpy)
@@ -224,26 +373,30 @@ def op_table_check(budget: float, only: tuple[str, ...] = ()) -> list[str]:
             failed.append(f"- {op.name} {shapes}{' permuted' if permuted else ''}: {error!r:.200}")
     left = len(cases) - passed - len(failed)
     line = f"**{passed} passed, {len(failed)} failed** of {len(cases)} op-table cases"
-    return [line + (f" ({left} not run: time budget)" if left else ""), *failed[:20]]
+    report = [line + (f" ({left} not run: time budget)" if left else ""), *failed[:20]]
+    if failed:
+        report += check.fail("op-table cases", f"{len(failed)} of {len(cases)} failed")
+    if left:
+        check.not_run.append(f"{left} op-table cases")
+    return report
 
 
 # ------------------------------------------------------------------ 2. bench_backends --device
-def bench_backends(mode: str, budget: float) -> list[str]:
+def bench_backends(mode: str, budget: float, check: Check) -> list[str]:
     if mode == "simulator":
         return ["simulator: `bench_backends.py --device` needs a real GPU (not run)"]
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_backends.py"), "--device"]
     command.append("--quick")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    try:
-        done = subprocess.run(
-            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=budget
-        )
-        text = done.stdout if done.returncode == 0 else done.stdout + done.stderr[-2000:]
-    except subprocess.TimeoutExpired as stopped:
-        out = stopped.stdout or b""
-        text = out.decode(errors="replace") if isinstance(out, bytes) else out
-        text += f"\n(stopped at the time budget, {budget:.0f} s)"
-    return ["`python benchmarks/bench_backends.py --device --quick`:", "```", text.strip(), "```"]
+    status, text, err = _run_limited(command, env, budget)
+    lines = ["`python benchmarks/bench_backends.py --device --quick`:"]
+    if status is None:
+        text = text[-6000:] + f"\n(stopped at the time budget, {budget:.0f} s)"
+        check.not_run.append(f"the rest of bench_backends.py --device (its {budget:.0f} s)")
+    elif status != 0:
+        text = text[-6000:] + err[-2000:]
+        lines = check.fail("bench_backends.py --device", f"exit {status}") + lines
+    return [*lines, "```", text.strip(), "```"]
 
 
 # ------------------------------------------------------------------ 3. side by side
@@ -253,6 +406,7 @@ class Row:
     work: float  # FLOPs, or bytes moved
     unit: str  # "flop" or "byte"
     times: dict[str, float | None]  # seconds per call: torchlight, kernel, torch, cupy, numpy
+    cells: dict[str, str] = field(default_factory=dict)  # "failed" / "not run": instead of a time
 
 
 def per_call(
@@ -309,7 +463,17 @@ class KernelTimer:
         return best
 
 
-def side_by_side(mode: str, budget: float) -> list[Row]:
+#: One timed cell: called once (inside the cell's guard), it prepares the operands and returns
+#: the function to time.
+Setup = Callable[[], Callable[[], Any]]
+
+
+def side_by_side(
+    mode: str, check: Check, warm: dict[str, Callable[[], Any]]
+) -> tuple[list[Row], list[str]]:
+    """The table's rows, and the lines to write below it (each failed cell's failure, notes).
+    Every row, and every cell of a row, is an item of ``check``; the torchlight CUDA training
+    steps that ran are kept in ``warm`` (by model) for :func:`step_diagnostics`."""
     import numpy as np
     from numba import cuda
 
@@ -318,11 +482,20 @@ def side_by_side(mode: str, budget: float) -> list[Row]:
     from torchlight.nn import functional as F
 
     size = SIZES[mode]
-    on_gpu = mode == "gpu"
-    torch = _import_peer("torch") if on_gpu else None
-    cupy = _import_peer("cupy") if on_gpu else None
-    kernel_time = KernelTimer() if on_gpu else None
-    tl_sync = cuda.synchronize
+    batch, rounds = size["batch"], size["rounds"]
+    budget = 0.2 if mode == "gpu" else 0.0
+    below: list[str] = []
+    torch = cupy = kernel_time = None
+    if mode == "gpu":
+        for name in ("torch", "cupy"):
+            got = check.run(f"importing {name} (on CUDA)", functools.partial(_import_peer, name))
+            below += got.lines
+            torch, cupy = (got.value, cupy) if name == "torch" else (torch, got.value)
+        got = check.run("KernelTimer (the 'torchlight kernels' column)", KernelTimer)
+        kernel_time = got.value
+        if got.lines:
+            below += ["The 'torchlight kernels' column is '-': its timer did not start.", ""]
+            below += got.lines
 
     def torch_sync() -> None:
         torch.cuda.synchronize()
@@ -330,138 +503,330 @@ def side_by_side(mode: str, budget: float) -> list[Row]:
     def cupy_sync() -> None:
         cupy.cuda.Device().synchronize()
 
-    rows: list[Row] = []
+    syncs = {"torchlight": cuda.synchronize, "torch": torch_sync, "cupy": cupy_sync}
+    syncs["numpy"] = _no_sync
     rng = np.random.default_rng(0)
 
-    def measure(name: str, work: float, unit: str, fns: dict[str, Any], calls: int = 10) -> None:
-        times: dict[str, float | None] = {}
-        syncs = {"torchlight": tl_sync, "torch": torch_sync, "cupy": cupy_sync, "numpy": _no_sync}
-        for who, fn in fns.items():
-            times[who] = per_call(fn, syncs[who], budget, size["rounds"]) if fn else None
-        if kernel_time is not None and fns.get("torchlight") is not None:
-            times["kernel"] = kernel_time(fns["torchlight"], calls)
-        rows.append(Row(name, work, unit, times))
+    def measure(
+        name: str,
+        work: float,
+        unit: str,
+        setups: dict[str, Setup | None],
+        calls: int,
+        grad: bool = False,
+        keep: str = "",
+    ) -> Row:
+        row = Row(name, work, unit, {})
+        quiet = nullcontext if grad else tl.no_grad
 
-    with tl.no_grad():
-        for n in size["matmul"]:
-            a = rng.standard_normal((n, n), dtype=np.float32)
+        def cell(setup: Setup, who: str) -> tuple[Callable[[], Any], float]:
+            with quiet():
+                fn = setup()
+                return fn, per_call(fn, syncs[who], budget, rounds)
+
+        timed = {}
+        for who, setup in setups.items():
+            if setup is None:
+                continue
+            got = check.run(f"{name}: {WHO[who]}", functools.partial(cell, setup, who))
+            below.extend(got.lines if got.status == "failed" else [])
+            if got.status != "ok":
+                row.cells[who] = got.status
+                continue
+            timed[who], row.times[who] = got.value
+        if keep and "torchlight" in timed:
+            warm[keep] = timed["torchlight"]
+        if kernel_time is not None and "torchlight" in timed and calls:
+
+            def kernels() -> float:
+                with quiet():
+                    return kernel_time(timed["torchlight"], calls)
+
+            got = check.run(f"{name}: {WHO['kernel']}", kernels)
+            below.extend(got.lines if got.status == "failed" else [])
+            row.times["kernel"] = got.value
+            if got.status != "ok":
+                row.cells["kernel"] = got.status
+        return row
+
+    def matmul(n: int) -> dict[str, Setup | None]:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+
+        def on_tl() -> Callable[[], Any]:
             ta = tl.tensor(a, backend="cuda")
-            fns: dict[str, Any] = {"torchlight": lambda ta=ta: ta @ ta}
-            if torch is not None:
-                torch.backends.cuda.matmul.allow_tf32 = False  # fp32 against fp32
-                torch.backends.cudnn.allow_tf32 = False  # (convolutions too)
-                pa = torch.from_numpy(a).cuda()
-                fns["torch"] = lambda pa=pa: pa @ pa
-            if cupy is not None:
-                ca = cupy.asarray(a)
-                fns["cupy"] = lambda ca=ca: ca @ ca
-            measure(f"matmul {n} float32", 2 * n**3, "flop", fns, calls=3 if n > 2000 else 10)
+            return lambda: ta @ ta
 
+        def on_torch() -> Callable[[], Any]:
+            torch.backends.cuda.matmul.allow_tf32 = False  # fp32 against fp32
+            torch.backends.cudnn.allow_tf32 = False  # (convolutions too)
+            pa = torch.from_numpy(a).cuda()
+            return lambda: pa @ pa
+
+        def on_cupy() -> Callable[[], Any]:
+            ca = cupy.asarray(a)
+            return lambda: ca @ ca
+
+        return {
+            "torchlight": on_tl,
+            "torch": on_torch if torch else None,
+            "cupy": on_cupy if cupy else None,
+        }
+
+    @functools.cache
+    def vectors() -> tuple[Any, Any]:
         n = size["elementwise"]
-        x, y = (rng.standard_normal(n, dtype=np.float32) for _ in range(2))
-        tx, ty = tl.tensor(x, backend="cuda"), tl.tensor(y, backend="cuda")
-        px, py = (torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()) if torch else (0, 0)
-        cx, cy = (cupy.asarray(x), cupy.asarray(y)) if cupy else (0, 0)
-        measure(
-            f"elementwise add of {n:,} float32",
-            3 * 4 * n,
-            "byte",
-            {
-                "torchlight": lambda: tx + ty,
-                "torch": (lambda: px + py) if torch else None,
-                "cupy": (lambda: cx + cy) if cupy else None,
-            },
-        )
-        measure(
-            f"sum of {n:,} float32",
-            4 * n,
-            "byte",
-            {
-                "torchlight": lambda: tx.sum(),
-                "torch": (lambda: px.sum()) if torch else None,
-                "cupy": (lambda: cx.sum()) if cupy else None,
-            },
-        )
-        batch = size["batch"]
-        images, labels = digits(True, images=True).tensors
+        return rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+
+    def elementwise(op: str) -> dict[str, Setup | None]:
+        x, y = vectors()
+
+        def on_tl() -> Callable[[], Any]:
+            tx, ty = tl.tensor(x, backend="cuda"), tl.tensor(y, backend="cuda")
+            return (lambda: tx + ty) if op == "add" else (lambda: tx.sum())
+
+        def on_torch() -> Callable[[], Any]:
+            px, py = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+            return (lambda: px + py) if op == "add" else (lambda: px.sum())
+
+        def on_cupy() -> Callable[[], Any]:
+            cx, cy = cupy.asarray(x), cupy.asarray(y)
+            return (lambda: cx + cy) if op == "add" else (lambda: cx.sum())
+
+        return {
+            "torchlight": on_tl,
+            "torch": on_torch if torch else None,
+            "cupy": on_cupy if cupy else None,
+        }
+
+    def conv() -> dict[str, Setup | None]:
+        images, _ = digits(True, images=True).tensors
         xb = images[:batch].to(tl.float32)
         w1 = tl.randn(8, 1, 3, 3, dtype=tl.float32)
         b1 = tl.zeros(8, dtype=tl.float32)
-        fns = {
-            "torchlight": lambda: F.conv2d(gx, gw, gb, padding=1),
-            "numpy": lambda: F.conv2d(xb, w1, b1, padding=1),
-        }
-        gx, gw, gb = xb.to("cuda"), w1.to("cuda"), b1.to("cuda")
-        if torch is not None:
+
+        def on_tl() -> Callable[[], Any]:
+            gx, gw, gb = xb.to("cuda"), w1.to("cuda"), b1.to("cuda")
+            return lambda: F.conv2d(gx, gw, gb, padding=1)
+
+        def on_numpy() -> Callable[[], Any]:
+            return lambda: F.conv2d(xb, w1, b1, padding=1)
+
+        def on_torch() -> Callable[[], Any]:
             tconv = torch.nn.functional.conv2d
             tx4, tw, tb = (torch.from_numpy(t.numpy()).cuda() for t in (xb, w1, b1))
-            fns["torch"] = lambda: tconv(tx4, tw, tb, padding=1)
-        flops = 2 * batch * 8 * 1 * 9 * 64
-        measure(f"conv2d 1->8 3x3, digits batch {batch}", flops, "flop", fns)
+            return lambda: tconv(tx4, tw, tb, padding=1)
 
-    for model_name in ("mlp", "cnn"):
-        steps: dict[str, Any] = {}
-        for who in ("torchlight", "numpy"):
-            steps[who] = _tl_step(model_name, "cuda" if who == "torchlight" else "numpy", size)
-        if torch is not None:
-            steps["torch"] = _torch_step(torch, model_name, size)
-        name = f"{model_name.upper()} training step (SGD, batch {batch}, float32)"
-        measure(name, 0, "", steps, calls=5)
+        return {"torchlight": on_tl, "numpy": on_numpy, "torch": on_torch if torch else None}
+
+    def training(model_name: str) -> dict[str, Setup | None]:
+        return {
+            "torchlight": functools.partial(_tl_step, model_name, "cuda", size),
+            "numpy": functools.partial(_tl_step, model_name, "numpy", size),
+            "torch": functools.partial(_torch_step, torch, model_name, size) if torch else None,
+        }
+
+    def transfer(up: bool) -> dict[str, Setup | None]:
+        host = rng.standard_normal(size["elementwise"], dtype=np.float32)
+
+        def on_tl() -> Callable[[], Any]:
+            on_host = tl.tensor(host)
+            on_device = on_host.to("cuda")
+            return (lambda: on_host.to("cuda")) if up else (lambda: on_device.to("numpy"))
+
+        def on_torch() -> Callable[[], Any]:
+            on_device = torch.from_numpy(host).cuda()
+            return (lambda: torch.from_numpy(host).cuda()) if up else (lambda: on_device.cpu())
+
+        def on_cupy() -> Callable[[], Any]:
+            on_device = cupy.asarray(host)
+            return (lambda: cupy.asarray(host)) if up else (lambda: cupy.asnumpy(on_device))
+
+        return {
+            "torchlight": on_tl,
+            "torch": on_torch if torch else None,
+            "cupy": on_cupy if cupy else None,
+        }
 
     n = size["elementwise"]
-    host = rng.standard_normal(n, dtype=np.float32)
-    on_host = tl.tensor(host)
-    on_device = on_host.to("cuda")
-    for name, t, up in (("host -> device", on_host, True), ("device -> host", on_device, False)):
-        rows.append(_transfer_row(name, 4 * n, t, torch, cupy, host, budget, up, size["rounds"]))
-    return rows
+    # (name, work, unit, the row's cells, calls for the kernel timer, with autograd, keep as)
+    specs: list[tuple[str, float, str, Callable[[], dict[str, Setup | None]], int, bool, str]]
+    specs = [
+        (f"matmul {m} float32", 2 * m**3, "flop", functools.partial(matmul, m), 3 if m > 2000 else 10, False, "")
+        for m in size["matmul"]
+    ]  # fmt: skip
+    specs += [
+        (f"elementwise add of {n:,} float32", 3 * 4 * n, "byte", lambda: elementwise("add"), 10, False, ""),
+        (f"sum of {n:,} float32", 4 * n, "byte", lambda: elementwise("sum"), 10, False, ""),
+        (f"conv2d 1->8 3x3, digits batch {batch}", 2 * batch * 8 * 9 * 64, "flop", conv, 10, False, ""),
+    ]  # fmt: skip
+    specs += [
+        (f"{m.upper()} training step (SGD, batch {batch}, float32)", 0, "", functools.partial(training, m), 5, True, m)
+        for m in ("mlp", "cnn")
+    ]  # fmt: skip
+    specs += [
+        (f"{name}, {4 * n:,} bytes (pageable)", 4 * n, "byte", functools.partial(transfer, up), 0, False, "")
+        for name, up in (("host -> device", True), ("device -> host", False))
+    ]  # fmt: skip
+    rows = []
+    for name, work, unit, cells, calls, grad, keep in specs:
+        got = check.run(
+            name,
+            lambda: measure(name, work, unit, cells(), calls, grad, keep),  # noqa: B023
+        )
+        if got.status == "ok":
+            rows.append(got.value)
+        else:
+            rows.append(Row(name, work, unit, {}, {"torchlight": got.status}))
+            below += [line for line in got.lines if got.status == "failed"]
+    return rows, below
 
 
-def step_memory(mode: str) -> list[str]:
-    """What one MLP and one CNN (on a GPU; in the simulator its steps take seconds) training
-    step on the CUDA backend ask of numba after two warm-up steps: device allocations (the
-    caching allocator should serve them all), host -> device copies, and the allocator's
-    memory_allocated / memory_reserved (bytes)."""
-    from collections import Counter
+# ------------------------------------------------------------------ 4. one training step, counted
+@dataclass
+class Counts:
+    """What the CUDA backend asked of numba while :func:`counting` was open."""
 
+    launches: Counter = field(default_factory=Counter)  # by kernel name
+    allocations: int = 0
+    host_to_device: int = 0
+    device_to_host: int = 0
+    device_to_device: int = 0
+
+
+def _probe() -> None:  # pragma: no cover - never launched: cuda.jit's class is what counts
+    return None
+
+
+@contextmanager
+def counting() -> Iterator[Counts]:
+    """Count, while open, the kernel launches (``kernel[grid, block]`` on the class that
+    ``cuda.jit`` returns: numba-cuda's CUDADispatcher, the simulator's FakeCUDAKernel), device
+    allocations (``cuda.device_array``, ``cuda.to_device``) and copies (``cuda.to_device`` and
+    ``copy_to_device``: host -> device, or device -> device from a device array;
+    ``copy_to_host``: device -> host). A call made inside a counted call (``to_device`` calls
+    ``copy_to_device`` on a GPU) is not counted again. Everything is put back on exit."""
+    from torchlight.backends.cuda_kernels import cuda
+
+    counts = Counts()
+    array_type = type(cuda.device_array(1))
+    kernel_type = type(cuda.jit(_probe))
+    depth = [0]
+
+    def on_device(source: Any) -> bool:
+        return isinstance(source, array_type) or hasattr(source, "__cuda_array_interface__")
+
+    def tally(args: tuple, kwargs: dict, what: str) -> None:
+        if what == "launch":
+            py_func = getattr(args[0], "py_func", None)
+            counts.launches[getattr(py_func, "__name__", type(args[0]).__name__)] += 1
+        elif what == "device_array":
+            counts.allocations += 1
+        elif what == "to_device":
+            counts.host_to_device += 1
+            if kwargs.get("to", args[3] if len(args) > 3 else None) is None:
+                counts.allocations += 1  # a new device array (else it copies into ``to``)
+        elif what == "copy_to_device":
+            source = kwargs.get("ary", args[1] if len(args) > 1 else None)
+            if on_device(source):
+                counts.device_to_device += 1
+            else:
+                counts.host_to_device += 1
+        else:
+            counts.device_to_host += 1
+
+    def counted(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(original)
+            def call(*args: Any, **kwargs: Any) -> Any:
+                if depth[0] == 0:
+                    tally(args, kwargs, what)
+                depth[0] += 1
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    depth[0] -= 1
+
+            return call
+
+        return wrap
+
+    with wrapped(
+        [
+            (kernel_type, "__getitem__", counted("launch")),
+            (cuda, "device_array", counted("device_array")),
+            (cuda, "to_device", counted("to_device")),
+            (array_type, "copy_to_device", counted("copy_to_device")),
+            (array_type, "copy_to_host", counted("copy_to_host")),
+        ]
+    ):
+        yield counts
+
+
+@contextmanager
+def wrapped(patches: list[tuple[Any, str, Callable[[Any], Any]]]) -> Iterator[None]:
+    """``owner.name = wrap(owner.name)`` for each ``(owner, name, wrap)`` (a module or a class)
+    while open; then each is put back as it was: its own attribute again, or (a method it
+    inherited, like ``DeviceNDArray.copy_to_host`` on a GPU) deleted, so that it inherits."""
+    saved: list[tuple[Any, str, Any]] = []
+    try:
+        for owner, name, wrap in patches:
+            saved.append((owner, name, vars(owner).get(name, _MISSING)))
+            setattr(owner, name, wrap(getattr(owner, name)))
+        yield
+    finally:
+        for owner, name, before in reversed(saved):
+            if before is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, before)
+
+
+_MISSING = object()
+
+
+def step_diagnostics(model_name: str, mode: str, warm: dict[str, Callable[[], Any]]) -> str:
+    """One line on one training step of ``model_name`` on the CUDA backend, after at least two
+    warm-up steps, the last right before it (the steps of the table's row, when it ran, are
+    the first): kernel launches (the five most launched by name), copies, device allocations,
+    the allocator's memory_allocated / memory_reserved (of every tensor alive in the check);
+    on a GPU also the step's wall time per launch."""
     import torchlight as tl
     from torchlight.backends.cuda_kernels import cuda
 
-    counts: Counter = Counter()
-    array_type = type(cuda.device_array(1))
-    originals = {
-        "device_array": cuda.device_array,
-        "to_device": cuda.to_device,
-        "copy_to_device": array_type.copy_to_device,
-    }
-
-    def counting(name: str, *keys: str) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            counts.update(keys)
-            return originals[name](*args, **kwargs)
-
-        return call
-
-    lines = []
-    for model_name in ("mlp", "cnn") if mode == "gpu" else ("mlp",):
+    step = warm.get(model_name)
+    if step is None:
         step = _tl_step(model_name, "cuda", SIZES[mode])
-        step(), step()  # warm-up: the second step may still need a few more buffers
-        counts.clear()
-        cuda.device_array = counting("device_array", "allocations")
-        cuda.to_device = counting("to_device", "allocations", "copies")
-        array_type.copy_to_device = counting("copy_to_device", "copies")
-        try:
-            step()
-        finally:
-            cuda.device_array, cuda.to_device = originals["device_array"], originals["to_device"]
-            array_type.copy_to_device = originals["copy_to_device"]
-        lines.append(
-            f"- {model_name.upper()} training step: {counts['allocations']} device allocations, "
-            f"{counts['copies']} host -> device copies; memory_allocated "
-            f"{tl.cuda.memory_allocated():,} bytes, memory_reserved "
-            f"{tl.cuda.memory_reserved():,} bytes"
-        )
-    return lines
+        step()  # warm-up: the second step may still need a few more buffers
+    # and one right before: the other model's steps ran since, and took freed buffers
+    step()
+    cuda.synchronize()
+    seconds = None
+    if mode == "gpu":  # timed without the counting wrappers
+        start = time.perf_counter()
+        step()
+        cuda.synchronize()
+        seconds = time.perf_counter() - start
+    with counting() as counts:
+        step()
+        cuda.synchronize()
+    launches = sum(counts.launches.values())
+    top = ", ".join(f"{name} {count}" for name, count in counts.launches.most_common(5))
+    line = (
+        f"- {model_name.upper()} training step: {counts.allocations} device allocations, "
+        f"{counts.host_to_device} host -> device copies, {counts.device_to_host} device -> host "
+        f"copies, {launches} kernel launches ({top or 'none'})"
+    )
+    if counts.device_to_device:
+        line += f", {counts.device_to_device} device -> device copies"
+    line += (
+        f"; memory_allocated {tl.cuda.memory_allocated():,} bytes, memory_reserved "
+        f"{tl.cuda.memory_reserved():,} bytes"
+    )
+    if seconds is not None:
+        line += f"; step {seconds * 1e3:.2f} ms wall"
+        if launches:
+            line += f" = {seconds / launches * 1e6:.1f} host µs per launch"
+    return line
 
 
 def _no_sync() -> None:
@@ -536,33 +901,6 @@ def _torch_step(torch: Any, model_name: str, size: dict[str, Any]) -> Callable[[
     return step
 
 
-def _transfer_row(
-    name: str,
-    nbytes: int,
-    t: Any,
-    torch: Any,
-    cupy: Any,
-    host: Any,
-    budget: float,
-    up: bool,
-    rounds: int,
-) -> Row:
-    from numba import cuda
-
-    times: dict[str, float | None] = {}
-    target = "cuda" if up else "numpy"
-    times["torchlight"] = per_call(lambda: t.to(target), cuda.synchronize, budget, rounds)
-    if torch is not None:
-        device_tensor = torch.from_numpy(host).cuda()
-        fn = (lambda: torch.from_numpy(host).cuda()) if up else (lambda: device_tensor.cpu())
-        times["torch"] = per_call(fn, torch.cuda.synchronize, budget, rounds)
-    if cupy is not None:
-        device_array = cupy.asarray(host)
-        fn = (lambda: cupy.asarray(host)) if up else (lambda: cupy.asnumpy(device_array))
-        times["cupy"] = per_call(fn, cupy.cuda.Device().synchronize, budget, rounds)
-    return Row(f"{name}, {nbytes:,} bytes (pageable)", nbytes, "byte", times)
-
-
 # ------------------------------------------------------------------ the report
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f}"
@@ -589,13 +927,39 @@ def table(rows: list[Row], device: Device) -> list[str]:
     ]
     for row in rows:
         t = row.times
+
+        def ms(who: str, row: Row = row) -> str:
+            status = row.cells.get(who)
+            if status == "failed":
+                return "**failed** (below)"
+            return NOT_RUN if status == "not run" else _ms(row.times.get(who))
+
         lines.append(
-            f"| {row.name} | {_ms(t.get('torchlight'))} | {_ms(t.get('kernel'))} | "
-            f"{_ms(t.get('torch'))} | {_ms(t.get('cupy'))} | {_ms(t.get('numpy'))} | "
-            f"{_rate(row, t.get('torchlight'), device)} | {_rate(row, t.get('kernel'), device)} | "
-            f"{_rate(row, t.get('torch'), device)} |"
+            f"| {row.name} | {ms('torchlight')} | {ms('kernel')} | {ms('torch')} | "
+            f"{ms('cupy')} | {ms('numpy')} | {_rate(row, t.get('torchlight'), device)} | "
+            f"{_rate(row, t.get('kernel'), device)} | {_rate(row, t.get('torch'), device)} |"
         )
     return lines
+
+
+EXPLANATION = (
+    "Times are the best of several calls, each ended by a synchronize; rates are GFLOP/s "
+    "(matmul, conv) or GB/s moved (elementwise: 2 reads + 1 write; sum: 1 read), with the "
+    "share of the fp32 peak or of the memory bandwidth in brackets. 'torchlight kernels' is "
+    "the GPU time of the same calls queued back to back (CUDA events), without Python's "
+    "launch overhead (for a training step an upper bound: cross-entropy checks its labels "
+    "on the host, and that copy lets the queue drain). Training steps: forward, "
+    "cross-entropy, backward, SGD update; 'torchlight numpy (CPU)' is the same step on the "
+    "numpy backend. Below each training step's counts: the launches are the "
+    "`kernel[grid, block]` calls of that one step, by kernel (the five most launched in "
+    "brackets); copies are `cuda.to_device` / `copy_to_device` (host -> device) and "
+    "`copy_to_host` (device -> host); device allocations are the buffers asked of numba "
+    "(`cuda.device_array`, `cuda.to_device`), which the caching allocator should make 0; "
+    "memory_allocated / memory_reserved are those of every tensor alive in the check. On a "
+    "GPU, the step's wall time (timed without the counting) divided by its launches is what "
+    "one launch costs the host, when the GPU keeps up: the launch overhead that a step of "
+    "small tensors is made of."
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -605,47 +969,105 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "gpu_check.md"
     )
     parser.add_argument("--skip-tests", action="store_true", help="only the benchmarks")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=DEADLINE,
+        help=f"seconds for the whole check (default {DEADLINE:.0f}): items not started by "
+        "then are listed as not run",
+    )
     args = parser.parse_args(argv)
-    start = time.perf_counter()
-    mode = choose_mode(args.simulator)
-    device = describe_device(mode)
-    budget = 0.2 if mode == "gpu" else 0.0
-    report = [f"# torchlight GPU check: {device.name}", ""]
+    faulthandler.enable()  # a crash in a driver still prints where it happened
+    check = Check(args.deadline)
+    body: list[str] = []
+
+    def save(final: bool) -> None:
+        """The report so far (after every section), and at the end with its summary."""
+        titled = body and body[0].startswith("# ")
+        title, rest = (body[0], body[1:]) if titled else ("# torchlight GPU check", body)
+        state = check.summary() if final else "**incomplete**: the check is still running"
+        text = "\n".join([title, "", state, "", *rest]) + "\n"
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+        if final:
+            print(text)
+            print(f"(written to {args.out})")
+
+    try:
+        _check(args, check, body, save)
+    except Exception as error:  # a failure outside every item's guard: still reported
+        body += ["", *check.fail("the check itself", error), ""]
+    finally:
+        body += [f"Whole check: {time.perf_counter() - check.start:.0f} s.", ""]
+        save(final=True)
+    return 1 if check.failed else 0
+
+
+def _check(
+    args: argparse.Namespace, check: Check, body: list[str], save: Callable[[bool], None]
+) -> None:
+    """The check's sections, appended to ``body`` (its first line: the report's title)."""
+    try:
+        mode = choose_mode(args.simulator)
+    except Exception as error:
+        body += ["# torchlight GPU check: no GPU", "## Machine", ""]
+        body += [*check.fail("finding the GPU", error), ""]
+        return
+    fallback = "numba CUDA simulator (no GPU)" if mode == "simulator" else "unknown GPU"
+    device = Device(fallback, None, None, [])
+    got = check.run("the GPU's properties", functools.partial(describe_device, mode))
+    device = got.value or device
+    body += [f"# torchlight GPU check: {device.name}"]
     if mode == "simulator":
-        report += [
+        body += [
             "**simulator**: numba's CUDA simulator at tiny sizes; the times are those of Python "
             "threads, not of a GPU. The GPU numbers remain to be measured on a GPU machine.",
             "",
         ]
-    report += ["## Machine", "", *[f"- {line}" for line in versions() + device.notes], ""]
-    report += ["## 1. CUDA tests on the device", ""]
+    body += ["## Machine", "", *got.lines]
+    got = check.run("versions", versions)
+    body += [*[f"- {line}" for line in got.value or []], *got.lines]
+    if mode == "gpu":
+        fields = "name,driver_version,memory.total,clocks.max.sm,clocks.max.memory,power.limit"
+        got = check.run("nvidia-smi", functools.partial(_nvidia_smi, fields))
+        body += [f"- nvidia-smi {fields}: {got.value}" if got.value else "", *got.lines]
+    body += [*[f"- {line}" for line in device.notes], ""]
+    save(False)
+
+    body += ["## 1. CUDA tests on the device", ""]
     if args.skip_tests:
-        report += ["(skipped: --skip-tests)", ""]
-    else:
-        report += [*run_tests(mode, 140.0 if mode == "gpu" else 30.0), ""]
-    report += ["## 2. The `--device` benchmark", "", *bench_backends(mode, 80.0), ""]
-    rows = side_by_side(mode, budget)
-    report += ["## 3. torchlight CUDA vs PyTorch CUDA vs CuPy", "", *table(rows, device), ""]
-    report += ["Per training step, after two warm-up steps (the same batch every step):", ""]
-    report += [*step_memory(mode), ""]
-    report += [
-        "Times are the best of several calls, each ended by a synchronize; rates are GFLOP/s "
-        "(matmul, conv) or GB/s moved (elementwise: 2 reads + 1 write; sum: 1 read), with the "
-        "share of the fp32 peak or of the memory bandwidth in brackets. 'torchlight kernels' is "
-        "the GPU time of the same calls queued back to back (CUDA events), without Python's "
-        "launch overhead (for a training step an upper bound: cross-entropy checks its labels "
-        "on the host, and that copy lets the queue drain). Training steps: forward, "
-        "cross-entropy, backward, SGD update; 'torchlight numpy (CPU)' is the same step on the "
-        "numpy backend.",
-        "",
-        f"Whole check: {time.perf_counter() - start:.0f} s.",
-    ]
-    text = "\n".join(report) + "\n"
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
-    print(text)
-    print(f"(written to {args.out})")
-    return 0
+        body += ["(skipped: --skip-tests)", ""]
+    else:  # on a GPU: what the deadline leaves after 100 s for what follows, at most 140 s
+        budget = min(140.0, check.left() - 100) if mode == "gpu" else 30.0
+        got = check.run("CUDA tests", functools.partial(run_tests, mode, budget, check))
+        body += [*(got.value or []), *got.lines, ""]
+    save(False)
+
+    body += ["## 2. The `--device` benchmark", ""]
+    budget = min(80.0, check.left() - 60)
+    got = check.run(
+        "bench_backends.py --device", functools.partial(bench_backends, mode, budget, check)
+    )
+    body += [*(got.value or []), *got.lines, ""]
+    save(False)
+
+    body += ["## 3. torchlight CUDA vs PyTorch CUDA vs CuPy", ""]
+    warm: dict[str, Callable[[], Any]] = {}
+    got = check.run(
+        "the side-by-side benchmarks", functools.partial(side_by_side, mode, check, warm)
+    )
+    if got.value:
+        rows, below = got.value
+        body += [*table(rows, device), "", *below]
+    body += [*got.lines, ""]
+    save(False)
+
+    body += ["Per training step, after two or more warm-up steps (the same batch every step):", ""]
+    for model_name in ("mlp", "cnn"):
+        item = f"{model_name.upper()} training-step counts"
+        got = check.run(item, functools.partial(step_diagnostics, model_name, mode, warm))
+        body += [got.value, *got.lines] if got.value else got.lines
+    body += ["", EXPLANATION, ""]
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -328,60 +327,3 @@ def test_runs_where_it_should(cu) -> None:
     assert cu.simulator == (cuda_mode() == "simulator")
     # NVIDIA's numba-cuda (the `cuda` extra) provides numba.cuda, simulator included
     assert getattr(cuda, "implementation", "Built-in") == "NVIDIA", cuda.__file__
-
-
-def test_gpu_check_runs_its_tiny_version_in_the_simulator(tmp_path: Path) -> None:
-    """benchmarks/gpu_check.py --simulator: every section of the report, "simulator" on top,
-    the op-table rows it checks all pass, and each benchmark has a torchlight time."""
-    out = tmp_path / "report.md"
-    done = subprocess.run(
-        [sys.executable, "benchmarks/gpu_check.py", "--simulator", "--out", str(out)],
-        cwd=ROOT,
-        env={**_clean_env(), "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = out.read_text()
-    assert report.startswith("# torchlight GPU check: numba CUDA simulator")
-    assert "**simulator**" in report and "remain to be measured" in report
-    for section in ("## Machine", "## 1. CUDA tests", "## 2. The `--device`", "## 3. torchlight"):
-        assert section in report, section
-    assert "numba.cuda: NVIDIA" in report
-    # the caching allocator serves a training step; the MLP's step copies nothing to the GPU
-    assert "- MLP training step: 0 device allocations, 0 host -> device copies" in report, report
-    passed = re.search(r"\*\*(\d+) passed, (\d+) failed\*\* of (\d+) op-table cases", report)
-    assert passed and passed[2] == "0" and passed[1] == passed[3] != "0", report
-    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in report.splitlines()}
-    for name in (
-        "matmul 16 float32",
-        "matmul 32 float32",
-        "elementwise add of 1,000 float32",
-        "sum of 1,000 float32",
-        "conv2d 1->8 3x3, digits batch 1",
-        "MLP training step (SGD, batch 1, float32)",
-        "CNN training step (SGD, batch 1, float32)",
-        "host -> device, 4,000 bytes (pageable)",
-        "device -> host, 4,000 bytes (pageable)",
-    ):
-        assert name in rows, f"no row {name!r} in:\n{report}"
-        assert float(rows[name][1]) > 0, rows[name]  # the torchlight CUDA time, in ms
-
-
-def test_gpu_check_states_rates_as_shares_of_the_peaks() -> None:
-    """The report's rate cells on a GPU: GFLOP/s against the fp32 peak, GB/s against the
-    memory bandwidth (not for transfers, which cross PCIe), '-' without a time."""
-    from benchmarks.gpu_check import Device, Row, _rate
-
-    h200 = Device("H200", fp32_tflops=66.9, bandwidth_gbs=4800.0, notes=[])
-    matmul = Row("matmul 4096 float32", 2 * 4096**3, "flop", {})
-    assert _rate(matmul, 0.01, h200) == "13,743.9 GFLOP/s (20.5%)"
-    add = Row("elementwise add of 10,000,000 float32", 3 * 4 * 10**7, "byte", {})
-    assert _rate(add, 50e-6, h200) == "2,400.0 GB/s (50%)"
-    upload = Row("host -> device, 40,000,000 bytes (pageable)", 4 * 10**7, "byte", {})
-    assert _rate(upload, 0.004, h200) == "10.0 GB/s"
-    step = Row("CNN training step", 0, "", {})
-    assert _rate(step, 0.002, h200) == "-" and _rate(matmul, None, h200) == "-"
-    simulator = Device("simulator", None, None, [])
-    assert _rate(matmul, 0.01, simulator) == "13,743.9 GFLOP/s"

@@ -1,0 +1,226 @@
+"""``benchmarks/gpu_check.py``, the one-shot check of the CUDA backend on a real GPU, tested where
+there is none: its tiny version in numba's CUDA simulator, that one failing item is reported
+and the check goes on, its deadline, and its counting of launches and copies.
+
+Not in the check's own GPU test run (``gpu_check.TEST_FILES``): these run the simulator.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.cuda
+
+#: One training step's counts, as the report writes them.
+STEP_LINE = re.compile(
+    r"- (MLP|CNN) training step: (\d+) device allocations, (\d+) host -> device copies, "
+    r"(\d+) device -> host copies, (\d+) kernel launches \(([^)]*)\)"
+    r"(?:, \d+ device -> device copies)?; memory_allocated ([\d,]+) bytes, "
+    r"memory_reserved ([\d,]+) bytes"
+)
+
+
+def _simulator_env() -> dict[str, str]:
+    return {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
+
+
+def _gpu_check(*args: str, first: Path | None = None) -> subprocess.CompletedProcess:
+    """benchmarks/gpu_check.py in the simulator, in a new process; the script ``first`` (given
+    its own ``first.write_text``) runs before it, in that process."""
+    command = [sys.executable, "benchmarks/gpu_check.py", "--simulator", *args]
+    if first is not None:
+        driver = f"{first.read_text()}\nfrom benchmarks.gpu_check import main\n"
+        driver += f"sys.exit(main({['--simulator', *args]!r}))\n"
+        first.write_text(driver)
+        command = [sys.executable, str(first)]
+    return subprocess.run(
+        command, cwd=ROOT, env=_simulator_env(), capture_output=True, text=True, timeout=300
+    )
+
+
+def _rows(report: str) -> dict[str, list[str]]:
+    return {line.split(" | ")[0][2:]: line.split(" | ") for line in report.splitlines()}
+
+
+ROWS = (
+    "matmul 16 float32",
+    "matmul 32 float32",
+    "elementwise add of 1,000 float32",
+    "sum of 1,000 float32",
+    "conv2d 1->8 3x3, digits batch 1",
+    "MLP training step (SGD, batch 1, float32)",
+    "CNN training step (SGD, batch 1, float32)",
+    "host -> device, 4,000 bytes (pageable)",
+    "device -> host, 4,000 bytes (pageable)",
+)
+
+
+def test_gpu_check_runs_its_tiny_version_in_the_simulator(tmp_path: Path) -> None:
+    """benchmarks/gpu_check.py --simulator: every section of the report, "simulator" on top,
+    the op-table rows it checks all pass, each benchmark has a torchlight time, and the MLP's
+    and the CNN's training step their counts of launches, copies and allocations."""
+    out = tmp_path / "report.md"
+    done = _gpu_check("--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = out.read_text()
+    assert report.startswith("# torchlight GPU check: numba CUDA simulator")
+    assert re.search(r"\*\*All \d+ items of the check ran, none failed\.\*\*", report), report
+    assert "**simulator**" in report and "remain to be measured" in report
+    for section in ("## Machine", "## 1. CUDA tests", "## 2. The `--device`", "## 3. torchlight"):
+        assert section in report, section
+    assert "numba.cuda: NVIDIA" in report
+    passed = re.search(r"\*\*(\d+) passed, (\d+) failed\*\* of (\d+) op-table cases", report)
+    assert passed and passed[2] == "0" and passed[1] == passed[3] != "0", report
+    rows = _rows(report)
+    for name in ROWS:
+        assert name in rows, f"no row {name!r} in:\n{report}"
+        assert float(rows[name][1]) > 0, rows[name]  # the torchlight CUDA time, in ms
+    steps = {m[1]: m for m in STEP_LINE.finditer(report)}
+    assert set(steps) == {"MLP", "CNN"}, report
+    for step in steps.values():
+        launches, top = int(step[5]), step[6].split(", ")
+        kernels = [(name, int(count)) for name, count in (k.rsplit(" ", 1) for k in top)]
+        assert launches > 0 and 1 <= len(kernels) <= 5, step[0]
+        counts = [count for _, count in kernels]
+        assert counts == sorted(counts, reverse=True) and sum(counts) <= launches, step[0]
+        assert all(name.isidentifier() for name, _ in kernels), step[0]
+        assert int(step[7].replace(",", "")) <= int(step[8].replace(",", "")), step[0]
+    # the caching allocator serves a training step; the MLP's step copies nothing to the GPU
+    assert steps["MLP"][2] == "0" and steps["MLP"][3] == "0", steps["MLP"][0]
+    assert "host µs per launch" not in report  # a GPU's figure: the simulator's would mislead
+
+
+def test_gpu_check_reports_a_failing_item_and_goes_on(tmp_path: Path) -> None:
+    """conv2d made to raise (in its process only): the conv2d row, the CNN's step and its
+    counts fail, each with its exception and traceback in the report; every other row still
+    has its time; the report's top counts the failures, and the exit status is 1."""
+    out = tmp_path / "report.md"
+    broken = tmp_path / "broken_conv2d.py"
+    broken.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            import torchlight.nn.functional as F
+            def conv2d(*args, **kwargs):
+                raise RuntimeError("conv2d is broken on purpose")
+            F.conv2d = conv2d
+            """
+        )
+    )
+    done = _gpu_check("--skip-tests", "--out", str(out), first=broken)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    report = out.read_text()
+    top = report.splitlines()[2]
+    failed = re.fullmatch(r"\*\*(\d+) of (\d+) items failed\*\*: (.*)\.", top)
+    assert failed, top
+    names = failed[3].split("; ")
+    assert "conv2d 1->8 3x3, digits batch 1: torchlight CUDA" in names, names
+    assert "CNN training step (SGD, batch 1, float32): torchlight numpy (CPU)" in names, names
+    assert "CNN training-step counts" in names and int(failed[1]) == len(names), names
+    assert report.count("`RuntimeError: conv2d is broken on purpose`") == len(names)
+    assert 'raise RuntimeError("conv2d is broken on purpose")' in report  # the traceback
+    rows = _rows(report)
+    for name in ROWS:
+        assert name in rows, f"no row {name!r} in:\n{report}"
+        broken_row = name.startswith(("conv2d", "CNN"))
+        assert (rows[name][1] == "**failed** (below)") == broken_row, rows[name]
+        if not broken_row:
+            assert float(rows[name][1]) > 0, rows[name]
+    assert [m[1] for m in STEP_LINE.finditer(report)] == ["MLP"], report
+    assert report.rstrip().splitlines()[-1].startswith("Whole check:")
+
+
+def test_gpu_check_lists_what_its_deadline_left_out(tmp_path: Path) -> None:
+    """--deadline 0: no item starts, each is listed as not run, and the report is written."""
+    out = tmp_path / "report.md"
+    done = _gpu_check("--deadline", "0", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]  # nothing failed
+    report = out.read_text()
+    assert report.startswith("# torchlight GPU check: numba CUDA simulator")
+    top = report.splitlines()[2]
+    assert re.fullmatch(r"\*\*0 of (\d+) items failed\*\*\. \1 not run \(.*\): .*\.", top), top
+    for item in (
+        "versions",
+        "CUDA tests",
+        "the side-by-side benchmarks",
+        "MLP training-step counts",
+    ):
+        assert f"- {item}: not run: the check's time budget" in report, item
+    assert "Whole check:" in report
+
+
+def test_gpu_check_counts_a_step_and_puts_numba_back() -> None:
+    """counting(): the launches by kernel, the copies both ways (each once, however numba
+    implements them), and afterwards numba's functions and methods as they were."""
+    import numpy as np
+
+    import torchlight as tl
+    from benchmarks.gpu_check import counting
+    from torchlight.backends.cuda_kernels import cuda
+
+    x = tl.tensor(np.arange(6.0), backend="cuda")
+    kernel_type, array_type = type(cuda.jit(lambda: None)), type(cuda.device_array(1))
+    before = [dict(vars(owner)) for owner in (kernel_type, array_type, cuda)]
+    with counting() as counts:
+        y = (x * 2 + 1).to("numpy")
+        z = tl.tensor(np.arange(3.0), backend="cuda")  # (not one value: a fill)
+    assert sum(counts.launches.values()) >= 2, counts  # the multiply and the add at least
+    assert counts.device_to_host == 1 and counts.host_to_device >= 1, counts
+    np.testing.assert_allclose(y.numpy(), np.arange(6.0) * 2 + 1)
+    np.testing.assert_allclose(z.to("numpy").numpy(), np.arange(3.0))
+    after = [dict(vars(owner)) for owner in (kernel_type, array_type, cuda)]
+    assert after == before
+
+
+def test_gpu_check_puts_back_the_methods_numba_cuda_has_on_a_gpu() -> None:
+    """wrapped() on the classes of a GPU (numba-cuda without the simulator; no GPU needed):
+    CUDADispatcher's own __getitem__ and the copy_to_host that DeviceNDArray inherits are
+    wrapped while open and exactly as before afterwards."""
+    code = textwrap.dedent(
+        """
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray, DeviceNDArrayBase
+        from numba.cuda.dispatcher import CUDADispatcher
+        from benchmarks.gpu_check import wrapped
+        getitem, calls = CUDADispatcher.__getitem__, []
+        def wrap(original):
+            return lambda *args: calls.append(args) or original(*args)
+        with wrapped([(CUDADispatcher, "__getitem__", wrap), (DeviceNDArray, "copy_to_host", wrap)]):
+            assert CUDADispatcher.__getitem__ is not getitem and "copy_to_host" in vars(DeviceNDArray)
+        assert CUDADispatcher.__getitem__ is getitem
+        assert "copy_to_host" not in vars(DeviceNDArray)
+        assert DeviceNDArray.copy_to_host is DeviceNDArrayBase.copy_to_host
+        print("ok")
+        """
+    )
+    env = {k: v for k, v in _simulator_env().items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+def test_gpu_check_states_rates_as_shares_of_the_peaks() -> None:
+    """The report's rate cells on a GPU: GFLOP/s against the fp32 peak, GB/s against the
+    memory bandwidth (not for transfers, which cross PCIe), '-' without a time."""
+    from benchmarks.gpu_check import Device, Row, _rate
+
+    h200 = Device("H200", fp32_tflops=66.9, bandwidth_gbs=4800.0, notes=[])
+    matmul = Row("matmul 4096 float32", 2 * 4096**3, "flop", {})
+    assert _rate(matmul, 0.01, h200) == "13,743.9 GFLOP/s (20.5%)"
+    add = Row("elementwise add of 10,000,000 float32", 3 * 4 * 10**7, "byte", {})
+    assert _rate(add, 50e-6, h200) == "2,400.0 GB/s (50%)"
+    upload = Row("host -> device, 40,000,000 bytes (pageable)", 4 * 10**7, "byte", {})
+    assert _rate(upload, 0.004, h200) == "10.0 GB/s"
+    step = Row("CNN training step", 0, "", {})
+    assert _rate(step, 0.002, h200) == "-" and _rate(matmul, None, h200) == "-"
+    simulator = Device("simulator", None, None, [])
+    assert _rate(matmul, 0.01, simulator) == "13,743.9 GFLOP/s"
