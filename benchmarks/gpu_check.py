@@ -53,6 +53,7 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections import Counter
@@ -169,7 +170,7 @@ def _run_limited(
     process = subprocess.Popen(
         command,
         cwd=ROOT,
-        env=env,
+        env={**env, "PYTHONUNBUFFERED": "1"},  # what it printed before a time-out comes back
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -710,6 +711,8 @@ def counting() -> Iterator[Counts]:
     counts = Counts()
     array_type = type(cuda.device_array(1))
     kernel_type = type(cuda.jit(_probe))
+    # the class that defines the copies (DeviceNDArrayBase on a GPU: every kind of device array)
+    copies = next(cls for cls in array_type.__mro__ if "copy_to_host" in vars(cls))
     depth = [0]
 
     def on_device(source: Any) -> bool:
@@ -755,8 +758,8 @@ def counting() -> Iterator[Counts]:
             (kernel_type, "__getitem__", counted("launch")),
             (cuda, "device_array", counted("device_array")),
             (cuda, "to_device", counted("to_device")),
-            (array_type, "copy_to_device", counted("copy_to_device")),
-            (array_type, "copy_to_host", counted("copy_to_host")),
+            (copies, "copy_to_device", counted("copy_to_device")),
+            (copies, "copy_to_host", counted("copy_to_host")),
         ]
     ):
         yield counts
@@ -978,20 +981,32 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash in a driver still prints where it happened
+    for stream in (sys.stdout, sys.stderr):  # (a terminal that cannot print "µ" prints "?")
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
     check = Check(args.deadline)
     body: list[str] = []
 
     def save(final: bool) -> None:
-        """The report so far (after every section), and at the end with its summary."""
+        """The report so far (after every section), and at the end with its summary (printed
+        too; written to the temporary directory instead if ``--out`` cannot be written)."""
         titled = body and body[0].startswith("# ")
         title, rest = (body[0], body[1:]) if titled else ("# torchlight GPU check", body)
         state = check.summary() if final else "**incomplete**: the check is still running"
         text = "\n".join([title, "", state, "", *rest]) + "\n"
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
         if final:
-            print(text)
-            print(f"(written to {args.out})")
+            print(text, flush=True)
+        written = "nowhere"
+        for out in (args.out, Path(tempfile.gettempdir()) / "gpu_check.md"):
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(text, encoding="utf-8")
+                written = str(out)
+                break
+            except OSError as error:
+                print(f"gpu_check: cannot write {out}: {error}", file=sys.stderr)
+        if final:
+            print(f"(written to {written})")
 
     try:
         _check(args, check, body, save)
@@ -1039,16 +1054,22 @@ def _check(
         body += ["(skipped: --skip-tests)", ""]
     else:  # on a GPU: what the deadline leaves after 100 s for what follows, at most 140 s
         budget = min(140.0, check.left() - 100) if mode == "gpu" else 30.0
-        got = check.run("CUDA tests", functools.partial(run_tests, mode, budget, check))
-        body += [*(got.value or []), *got.lines, ""]
+        if budget < 10:
+            body += [*check.skip("CUDA tests", f"{NOT_RUN} (less than 10 s of it left)"), ""]
+        else:
+            got = check.run("CUDA tests", functools.partial(run_tests, mode, budget, check))
+            body += [*(got.value or []), *got.lines, ""]
     save(False)
 
     body += ["## 2. The `--device` benchmark", ""]
-    budget = min(80.0, check.left() - 60)
-    got = check.run(
-        "bench_backends.py --device", functools.partial(bench_backends, mode, budget, check)
-    )
-    body += [*(got.value or []), *got.lines, ""]
+    budget = min(80.0, check.left() - 60)  # (60 s kept for the rest)
+    if mode == "gpu" and budget < 10:
+        why = f"{NOT_RUN} (less than 10 s of it left)"
+        body += [*check.skip("bench_backends.py --device", why), ""]
+    else:
+        bench = functools.partial(bench_backends, mode, budget, check)
+        got = check.run("bench_backends.py --device", bench)
+        body += [*(got.value or []), *got.lines, ""]
     save(False)
 
     body += ["## 3. torchlight CUDA vs PyTorch CUDA vs CuPy", ""]

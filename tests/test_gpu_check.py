@@ -159,8 +159,10 @@ def test_gpu_check_lists_what_its_deadline_left_out(tmp_path: Path) -> None:
 
 
 def test_gpu_check_counts_a_step_and_puts_numba_back() -> None:
-    """counting(): the launches by kernel, the copies both ways (each once, however numba
-    implements them), and afterwards numba's functions and methods as they were."""
+    """counting(): the launches by kernel, the copies each way and the allocations, a copy
+    that numba makes by calling another counted function once (the simulator's
+    ``to_device(..., to=)`` calls ``copy_to_device``; on a GPU ``to_device`` does), and
+    afterwards numba's functions and methods as they were."""
     import numpy as np
 
     import torchlight as tl
@@ -172,11 +174,18 @@ def test_gpu_check_counts_a_step_and_puts_numba_back() -> None:
     before = [dict(vars(owner)) for owner in (kernel_type, array_type, cuda)]
     with counting() as counts:
         y = (x * 2 + 1).to("numpy")
-        z = tl.tensor(np.arange(3.0), backend="cuda")  # (not one value: a fill)
-    assert sum(counts.launches.values()) >= 2, counts  # the multiply and the add at least
-    assert counts.device_to_host == 1 and counts.host_to_device >= 1, counts
+        z = tl.tensor(np.arange(3.0), backend="cuda")  # (not one value: that is a fill)
+    assert counts.launches["zip_kernel"] >= 2, counts  # the multiply and the add
+    assert (counts.device_to_host, counts.host_to_device) == (1, 1), counts
     np.testing.assert_allclose(y.numpy(), np.arange(6.0) * 2 + 1)
     np.testing.assert_allclose(z.to("numpy").numpy(), np.arange(3.0))
+    with counting() as counts:
+        target = cuda.device_array(3)
+        cuda.to_device(np.arange(3.0), to=target)
+        target.copy_to_device(cuda.to_device(np.ones(3)))
+    assert sum(counts.launches.values()) == 0, counts
+    assert (counts.allocations, counts.host_to_device, counts.device_to_device) == (2, 2, 1)
+    np.testing.assert_allclose(target.copy_to_host(), np.ones(3))
     after = [dict(vars(owner)) for owner in (kernel_type, array_type, cuda)]
     assert after == before
 
