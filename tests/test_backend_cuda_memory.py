@@ -24,7 +24,7 @@ import pytest
 import torchlight as tl
 from tests.test_backend_conformance import backend
 from torchlight import nn, optim
-from torchlight.backends.cuda_memory import rounded_size, uniform_value
+from torchlight.backends.cuda_memory import integer_progression, rounded_size, uniform_value
 from torchlight.nn import functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +55,7 @@ def counted(cu, monkeypatch) -> Iterator[Counter]:
     wrap(cuda, "device_array", "allocations")
     wrap(cuda, "to_device", "allocations", "transfers")
     wrap(array_type, "copy_to_device", "transfers")
+    wrap(array_type, "copy_to_host", "to_host")
     yield counts
 
 
@@ -111,12 +112,15 @@ def test_after_one_step_a_training_step_allocates_nothing_and_copies_only_labels
     for _ in range(2):
         counted.clear()
         step(*data[0])
-        assert counted == {}, counted
+        assert counted == {"to_host": 2}, counted  # nothing to the GPU; see below
         assert tl.cuda.memory_allocated() == baseline
     for x, y in data[1:]:  # new labels
         counted.clear()
         step(x, y)
         assert counted["transfers"] == 1 and counted["allocations"] <= 1, counted
+        # back to the host: the labels, once (checked, and looked at for ignore_index), and
+        # the loss (.item())
+        assert counted["to_host"] == 2, counted
     assert tl.cuda.memory_reserved() > tl.cuda.memory_allocated()  # free buffers, kept
     tl.cuda.empty_cache()  # the free buffers, and the cached tables, go back to the driver
     assert 0 < tl.cuda.memory_reserved() == tl.cuda.memory_allocated() < baseline
@@ -168,6 +172,67 @@ def test_uniform_arrays_are_filled_on_the_device_bit_for_bit(cu, counted: Counte
         assert got.dtype == array.dtype and got.shape == array.shape
         assert got.tobytes() == array.tobytes()
         assert counted["transfers"] == (array.size == 3), array  # only the last is copied
+
+
+def test_integer_aranges_are_made_on_the_device(cu, counted: Counter) -> None:
+    """An integer arithmetic progression (``arange``, a pooling backward's window offsets) is
+    written by the iota kernel, not copied; anything else that looks like one is copied."""
+    assert integer_progression(np.array([3, 5, 7])) == (3, 2)
+    assert integer_progression(np.array([0, 1, 5, 3])) is None  # the ends fit, the middle not
+    assert integer_progression(np.arange(3.0)) is None  # floats are copied
+    for array, made in (
+        (np.arange(9), True),
+        (np.arange(10, -20, -3, dtype=np.int32).reshape(2, 5), True),
+        (np.array([7, -2]), True),
+        (np.array([0, 1, 5, 3]), False),
+        (np.array([5, 5, 6]), False),
+        (np.arange(4.0), False),
+        (np.arange(6, dtype=np.uint8), False),
+    ):
+        counted.clear()
+        got = cu.to_numpy(cu.from_numpy(array))
+        assert got.dtype == array.dtype and got.shape == array.shape
+        np.testing.assert_array_equal(got, array)
+        assert counted["transfers"] == (not made), array
+    x = tl.randn(1, 1, 4, 4).to(tl.float32).to("cuda").requires_grad_()
+    for _ in range(2):  # the first pass uploads the windows' offset table (cached then)
+        counted.clear()
+        x.grad = None
+        F.max_pool2d(x, 2).sum().backward()  # its backward's tl.arange(4): on the device
+    assert counted["transfers"] == 0, counted
+    assert x.grad.sum().item() == 4.0
+
+
+def test_an_in_place_op_on_a_view_writes_into_it_in_one_kernel(cu, monkeypatch) -> None:
+    """``view.add_(y)`` on a strided view (a convolution's backward adds its windows so) is
+    one zip kernel writing through the view's strides, not a result and a copy; an operand
+    that overlaps the view otherwise still goes through a copy, and both give numpy's
+    numbers."""
+    launches: list[str] = []
+    original = cu._launch
+
+    def counting(kernel, n, *args):
+        launches.append(getattr(kernel, "__name__", str(kernel)))
+        return original(kernel, n, *args)
+
+    monkeypatch.setattr(cu, "_launch", counting)
+    expected = np.arange(24.0).reshape(4, 6)
+    x = tl.tensor(expected, backend="cuda")
+    y = tl.tensor(np.arange(6.0).reshape(2, 3) * 10, backend="cuda")
+    with tl.no_grad():
+        launches.clear()
+        x[1::2, ::2].add_(y)  # offset 6, strides (12, 2)
+        assert len(launches) == 1, launches
+        expected[1::2, ::2] += np.arange(6.0).reshape(2, 3) * 10
+        launches.clear()
+        x.T[2:4].mul_(-1.0)  # a transposed view, times a scalar: a fill and the zip
+        assert len(launches) == 2, launches
+        expected.T[2:4] *= -1.0
+        launches.clear()
+        x[1:].add_(x[:-1])  # overlapping rows: the result first, then the copy
+        assert launches == ["zip_kernel", "copy_kernel"], launches
+        expected[1:] += expected[:-1].copy()
+    np.testing.assert_array_equal(x.numpy(), expected)
 
 
 def test_the_gpu_view_of_a_block_in_a_process_without_simulator() -> None:

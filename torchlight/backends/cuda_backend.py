@@ -62,7 +62,12 @@ from torchlight.backends.cuda_kernels import (
     reduce_kernel,
     zip_kernel,
 )
-from torchlight.backends.cuda_memory import CachingAllocator, TableCache, uniform_value
+from torchlight.backends.cuda_memory import (
+    CachingAllocator,
+    TableCache,
+    integer_progression,
+    uniform_value,
+)
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided_layout import (
     LayoutOps,
@@ -70,7 +75,6 @@ from torchlight.backends.strided_layout import (
     basic_index,
     expand_strides,
     is_basic_index,
-    is_contiguous,
     position_table,
 )
 from torchlight.shape import broadcast_shape, reduced_shape, strides_from_shape
@@ -149,13 +153,13 @@ def _strided_args(shape: tuple[int, ...], *operands: CudaStorage) -> tuple[Any, 
 
 
 def _writable_in_place(out: CudaStorage, dtype: np.dtype, *operands: CudaStorage) -> bool:
-    """Whether a kernel may write its ``dtype`` result straight into ``out`` while it reads
-    ``operands``: ``out`` is its whole buffer in row-major order (the kernels write ``out[i]``),
-    and each operand lives in another buffer or is the same elements in the same layout (each
-    thread reads its element before it writes it)."""
-    if out.dtype != dtype or out.offset != 0 or out.buffer.size != out.size:
-        return False
-    if not is_contiguous(out.shape, out.strides):
+    """Whether a kernel may write its ``dtype`` result straight into ``out`` (through its strides)
+    while it reads ``operands``: no two elements of ``out`` share a position (no broadcast
+    dimension), and each operand lives in another buffer or is the same elements in the same
+    layout (each thread reads its element before it writes it)."""
+    if out.dtype != dtype or any(
+        s == 0 for n, s in zip(out.shape, out.strides, strict=True) if n > 1
+    ):
         return False
     layout = (out.shape, out.strides, out.offset)
     return all(
@@ -222,18 +226,22 @@ class CudaBackend(LayoutOps, FusedKernels):
 
         Speed trick: an array whose elements are all one value (a Python number lifted to a
         tensor, ``zeros``, ``ones``, ``full``) is not copied: the fill kernel writes the value,
-        which it receives as a kernel argument. A copy from host memory first waits for every
-        kernel queued on the GPU; a launch does not wait.
+        which it receives as a kernel argument. Likewise an integer ``arange`` (start and step
+        found on the host): the iota kernel writes it. A copy from host memory first waits for
+        every kernel queued on the GPU; a launch does not wait.
         """
         array = np.asarray(array, order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
         host = array.reshape(-1) if array.size else np.zeros(1, array.dtype)
         out = self.empty(array.shape, array.dtype)
         value = uniform_value(host)
-        if value is None:
-            out.buffer.copy_to_device(host)
-        else:
+        progression = integer_progression(host) if value is None else None
+        if value is not None:
             args = (out.buffer, 0, (1,), value, (host.size,))
             self._launch(helper_kernel("fill"), host.size, *args)
+        elif progression is not None:
+            self._launch(helper_kernel("iota"), host.size, out.buffer, *progression)
+        else:
+            out.buffer.copy_to_device(host)
         return out
 
     def to_numpy(self, a: CudaStorage) -> np.ndarray:
@@ -264,17 +272,16 @@ class CudaBackend(LayoutOps, FusedKernels):
     def zip(
         self, op: str, a: CudaStorage, b: CudaStorage, out: CudaStorage | None = None
     ) -> CudaStorage:
-        if out is not None and _writable_in_place(out, zip_dtype(op, a.dtype, b.dtype), a, b):
-            args = _strided_args(out.shape, a, b)
-            self._launch(zip_kernel(op, out.dtype == np.float32), out.size, out.buffer, *args)
-            return out
-        if out is not None:  # the result, then a copy into ``out`` (safe when out aliases a or b)
+        if out is not None and not _writable_in_place(out, zip_dtype(op, a.dtype, b.dtype), a, b):
+            # the result, then a copy into ``out`` (safe when out overlaps a or b)
             self.setitem(out, (...,), self.zip(op, a, b))
             return out
-        out = self.empty(broadcast_shape(a.shape, b.shape), zip_dtype(op, a.dtype, b.dtype))
+        if out is None:
+            out = self.empty(broadcast_shape(a.shape, b.shape), zip_dtype(op, a.dtype, b.dtype))
         if out.size:
-            args = _strided_args(out.shape, a, b)
-            self._launch(zip_kernel(op, out.dtype == np.float32), out.size, out.buffer, *args)
+            args = _strided_args(out.shape, out, a, b)
+            kernel = zip_kernel(op, out.dtype == np.float32)
+            self._launch(kernel, out.size, *args)
         return out
 
     def reduce(self, op: str, a: CudaStorage, dims: tuple[int, ...], keepdim: bool) -> CudaStorage:

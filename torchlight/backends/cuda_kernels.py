@@ -4,7 +4,8 @@ Each kernel is written as a plain Python function (``_map_source`` and friends b
 ``cuda.jit`` compiles at its first launch; the tests compile every one for a real GPU with
 ``numba.cuda.compile_ptx`` (:func:`kernel_sources` lists them). What they compute:
 
-- ``map`` / ``zip`` / ``where`` / ``copy`` / ``fill`` / ``gather`` / ``scatter`` / ``cat_views``:
+- ``map`` / ``zip`` / ``where`` / ``copy`` / ``fill`` / ``iota`` / ``gather`` / ``scatter`` /
+  ``cat_views``:
   *grid-stride
   loops*, thread ``i`` taking elements ``i``, ``i + gridsize``, ...: each element's ordinal
   becomes an index (:func:`to_index`), the index a position in each strided operand
@@ -143,13 +144,20 @@ def _map_source(fn: Callable[[Any], Any], float32: bool = False) -> Callable[...
 def _zip_source(fn: Callable[[Any, Any], Any], float32: bool = False) -> Callable[..., None]:
     f = device_function(fn, float32)
 
-    def zip_kernel(out, a, a_offset, a_strides, b, b_offset, b_strides, shape):  # pragma: no cover
+    def zip_kernel(
+        out, out_offset, out_strides, a, a_offset, a_strides, b, b_offset, b_strides, shape
+    ):  # pragma: no cover - runs on the GPU
+        # out is strided too, so that an in-place op on a view (``x[::2] += y``, the windows
+        # a convolution's backward adds up) writes straight into it
+        size = 1
+        for d in range(len(shape)):
+            size *= shape[d]
         index = cuda.local.array(len(shape), numba.int64)
-        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        for i in range(cuda.grid(1), size, cuda.gridsize(1)):
             to_index(i, shape, index)
             x = a[index_to_position(index, a_strides, a_offset)]
             y = b[index_to_position(index, b_strides, b_offset)]
-            out[i] = f(x, y)
+            out[index_to_position(index, out_strides, out_offset)] = f(x, y)
 
     return zip_kernel
 
@@ -290,6 +298,15 @@ def _fill_source() -> Callable[..., None]:
             dst[index_to_position(index, dst_strides, dst_offset)] = value
 
     return fill_kernel
+
+
+def _iota_source() -> Callable[..., None]:
+    def iota_kernel(dst, start, step):  # pragma: no cover - runs on the GPU
+        # dst[i] = start + i * step (an integer arange made on the GPU, not copied there)
+        for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
+            dst[i] = start + i * step
+
+    return iota_kernel
 
 
 def _where_source() -> Callable[..., None]:
@@ -487,6 +504,7 @@ def _blocked_matmul_source(dtype: Any) -> Callable[..., None]:
 _HELPERS = {
     "copy": _copy_source,
     "fill": _fill_source,
+    "iota": _iota_source,
     "cat_views": _cat_views_source,
     "where": _where_source,
     "gather": _gather_source,
@@ -563,7 +581,8 @@ def kernel_sources(
         compare = op in ("eq", "ne", "lt", "le", "gt", "ge")
         result = boolean if compare else arr
         source = _zip_source(fn2, float32 and not compare)
-        out.append((f"zip {op}", source, (result, arr, i64, tup, arr, i64, tup, tup)))
+        zip_args = (result, i64, tup, arr, i64, tup, arr, i64, tup, tup)
+        out.append((f"zip {op}", source, zip_args))
     for op, fn2 in scalar_ops.REDUCE.items():
         reduce_args = (arr, arr, i64, tup, tup, tup, tup)
         out.append((f"reduce {op}", _reduce_source(fn2, op == "sum", el), reduce_args))
@@ -578,6 +597,7 @@ def kernel_sources(
     out.append(("copy", _copy_source(), (arr, i64, tup, arr, i64, tup, tup)))
     out.append(("copy 1-d", _copy_source(), (arr, i64, tup1, arr, i64, tup1, tup1)))
     out.append(("fill", _fill_source(), (arr, i64, tup, el, tup)))
+    out.append(("iota", _iota_source(), (ints, i64, i64)))
     out.append(("cat_views", _cat_views_source(), (arr, arr, ints, tup3, tup3, i64)))
     out.append(
         ("where", _where_source(), (arr, boolean, i64, tup, arr, i64, tup, arr, i64, tup, tup))

@@ -181,3 +181,18 @@ def uniform_value(flat: np.ndarray) -> Any:
     if bits[0] != bits[-1] or (flat.size > 2 and not (bits == bits[0]).all()):
         return None
     return flat[0]
+
+
+def integer_progression(flat: np.ndarray) -> tuple[int, int] | None:
+    """``(start, step)`` when the 1-D signed-integer ``flat`` is ``start + step * arange(n)``
+    (an ``arange``, the window offsets of a pooling layer's backward), else None.
+
+    Example: ``integer_progression(np.array([3, 5, 7]))`` is ``(3, 2)``.
+    """
+    if flat.dtype.kind != "i" or flat.size < 2:
+        return None
+    start, step = int(flat[0]), int(flat[1]) - int(flat[0])
+    if int(flat[-1]) != start + step * (flat.size - 1):  # most tables end here
+        return None
+    expected = np.arange(flat.size, dtype=np.int64) * step + start
+    return (start, step) if np.array_equal(flat, expected) else None

@@ -216,11 +216,19 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 
 # --------------------------------------------------------------------------- losses
-def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray:
-    """The labels as a host numpy array, after checking each is a class index in [0, C)."""
+def _host_labels(target: Tensor) -> np.ndarray:
+    """The target's class indices as a host numpy array (a view on numpy, a copy from a GPU)."""
+    return np.asarray(target.backend.to_numpy(target.storage))
+
+
+def _check_classes(
+    fn_name: str, target: Tensor, num_classes: int, labels: np.ndarray | None = None
+) -> np.ndarray:
+    """The labels as a host numpy array (``labels``, if the caller has them already), after
+    checking each is a class index in [0, C)."""
     # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
     # Out-of-range labels must not reach the indexing, where -1 would silently mean the last class.
-    labels = np.asarray(target.backend.to_numpy(target.storage))
+    labels = _host_labels(target) if labels is None else labels
     if labels.size == 0:
         return labels
     low, high = int(labels.min()), int(labels.max())
@@ -235,9 +243,15 @@ def _check_classes(fn_name: str, target: Tensor, num_classes: int) -> np.ndarray
     return labels
 
 
-def _check_class_target(fn_name: str, input: Tensor, target: Any) -> np.ndarray:  # noqa: A002
+def _check_class_target(
+    fn_name: str,
+    input: Tensor,  # noqa: A002
+    target: Any,
+    labels: np.ndarray | None = None,
+) -> np.ndarray:
     """Check ``target`` holds one class index per row of the (N, C) ``input``; return the
-    indices as a host array (the losses pick ``input[n, target[n]]`` with it)."""
+    indices as a host array (the losses pick ``input[n, target[n]]`` with it). ``labels``: the
+    target already copied to the host, if the caller has it."""
     if not isinstance(target, Tensor) or target.dtype.is_floating_point:
         got = target.dtype if isinstance(target, Tensor) else type(target).__name__
         raise TypeError(
@@ -249,7 +263,7 @@ def _check_class_target(fn_name: str, input: Tensor, target: Any) -> np.ndarray:
             f"{fn_name}: expected an input of shape (N, C) and a target of shape (N,), got "
             f"input {input.shape} and target {target.shape}"
         )
-    return _check_classes(fn_name, target, input.shape[1])
+    return _check_classes(fn_name, target, input.shape[1], labels)
 
 
 def nll_loss(
@@ -268,9 +282,10 @@ def nll_loss(
     """
     _check_loss_options("nll_loss", weight, reduction)
     _check_class_indices("nll_loss", target)
-    if not _plain_class_target(input, target, weight, ignore_index):
+    labels = _plain_class_labels(input, target, weight, ignore_index)
+    if labels is None:
         return class_index_loss("nll_loss", input, target, weight, ignore_index, reduction)
-    labels = _check_class_target("nll_loss", input, target)
+    labels = _check_class_target("nll_loss", input, target, labels)
     return NLLLossFunction.apply(input, target, reduction, labels)
 
 
@@ -310,12 +325,15 @@ def cross_entropy(
         logp = log_softmax(input, 0 if input.ndim == 1 else 1)
         return probability_target_loss(logp, target, weight, reduction, label_smoothing)
     _check_class_indices("cross_entropy", target, " (or class probabilities of the input's shape)")
-    if label_smoothing > 0.0 or not _plain_class_target(input, target, weight, ignore_index):
+    labels = (
+        None if label_smoothing > 0.0 else _plain_class_labels(input, target, weight, ignore_index)
+    )
+    if labels is None:
         logp = log_softmax(input, 0 if input.ndim == 1 else 1)
         return class_index_loss(
             "cross_entropy", logp, target, weight, ignore_index, reduction, label_smoothing
         )
-    labels = _check_class_target("cross_entropy", input, target)
+    labels = _check_class_target("cross_entropy", input, target, labels)
     return CrossEntropy.apply(input, target, reduction, labels)
 
 
@@ -338,14 +356,21 @@ def _check_class_indices(fn_name: str, target: Any, hint: str = "") -> None:
         )
 
 
-def _plain_class_target(input: Tensor, target: Tensor, weight: Any, ignore_index: int) -> bool:  # noqa: A002
-    """Whether the one-node Functions apply: an (N, C) input, no weight, no ignored target."""
+def _plain_class_labels(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    weight: Any,
+    ignore_index: int,
+) -> np.ndarray | None:
+    """The target's labels on the host if the one-node Functions apply (an (N, C) input, no
+    weight, no ignored target), else None."""
     if input.ndim != 2 or weight is not None or target.ndim != 1:
-        return False
-    # The labels are few: look for ignore_index on the host, where _check_classes reads them too
-    # (one numpy comparison, not three tensor ops and a device-to-host .item()).
-    labels = np.asarray(target.backend.to_numpy(target.storage))
-    return not bool(np.equal(labels, ignore_index).any())
+        return None
+    # The labels are few: look for ignore_index on the host, where _check_classes checks them
+    # next (one numpy comparison, not three tensor ops and a device-to-host .item(); and one
+    # copy from a GPU for both).
+    labels = _host_labels(target)
+    return None if np.equal(labels, ignore_index).any() else labels
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
