@@ -135,7 +135,7 @@ class Check:
         self.failed.append(name)
         if isinstance(error, str):
             return [f"- **failed**: {name}: {error}"]
-        message = " ".join(str(error).split())
+        message = " ".join(str(error).split()).replace("`", "'")
         message = message if len(message) <= 300 else message[:300] + " ..."
         trace = traceback.format_exception(type(error), error, error.__traceback__)
         tail = "".join(trace).rstrip().splitlines()[-15:]
@@ -181,8 +181,14 @@ def _run_limited(
         return process.returncode, out, err
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
+        try:
+            out, err = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a grandchild in a session of its own holds a pipe
+            out, err = "", "(its output pipes stayed open after the kill)"
         return None, out, err
+    except BaseException:  # the check itself stopped (Ctrl-C, SIGTERM): its children too
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
 
 
 # ------------------------------------------------------------------ the machine
@@ -837,11 +843,15 @@ def _no_sync() -> None:
 
 
 def _import_peer(name: str) -> Any:
+    """The module ``name``, or None when it is not installed."""
     if importlib.util.find_spec(name) is None:
         return None
     module = __import__(name)
     if name == "torch" and not module.cuda.is_available():
-        return None
+        raise RuntimeError(
+            f"torch {module.__version__} is installed, but torch.cuda.is_available() is False "
+            "(a CPU-only build, or a driver it cannot use): no PyTorch CUDA column"
+        )
     return module
 
 
@@ -1008,14 +1018,29 @@ def main(argv: list[str] | None = None) -> int:
         if final:
             print(f"(written to {written})")
 
+    # SIGTERM (a time limit around the check) ends it like Ctrl-C: with the report written
+    signal.signal(signal.SIGTERM, _stop)
     try:
         _check(args, check, body, save)
     except Exception as error:  # a failure outside every item's guard: still reported
         body += ["", *check.fail("the check itself", error), ""]
+    except BaseException as error:  # stopped from outside: what it has, then stop
+        body += [
+            "",
+            *check.fail(
+                "the check itself", f"stopped from outside ({type(error).__name__}: {error})"
+            ),
+            "",
+        ]
+        raise
     finally:
         body += [f"Whole check: {time.perf_counter() - check.start:.0f} s.", ""]
         save(final=True)
     return 1 if check.failed else 0
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _check(

@@ -158,6 +158,31 @@ def test_gpu_check_lists_what_its_deadline_left_out(tmp_path: Path) -> None:
     assert "Whole check:" in report
 
 
+def test_gpu_check_writes_its_report_when_terminated(tmp_path: Path) -> None:
+    """SIGTERM (a time limit around the check) mid-check: the report is written with what was
+    done and says the check was stopped; the exit status is not 0."""
+    out = tmp_path / "report.md"
+    terminate = tmp_path / "terminate.py"
+    terminate.write_text(
+        textwrap.dedent(
+            """
+            import os, signal, sys
+            import benchmarks.gpu_check as check
+            def versions():
+                os.kill(os.getpid(), signal.SIGTERM)
+                return ["never"]
+            check.versions = versions
+            """
+        )
+    )
+    done = _gpu_check("--out", str(out), first=terminate)
+    assert done.returncode != 0
+    report = out.read_text()
+    assert "**1 of 2 items failed**: the check itself." in report, report
+    assert "- **failed**: the check itself: stopped from outside (KeyboardInterrupt" in report
+    assert "## Machine" in report and "never" not in report and "## 1." not in report
+
+
 def test_gpu_check_counts_a_step_and_puts_numba_back() -> None:
     """counting(): the launches by kernel, the copies each way and the allocations, a copy
     that numba makes by calling another counted function once (the simulator's
