@@ -35,8 +35,10 @@ counts) runs in a guard that writes an exception into the report where the item'
 would have been (its type, message and the last lines of its traceback) and goes on with the
 next item. The report is written after every section (a crash or a kill leaves what was done)
 and at the end; its top says how many items failed. Items not started before the whole
-check's deadline (``--deadline``, 270 s) are listed as not run, and the check finishes. The
-exit status is 1 if any item failed, else 0.
+check's deadline (``--deadline``, 270 s) are listed as not run, and the check finishes; an
+item still running 60 s after it (a kernel or a driver call that never returns) is ended by a
+watchdog that writes the report first, and so is the check on SIGTERM or Ctrl-C. The exit
+status is 1 if any item failed, else 0.
 
 In the simulator (``--simulator``, or ``NUMBA_ENABLE_CUDASIM=1``) the same steps run at tiny
 sizes and the report says "simulator": its times are those of Python threads, not of a GPU.
@@ -54,6 +56,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import Counter
@@ -81,6 +84,9 @@ TEST_FILES = ["tests/test_backend_cuda.py", "tests/test_backend_conformance.py"]
 TEST_FILES += ["tests/test_backend_training.py"]
 #: The whole check's deadline (seconds): items not started by then are listed as not run.
 DEADLINE = 270.0
+#: An item still running this many seconds after the deadline (a kernel or a driver call that
+#: never returns) is ended by a watchdog, which writes the report first.
+GRACE = 60.0
 NOT_RUN = "not run: the check's time budget"
 #: The table's columns, by who is timed.
 WHO = {
@@ -110,6 +116,8 @@ class Check:
         self.items = 0
         self.failed: list[str] = []
         self.not_run: list[str] = []
+        self.current = ""  # the item running now (the innermost), for the watchdog
+        self.children: set[subprocess.Popen] = set()  # running, each in its own process group
 
     def left(self) -> float:
         """Seconds left before the deadline."""
@@ -120,10 +128,13 @@ class Check:
         self.items += 1
         if self.left() <= 0:
             return Outcome(None, "not run", self.skip(name))
+        outer, self.current = self.current, name
         try:
             return Outcome(fn(), "ok", [])
         except Exception as error:  # any failure of one item: reported, and the check goes on
             return Outcome(None, "failed", self.fail(name, error))
+        finally:
+            self.current = outer
 
     def skip(self, name: str, why: str = NOT_RUN) -> list[str]:
         self.not_run.append(name)
@@ -162,7 +173,7 @@ class Check:
 
 
 def _run_limited(
-    command: list[str], env: dict[str, str], timeout: float
+    command: list[str], env: dict[str, str], timeout: float, check: Check
 ) -> tuple[int | None, str, str]:
     """Run ``command`` in its own process group; at ``timeout`` seconds kill the whole group
     (pytest's own subprocesses too, which would otherwise hold its output pipes open).
@@ -176,6 +187,7 @@ def _run_limited(
         text=True,
         start_new_session=True,
     )
+    check.children.add(process)
     try:
         out, err = process.communicate(timeout=max(timeout, 1.0))
         return process.returncode, out, err
@@ -189,6 +201,8 @@ def _run_limited(
     except BaseException:  # the check itself stopped (Ctrl-C, SIGTERM): its children too
         os.killpg(process.pid, signal.SIGKILL)
         raise
+    finally:
+        check.children.discard(process)
 
 
 # ------------------------------------------------------------------ the machine
@@ -318,7 +332,7 @@ def run_tests(mode: str, budget: float, check: Check) -> list[str]:
     env = {**os.environ, "TORCHLIGHT_TEST_CUDA": "gpu", "PYTHONPATH": str(ROOT)}
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     start = time.perf_counter()
-    status, out, err = _run_limited(command, env, budget)
+    status, out, err = _run_limited(command, env, budget, check)
     if status is None:
         check.not_run.append(f"CUDA tests (stopped at their time budget, {budget:.0f} s)")
         return [f"pytest stopped at the time budget ({budget:.0f} s); its last lines:"] + (
@@ -395,7 +409,7 @@ def bench_backends(mode: str, budget: float, check: Check) -> list[str]:
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_backends.py"), "--device"]
     command.append("--quick")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    status, text, err = _run_limited(command, env, budget)
+    status, text, err = _run_limited(command, env, budget, check)
     lines = ["`python benchmarks/bench_backends.py --device --quick`:"]
     if status is None:
         text = text[-6000:] + f"\n(stopped at the time budget, {budget:.0f} s)"
@@ -1018,6 +1032,19 @@ def main(argv: list[str] | None = None) -> int:
         if final:
             print(f"(written to {written})")
 
+    def overrun() -> None:
+        """The watchdog: an item hangs past the deadline and its grace; report it, and end."""
+        why = f"still running {GRACE:.0f} s after the check's deadline: the check ended here"
+        body.extend(["", *check.fail(check.current or "the check itself", why), ""])
+        body.append(f"Whole check: {time.perf_counter() - check.start:.0f} s (ended).")
+        save(final=True)
+        for child in list(check.children):
+            os.killpg(child.pid, signal.SIGKILL)
+        os._exit(1)
+
+    watchdog = threading.Timer(max(args.deadline, 0.0) + GRACE, overrun)
+    watchdog.daemon = True
+    watchdog.start()
     # SIGTERM (a time limit around the check) ends it like Ctrl-C: with the report written
     signal.signal(signal.SIGTERM, _stop)
     try:
@@ -1034,6 +1061,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         raise
     finally:
+        watchdog.cancel()
         body += [f"Whole check: {time.perf_counter() - check.start:.0f} s.", ""]
         save(final=True)
     return 1 if check.failed else 0

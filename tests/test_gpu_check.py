@@ -33,7 +33,9 @@ def _simulator_env() -> dict[str, str]:
     return {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
 
 
-def _gpu_check(*args: str, first: Path | None = None) -> subprocess.CompletedProcess:
+def _gpu_check(
+    *args: str, first: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """benchmarks/gpu_check.py in the simulator, in a new process; the script ``first`` (given
     its own ``first.write_text``) runs before it, in that process."""
     command = [sys.executable, "benchmarks/gpu_check.py", "--simulator", *args]
@@ -43,7 +45,7 @@ def _gpu_check(*args: str, first: Path | None = None) -> subprocess.CompletedPro
         first.write_text(driver)
         command = [sys.executable, str(first)]
     return subprocess.run(
-        command, cwd=ROOT, env=_simulator_env(), capture_output=True, text=True, timeout=300
+        command, cwd=ROOT, env=_simulator_env(), capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -181,6 +183,28 @@ def test_gpu_check_writes_its_report_when_terminated(tmp_path: Path) -> None:
     assert "**1 of 2 items failed**: the check itself." in report, report
     assert "- **failed**: the check itself: stopped from outside (KeyboardInterrupt" in report
     assert "## Machine" in report and "never" not in report and "## 1." not in report
+
+
+def test_gpu_check_ends_an_item_that_hangs_past_its_deadline(tmp_path: Path) -> None:
+    """An item that never returns (a kernel that hangs, on a GPU): the watchdog writes the
+    report, naming the item, GRACE seconds after the deadline, and ends the check (exit 1)."""
+    out = tmp_path / "report.md"
+    hang = tmp_path / "hang.py"
+    hang.write_text(
+        textwrap.dedent(
+            """
+            import sys, time
+            import benchmarks.gpu_check as check
+            check.GRACE = 1.0
+            check.versions = lambda: time.sleep(600)
+            """
+        )
+    )
+    done = _gpu_check("--deadline", "0.5", "--out", str(out), first=hang, timeout=60)
+    assert done.returncode == 1, done.stderr[-3000:]
+    report = out.read_text()
+    assert "**1 of 2 items failed**: versions." in report, report
+    assert "- **failed**: versions: still running 1 s after the check's deadline" in report
 
 
 def test_gpu_check_counts_a_step_and_puts_numba_back() -> None:
