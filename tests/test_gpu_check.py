@@ -266,6 +266,21 @@ def test_gpu_check_puts_back_the_methods_numba_cuda_has_on_a_gpu() -> None:
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
+def test_gpu_check_describes_a_device_that_lacks_properties() -> None:
+    """describe_device on a device that answers almost nothing (the simulator's: no name, no
+    SM count, clocks or bus width): a description that says what is unknown, no exception."""
+    from benchmarks.gpu_check import describe_device
+    from tests.test_backend_conformance import cuda_mode
+
+    device = describe_device("gpu")
+    notes = " | ".join(device.notes)
+    if cuda_mode() == "gpu":  # (TORCHLIGHT_TEST_CUDA=gpu) a real GPU answers
+        assert device.fp32_tflops and device.bandwidth_gbs, notes
+        return
+    assert device.name and device.fp32_tflops is None and device.bandwidth_gbs is None
+    assert "device name unknown" in notes and "no bandwidth peak" in notes, notes
+
+
 def test_gpu_check_states_rates_as_shares_of_the_peaks() -> None:
     """The report's rate cells on a GPU: GFLOP/s against the fp32 peak, GB/s against the
     memory bandwidth (not for transfers, which cross PCIe), '-' without a time."""
