@@ -15,7 +15,9 @@ Data moves between host and GPU only where you ask: ``tensor.to("cuda")`` and
 ``tensor.to("numpy")`` (or printing, ``.numpy()``, ``.item()``). Indexing with integer or
 boolean arrays computes *which positions* on the host (numpy indexes a table of positions),
 copies that table to the GPU (once: the same table again reuses the copy) and moves the
-elements there. Device buffers come from a caching allocator (``cuda_memory.py``).
+elements there. Device buffers come from a caching allocator (``cuda_memory.py``), and kernels
+are launched through :class:`~torchlight.backends.cuda_launch.Launcher`, which plans numba's
+argument marshalling once per kernel and kind of arguments (``cuda_launch.py``).
 
 Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before the backend is first used: numba then runs
 the same kernels in its simulator (slowly, one Python thread per GPU thread).
@@ -34,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,12 +59,12 @@ from torchlight.backends.cuda_kernels import (
     fold_kernel,
     helper_kernel,
     kernel_sources,
-    launch,
     map_kernel,
     matmul_kernels,
     reduce_kernel,
     zip_kernel,
 )
+from torchlight.backends.cuda_launch import Launcher
 from torchlight.backends.cuda_memory import (
     CachingAllocator,
     TableCache,
@@ -127,6 +130,13 @@ def coalesce(
 
     Example: ``coalesce((2, 3, 4), [(12, 4, 1), (0, 4, 1)])`` is ``((2, 12), [(12, 1), (0, 1)])``.
     """
+    # Speed trick (host side): most launches walk contiguous operands and broadcast scalars,
+    # which are 1-D at once; only the others go through the loop below.
+    contiguous = strides_from_shape(shape)
+    if all(s == contiguous or not any(s) for s in strides):
+        size = math.prod(shape)
+        if size != 1:
+            return (size,), [(1,) if any(s) else (0,) for s in strides]
     dims = [(n, [s[d] for s in strides]) for d, n in enumerate(shape) if n != 1]
     if not dims:
         return (1,), [(0,) for _ in strides]
@@ -145,7 +155,13 @@ def coalesce(
 def _strided_args(shape: tuple[int, ...], *operands: CudaStorage) -> tuple[Any, ...]:
     """The arguments a strided kernel takes to walk ``shape``: each operand's buffer, offset and
     strides (broadcast to ``shape``: stride 0), then ``shape`` itself, coalesced."""
-    shape, strides = coalesce(shape, [expand_strides(o.shape, o.strides, shape) for o in operands])
+    shape, strides = coalesce(
+        shape,
+        [
+            o.strides if o.shape == shape else expand_strides(o.shape, o.strides, shape)
+            for o in operands
+        ],
+    )
     args: list[Any] = []
     for o, s in zip(operands, strides, strict=True):
         args += [o.buffer, o.offset, s]
@@ -189,6 +205,9 @@ class CudaBackend(LayoutOps, FusedKernels):
         # Speed tricks (cuda_memory.py): dropped buffers are reused, index tables uploaded once.
         self.memory = CachingAllocator(self.simulator)
         self.tables = TableCache(self.memory)
+        # Speed trick (cuda_launch.py): numba's per-launch argument marshalling planned once.
+        fast = os.environ.get("TORCHLIGHT_CUDA_FAST_LAUNCH", "1") != "0"
+        self.launcher = Launcher(enabled=fast and not self.simulator)
         self.tile = 8 if self.simulator else TILE
         # Grid-stride kernels launch at most max_blocks blocks: 16 per multiprocessor fill a GPU
         # (2048 threads each); the simulator runs one Python thread per GPU thread, so fewer, and
@@ -205,8 +224,12 @@ class CudaBackend(LayoutOps, FusedKernels):
             )
 
     def _launch(self, kernel: Any, n: int, *args: Any) -> None:
-        """Run the grid-stride ``kernel`` over ``n`` elements (see :func:`launch`)."""
-        launch(kernel, n, *args, max_blocks=self.max_blocks, threads=self.threads)
+        """Run the grid-stride ``kernel`` over ``n`` elements: one thread per element, up to
+        ``max_blocks`` blocks of ``threads``, and a loop in each thread beyond that (as
+        :func:`~torchlight.backends.cuda_kernels.launch`)."""
+        threads = min(self.threads, n)
+        blocks = min((n + threads - 1) // threads, self.max_blocks)
+        self.launcher(kernel, blocks, threads, args)
 
     @staticmethod
     def multiprocessors() -> int:
@@ -314,7 +337,8 @@ class CudaBackend(LayoutOps, FusedKernels):
             1, min(count // (threads * self.reduce_work), 1024, -(-self.max_blocks // outputs))
         )
         partial = self.empty((outputs, parts), acc_dtype)
-        reduce_kernel(op, acc_dtype.name)[(outputs, parts), threads](partial.buffer, *args)
+        kernel = reduce_kernel(op, acc_dtype.name)
+        self.launcher(kernel, (outputs, parts), threads, (partial.buffer, *args))
         result = self.reduce(op, partial, (1,), False) if parts > 1 else partial
         out = self._reshape(result, out_shape)
         return out if out.dtype == out_dtype else self.astype(out, out_dtype)
@@ -351,10 +375,12 @@ class CudaBackend(LayoutOps, FusedKernels):
             if M * N * K <= SMALL_MATMUL:
                 self._launch(small, out.size, *args)
             elif M >= BM and N >= BN:
-                blocked[(math.ceil(N / BN), math.ceil(M / BM), count), MM_THREADS](*args)
+                grid = (math.ceil(N / BN), math.ceil(M / BM), count)
+                self.launcher(blocked, grid, MM_THREADS, args)
             else:
                 tile = self.tile
-                tiled[(math.ceil(N / tile), math.ceil(M / tile), count), (tile, tile)](*args)
+                grid = (math.ceil(N / tile), math.ceil(M / tile), count)
+                self.launcher(tiled, grid, (tile, tile), args)
         shape = out.shape
         if len(a.shape) == 1:
             shape = shape[:-2] + shape[-1:]
