@@ -24,10 +24,12 @@ files when it is installed, otherwise this script checks the whole op table itse
    device -> host copies, the device buffers numba allocated (the caching allocator should
    serve all), ``tl.cuda.memory_allocated`` / ``memory_reserved``, and on a GPU the step's wall
    time divided by its launches: the host's cost of one launch, what a training step of small
-   tensors is made of. The counts come from wrapping, for that one step only, the kernels'
-   ``kernel[grid, block]`` (``__getitem__`` of the class ``cuda.jit`` returns: numba-cuda's
-   ``CUDADispatcher``, or the simulator's ``FakeCUDAKernel``), ``cuda.device_array``,
-   ``cuda.to_device`` and the device arrays' ``copy_to_device`` / ``copy_to_host``.
+   tensors is made of (and how many launches the backend's Launcher planned, and why it kept
+   numba's launch for a kernel). The counts come from wrapping, for that one step only, the
+   backend's ``Launcher.__call__`` and the kernels' ``kernel[grid, block]`` (``__getitem__`` of
+   the class ``cuda.jit`` returns: numba-cuda's ``CUDADispatcher``, or the simulator's
+   ``FakeCUDAKernel``), ``cuda.device_array``, ``cuda.to_device`` and the device arrays'
+   ``copy_to_device`` / ``copy_to_host``.
 
 The check never loses its report to one failure: every item (the machine's description, the
 tests, the ``--device`` benchmark, each cell of each row of the table, each training step's
@@ -718,14 +720,26 @@ def _probe() -> None:  # pragma: no cover - never launched: cuda.jit's class is 
     return None
 
 
+def _launchers() -> list[type]:
+    """The classes through which the CUDA backend launches kernels besides numba's
+    ``kernel[grid, block]``: its ``Launcher`` (``torchlight/backends/cuda_launch.py``), which
+    after a kernel's first launch goes past numba's launch path, where there is one."""
+    try:
+        from torchlight.backends.cuda_launch import Launcher
+    except ImportError:
+        return []
+    return [Launcher]
+
+
 @contextmanager
 def counting() -> Iterator[Counts]:
-    """Count, while open, the kernel launches (``kernel[grid, block]`` on the class that
-    ``cuda.jit`` returns: numba-cuda's CUDADispatcher, the simulator's FakeCUDAKernel), device
-    allocations (``cuda.device_array``, ``cuda.to_device``) and copies (``cuda.to_device`` and
-    ``copy_to_device``: host -> device, or device -> device from a device array;
-    ``copy_to_host``: device -> host). A call made inside a counted call (``to_device`` calls
-    ``copy_to_device`` on a GPU) is not counted again. Everything is put back on exit."""
+    """Count, while open, the kernel launches (the backend's ``Launcher`` calls, and
+    ``kernel[grid, block]`` on the class that ``cuda.jit`` returns: numba-cuda's
+    CUDADispatcher, the simulator's FakeCUDAKernel), device allocations (``cuda.device_array``,
+    ``cuda.to_device``) and copies (``cuda.to_device`` and ``copy_to_device``: host -> device,
+    or device -> device from a device array; ``copy_to_host``: device -> host). A call made
+    inside a counted call of its kind (``to_device`` calls ``copy_to_device`` on a GPU; the
+    Launcher calls ``kernel[grid, block]``) is not counted again. All is put back on exit."""
     from torchlight.backends.cuda_kernels import cuda
 
     counts = Counts()
@@ -733,15 +747,16 @@ def counting() -> Iterator[Counts]:
     kernel_type = type(cuda.jit(_probe))
     # the class that defines the copies (DeviceNDArrayBase on a GPU: every kind of device array)
     copies = next(cls for cls in array_type.__mro__ if "copy_to_host" in vars(cls))
-    depth = [0]
+    depth = Counter[str]()  # calls in progress, by kind: "launch" or "memory"
 
     def on_device(source: Any) -> bool:
         return isinstance(source, array_type) or hasattr(source, "__cuda_array_interface__")
 
     def tally(args: tuple, kwargs: dict, what: str) -> None:
-        if what == "launch":
-            py_func = getattr(args[0], "py_func", None)
-            counts.launches[getattr(py_func, "__name__", type(args[0]).__name__)] += 1
+        if what in ("launch", "launcher"):
+            kernel = args[0] if what == "launch" else kwargs.get("kernel", args[1])
+            name = getattr(getattr(kernel, "py_func", kernel), "__name__", type(kernel).__name__)
+            counts.launches[name] += 1
         elif what == "device_array":
             counts.allocations += 1
         elif what == "to_device":
@@ -758,16 +773,18 @@ def counting() -> Iterator[Counts]:
             counts.device_to_host += 1
 
     def counted(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        kind = "launch" if what in ("launch", "launcher") else "memory"
+
         def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(original)
             def call(*args: Any, **kwargs: Any) -> Any:
-                if depth[0] == 0:
+                if depth[kind] == 0:
                     tally(args, kwargs, what)
-                depth[0] += 1
+                depth[kind] += 1
                 try:
                     return original(*args, **kwargs)
                 finally:
-                    depth[0] -= 1
+                    depth[kind] -= 1
 
             return call
 
@@ -775,6 +792,7 @@ def counting() -> Iterator[Counts]:
 
     with wrapped(
         [
+            *[(launcher, "__call__", counted("launcher")) for launcher in _launchers()],
             (kernel_type, "__getitem__", counted("launch")),
             (cuda, "device_array", counted("device_array")),
             (cuda, "to_device", counted("to_device")),
@@ -814,6 +832,7 @@ def step_diagnostics(model_name: str, mode: str, warm: dict[str, Callable[[], An
     the allocator's memory_allocated / memory_reserved (of every tensor alive in the check);
     on a GPU also the step's wall time per launch."""
     import torchlight as tl
+    from torchlight.backends import get_backend
     from torchlight.backends.cuda_kernels import cuda
 
     step = warm.get(model_name)
@@ -829,6 +848,8 @@ def step_diagnostics(model_name: str, mode: str, warm: dict[str, Callable[[], An
         step()
         cuda.synchronize()
         seconds = time.perf_counter() - start
+    launcher = getattr(get_backend("cuda"), "launcher", None)  # (cuda_launch.py)
+    fast_before = getattr(launcher, "fast_launches", None)
     with counting() as counts:
         step()
         cuda.synchronize()
@@ -849,7 +870,29 @@ def step_diagnostics(model_name: str, mode: str, warm: dict[str, Callable[[], An
         line += f"; step {seconds * 1e3:.2f} ms wall"
         if launches:
             line += f" = {seconds / launches * 1e6:.1f} host µs per launch"
+    if getattr(launcher, "enabled", False) and isinstance(fast_before, int):
+        fast = launcher.fast_launches - fast_before  # type: ignore[union-attr]
+        line += f"; {fast} of the {launches} launches planned (the backend's fast launch)"
     return line
+
+
+def launcher_state() -> list[str]:
+    """What the CUDA backend's Launcher (``cuda_launch.py``) did in the check: whether it
+    plans launches, how many launches it planned, and why a kernel kept numba's launch."""
+    from torchlight.backends import get_backend
+
+    launcher = getattr(get_backend("cuda"), "launcher", None)
+    if launcher is None:
+        return ["- the CUDA backend has no Launcher: every launch is numba's"]
+    plans = getattr(launcher, "plans", {})
+    rejected = list(getattr(launcher, "rejected", []))
+    lines = [
+        f"- the backend's Launcher: enabled {getattr(launcher, 'enabled', '?')}, "
+        f"{sum(plan is not None for plan in plans.values())} plans, "
+        f"{getattr(launcher, 'fast_launches', '?')} planned launches in the whole check, "
+        f"{len(rejected)} kernels kept numba's launch" + (":" if rejected else "")
+    ]
+    return lines + [f"  - {reason[:300]}" for reason in rejected[:10]]
 
 
 def _no_sync() -> None:
@@ -977,11 +1020,12 @@ EXPLANATION = (
     "launch overhead (for a training step an upper bound: cross-entropy checks its labels "
     "on the host, and that copy lets the queue drain). Training steps: forward, "
     "cross-entropy, backward, SGD update; 'torchlight numpy (CPU)' is the same step on the "
-    "numpy backend. Below each training step's counts: the launches are the "
-    "`kernel[grid, block]` calls of that one step, by kernel (the five most launched in "
-    "brackets); copies are `cuda.to_device` / `copy_to_device` (host -> device) and "
-    "`copy_to_host` (device -> host); device allocations are the buffers asked of numba "
-    "(`cuda.device_array`, `cuda.to_device`), which the caching allocator should make 0; "
+    "numpy backend. Below each training step's counts: the launches are that one step's "
+    "kernel launches (the backend's Launcher calls, and `kernel[grid, block]` calls outside "
+    "it), by kernel (the five most launched in brackets); copies are `cuda.to_device` / "
+    "`copy_to_device` (host -> device) and `copy_to_host` (device -> host); device "
+    "allocations are the buffers asked of numba (`cuda.device_array`, `cuda.to_device`), "
+    "which the caching allocator should make 0; "
     "memory_allocated / memory_reserved are those of every tensor alive in the check. On a "
     "GPU, the step's wall time (timed without the counting) divided by its launches is what "
     "one launch costs the host, when the GPU keeps up: the launch overhead that a step of "
@@ -1141,6 +1185,8 @@ def _check(
         item = f"{model_name.upper()} training-step counts"
         got = check.run(item, functools.partial(step_diagnostics, model_name, mode, warm))
         body += [got.value, *got.lines] if got.value else got.lines
+    got = check.run("the backend's Launcher", launcher_state)
+    body += [*(got.value or []), *got.lines]
     body += ["", EXPLANATION, ""]
 
 

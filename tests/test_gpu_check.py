@@ -207,20 +207,27 @@ def test_gpu_check_ends_an_item_that_hangs_past_its_deadline(tmp_path: Path) -> 
     assert "- **failed**: versions: still running 1 s after the check's deadline" in report
 
 
+def _write_one(out):  # pragma: no cover - a kernel (run by the simulator's threads)
+    out[0] = 1.0
+
+
 def test_gpu_check_counts_a_step_and_puts_numba_back() -> None:
-    """counting(): the launches by kernel, the copies each way and the allocations, a copy
-    that numba makes by calling another counted function once (the simulator's
-    ``to_device(..., to=)`` calls ``copy_to_device``; on a GPU ``to_device`` does), and
-    afterwards numba's functions and methods as they were."""
+    """counting(): the launches by kernel, each once (the backend's Launcher launches through
+    numba's ``kernel[grid, block]`` in the simulator), the copies each way and the
+    allocations, a copy that numba makes by calling another counted function once (the
+    simulator's ``to_device(..., to=)`` calls ``copy_to_device``; on a GPU ``to_device`` does),
+    and afterwards numba's and the Launcher's functions and methods as they were."""
     import numpy as np
 
     import torchlight as tl
-    from benchmarks.gpu_check import counting
+    from benchmarks.gpu_check import _launchers, counting
     from torchlight.backends.cuda_kernels import cuda
 
     x = tl.tensor(np.arange(6.0), backend="cuda")
-    kernel_type, array_type = type(cuda.jit(lambda: None)), type(cuda.device_array(1))
-    before = [dict(vars(owner)) for owner in (kernel_type, array_type, cuda)]
+    kernel = cuda.jit(_write_one)
+    array_type = type(cuda.device_array(1))
+    owners = [type(kernel), array_type, cuda, *_launchers()]
+    before = [dict(vars(owner)) for owner in owners]
     with counting() as counts:
         y = (x * 2 + 1).to("numpy")
         z = tl.tensor(np.arange(3.0), backend="cuda")  # (not one value: that is a fill)
@@ -232,10 +239,15 @@ def test_gpu_check_counts_a_step_and_puts_numba_back() -> None:
         target = cuda.device_array(3)
         cuda.to_device(np.arange(3.0), to=target)
         target.copy_to_device(cuda.to_device(np.ones(3)))
-    assert sum(counts.launches.values()) == 0, counts
+        kernel[1, 1](target)
+        for launcher in _launchers():
+            launcher(enabled=False)(kernel, 1, 1, (target,))
+            # on a GPU its planned launches go past kernel[grid, block]: counted here
+            assert launcher.__call__ is not before[owners.index(launcher)]["__call__"]
+    assert counts.launches == {"_write_one": 1 + len(_launchers())}, counts
     assert (counts.allocations, counts.host_to_device, counts.device_to_device) == (2, 2, 1)
-    np.testing.assert_allclose(target.copy_to_host(), np.ones(3))
-    after = [dict(vars(owner)) for owner in (kernel_type, array_type, cuda)]
+    np.testing.assert_allclose(target.copy_to_host(), [1, 1, 1])
+    after = [dict(vars(owner)) for owner in owners]
     assert after == before
 
 
