@@ -54,6 +54,7 @@ import functools
 import importlib.util
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -82,7 +83,11 @@ FP32_CORES = {
     (6, 0): 64, (6, 1): 128, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128,
     (8, 7): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128, (12, 0): 128,
 }  # fmt: skip
-TEST_FILES = ["tests/test_backend_cuda.py", "tests/test_backend_conformance.py"]
+#: The CUDA test files, run on the device in this order (pytest stops at the tests' time
+#: budget): the planned launches and the allocator (only a GPU really checks them), the op
+#: table on every backend, then the rest (this file's own tests run the simulator: not here).
+TEST_FILES = ["tests/test_backend_cuda_launch.py", "tests/test_backend_cuda_memory.py"]
+TEST_FILES += ["tests/test_backend_conformance.py", "tests/test_backend_cuda.py"]
 TEST_FILES += ["tests/test_backend_training.py"]
 #: The whole check's deadline (seconds): items not started by then are listed as not run.
 DEADLINE = 270.0
@@ -329,31 +334,55 @@ def run_tests(mode: str, budget: float, check: Check) -> list[str]:
         return ["pytest is not installed: the op table checked by this script:"] + (
             op_table_check(budget, check)
         )
-    command = [sys.executable, "-m", "pytest", "--noconftest", "-q", "-p", "no:cacheprovider"]
-    command += [*TEST_FILES, "-k", "cuda", "-o", "addopts="]
+    command = [sys.executable, "-m", "pytest", "--noconftest", "-v", "-rfE", "-p"]
+    files = [name for name in TEST_FILES if (ROOT / name).exists()]  # (a file renamed since)
+    command += ["no:cacheprovider", *files, "-k", "cuda", "-o", "addopts="]
     env = {**os.environ, "TORCHLIGHT_TEST_CUDA": "gpu", "PYTHONPATH": str(ROOT)}
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     start = time.perf_counter()
     status, out, err = _run_limited(command, env, budget, check)
+    seconds = time.perf_counter() - start
+    ran = f"`TORCHLIGHT_TEST_CUDA=gpu pytest {' '.join(files)} -k cuda`"
+    per_file = pytest_results(out)
     if status is None:
         check.not_run.append(f"CUDA tests (stopped at their time budget, {budget:.0f} s)")
-        return [f"pytest stopped at the time budget ({budget:.0f} s); its last lines:"] + (
-            ["```", out[-1500:].strip(), "```"]
-        )
+        failed = [line for line in out.splitlines() if re.search(r" (FAILED|ERROR)\b", line)]
+        return [
+            f"{ran}: stopped at the time budget ({budget:.0f} s); the results until then:",
+            *per_file,
+            *[f"- {line.strip()}" for line in failed[:20]],
+            "",
+            "Its last lines:",
+            "```",
+            out[-1500:].strip(),
+            "```",
+        ]
     lines = out.strip().splitlines()
     failures = [line for line in lines if line.startswith(("FAILED", "ERROR"))][:20]
     summary = lines[-1] if lines else err[-500:]
-    seconds = time.perf_counter() - start
-    report = [
-        f"`TORCHLIGHT_TEST_CUDA=gpu pytest {' '.join(TEST_FILES)} -k cuda`: "
-        f"**{summary}** (exit {status}, {seconds:.0f} s)",
-        *[f"- {line}" for line in failures],
-    ]
+    report = [f"{ran}: **{summary}** (exit {status}, {seconds:.0f} s)", *per_file]
+    report += [f"- {line}" for line in failures]
     if status != 0:
         report += check.fail("CUDA tests", f"pytest exit {status}")
         if not failures:  # a collection error or a crash: its last lines say which
             report += ["```", (out + err)[-1500:].strip(), "```"]
     return report
+
+
+#: A result line of ``pytest -v``: ``tests/x.py::test_y[z] PASSED   [ 10%]``.
+RESULT = re.compile(r"^(tests/[^:\s]+)::\S+ (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", re.M)
+
+
+def pytest_results(out: str) -> list[str]:
+    """One line per test file: how many of its tests passed, failed, ... in ``pytest -v``'s
+    output ``out`` (so far, if pytest was stopped)."""
+    tally: dict[str, Counter] = {}
+    for match in RESULT.finditer(out):
+        tally.setdefault(match[1], Counter())[match[2].lower()] += 1
+    return [
+        f"- {name}: " + ", ".join(f"{n} {result}" for result, n in counts.items())
+        for name, counts in tally.items()
+    ]
 
 
 def op_table_check(budget: float, check: Check, only: tuple[str, ...] = ()) -> list[str]:
