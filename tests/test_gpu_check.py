@@ -293,6 +293,31 @@ def test_gpu_check_describes_a_device_that_lacks_properties() -> None:
     assert "device name unknown" in notes and "no bandwidth peak" in notes, notes
 
 
+def test_gpu_check_counts_each_test_files_results(tmp_path: Path) -> None:
+    """pytest_results on real ``pytest -v`` output: per test file, how many passed, failed
+    and were skipped (what the report shows of the device tests, also when they are stopped)."""
+    from benchmarks.gpu_check import pytest_results
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_one.py").write_text(
+        "import pytest\n"
+        "def test_a(): pass\n"
+        "@pytest.mark.parametrize('n', [1, 2])\n"
+        "def test_b(n): assert n == 1\n"
+        "def test_c(): pytest.skip('no GPU')\n"
+    )
+    (tmp_path / "tests" / "test_two.py").write_text("def test_d(): pass\n")
+    command = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests"]
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # (faster: none is needed)
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert pytest_results(done.stdout) == [
+        "- tests/test_one.py: 2 passed, 1 failed, 1 skipped",
+        "- tests/test_two.py: 1 passed",
+    ], done.stdout
+
+
 def test_gpu_check_states_rates_as_shares_of_the_peaks() -> None:
     """The report's rate cells on a GPU: GFLOP/s against the fp32 peak, GB/s against the
     memory bandwidth (not for transfers, which cross PCIe), '-' without a time."""
