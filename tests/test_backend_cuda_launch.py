@@ -161,6 +161,25 @@ def test_a_plan_is_kept_only_when_its_parameters_are_numbas() -> None:
         assert "debug" in launcher.rejected[-1]
         assert launcher._plan(Kernel(Compiled()), (*args[:2], [1])) is None  # a list: unplanned
         assert cuda_launch.dim3(4) == (4, 1, 1) and cuda_launch.dim3((4, 2)) == (4, 2, 1)
+
+        # through the launcher: numba's launch first, then the plan; a plan whose launch fails
+        # gives way to numba's launch for good
+        numbas_launches = []
+        class Launchable(Kernel):
+            def __getitem__(self, config):
+                return lambda *a: numbas_launches.append((config, a))
+        kernel = Launchable(Compiled())
+        launched.clear()
+        for _ in range(3):
+            launcher(kernel, 2, 128, args)
+        assert len(numbas_launches) == 1 and len(launched) == 2 and launcher.fast_launches == 2
+        def broken(*a):
+            raise TypeError("launch() takes 3 arguments")
+        launcher.api.launch = broken
+        launcher(kernel, 2, 128, args)
+        launcher(kernel, 2, 128, args)
+        assert len(numbas_launches) == 3 and launcher.fast_launches == 2
+        assert "a plan failed" in launcher.rejected[-1], launcher.rejected
         print("ok")
         """
     )

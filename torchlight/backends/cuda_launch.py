@@ -200,7 +200,15 @@ class Launcher:
         key = (kernel, signature_key(args))
         plan = self.plans.get(key, False)
         if plan:
-            plan.launch(dim3(griddim), dim3(blockdim), args)  # type: ignore[union-attr]
+            try:
+                plan.launch(dim3(griddim), dim3(blockdim), args)  # type: ignore[union-attr]
+            except Exception as error:  # (a launch API that changed): numba's launch from now
+                self.plans[key] = None
+                self.rejected.append(
+                    f"{getattr(kernel, '__name__', kernel)}: a plan failed ({error!r})"
+                )
+                kernel[griddim, blockdim](*args)
+                return
             self.fast_launches += 1
             return
         with warnings.catch_warnings():
