@@ -318,8 +318,10 @@ def versions() -> list[str]:
         if importlib.util.find_spec(peer) is None:
             out.append(f"{peer}: not installed")
         else:
-            module = __import__(peer)
-            out.append(f"{peer} {module.__version__}")
+            try:
+                out.append(f"{peer} {__import__(peer).__version__}")
+            except Exception as error:  # installed, but broken: its column fails below
+                out.append(f"{peer}: installed, but its import fails: {error!r:.300}")
     return out
 
 
@@ -609,8 +611,6 @@ def side_by_side(
             return lambda: ta @ ta
 
         def on_torch() -> Callable[[], Any]:
-            torch.backends.cuda.matmul.allow_tf32 = False  # fp32 against fp32
-            torch.backends.cudnn.allow_tf32 = False  # (convolutions too)
             pa = torch.from_numpy(a).cuda()
             return lambda: pa @ pa
 
@@ -933,11 +933,14 @@ def _import_peer(name: str) -> Any:
     if importlib.util.find_spec(name) is None:
         return None
     module = __import__(name)
-    if name == "torch" and not module.cuda.is_available():
-        raise RuntimeError(
-            f"torch {module.__version__} is installed, but torch.cuda.is_available() is False "
-            "(a CPU-only build, or a driver it cannot use): no PyTorch CUDA column"
-        )
+    if name == "torch":
+        if not module.cuda.is_available():
+            raise RuntimeError(
+                f"torch {module.__version__} is installed, but torch.cuda.is_available() is "
+                "False (a CPU-only build, or a driver it cannot use): no PyTorch CUDA column"
+            )
+        module.backends.cuda.matmul.allow_tf32 = False  # fp32 against fp32
+        module.backends.cudnn.allow_tf32 = False  # (convolutions too)
     return module
 
 
