@@ -74,8 +74,22 @@ sys.path.insert(0, str(ROOT))
 
 #: Sizes on a GPU and in the simulator.
 SIZES = {
-    "gpu": {"matmul": (1024, 4096), "elementwise": 10**7, "batch": 64, "hidden": 128, "rounds": 3},
-    "simulator": {"matmul": (16, 32), "elementwise": 1000, "batch": 1, "hidden": 8, "rounds": 1},
+    "gpu": {
+        "matmul": (1024, 4096),
+        "elementwise": 10**7,
+        "batch": 64,
+        "hidden": 128,
+        "rounds": 3,
+        "large_batch": 512,
+    },
+    "simulator": {
+        "matmul": (16, 32),
+        "elementwise": 1000,
+        "batch": 1,
+        "hidden": 8,
+        "rounds": 1,
+        "large_batch": None,
+    },
 }
 #: FP32 cores per multiprocessor by compute capability (CUDA C Programming Guide, "Arithmetic
 #: instructions"); a capability not listed is taken as 128 and the report says so.
@@ -670,11 +684,11 @@ def side_by_side(
 
         return {"torchlight": on_tl, "numpy": on_numpy, "torch": on_torch if torch else None}
 
-    def training(model_name: str) -> dict[str, Setup | None]:
+    def training(model_name: str, sizes: dict[str, Any] = size) -> dict[str, Setup | None]:
         return {
-            "torchlight": functools.partial(_tl_step, model_name, "cuda", size),
-            "numpy": functools.partial(_tl_step, model_name, "numpy", size),
-            "torch": functools.partial(_torch_step, torch, model_name, size) if torch else None,
+            "torchlight": functools.partial(_tl_step, model_name, "cuda", sizes),
+            "numpy": functools.partial(_tl_step, model_name, "numpy", sizes),
+            "torch": functools.partial(_torch_step, torch, model_name, sizes) if torch else None,
         }
 
     def transfer(up: bool) -> dict[str, Setup | None]:
@@ -715,6 +729,10 @@ def side_by_side(
         (f"{m.upper()} training step (SGD, batch {batch}, float32)", 0, "", functools.partial(training, m), 5, True, m)
         for m in ("mlp", "cnn")
     ]  # fmt: skip
+    if size["large_batch"]:  # a small model's step is launch-bound: where a GPU pulls ahead
+        large = {**size, "batch": size["large_batch"]}
+        name = f"CNN training step (SGD, batch {large['batch']}, float32)"
+        specs.append((name, 0, "", functools.partial(training, "cnn", large), 5, True, ""))
     specs += [
         (f"{name}, {4 * n:,} bytes (pageable)", 4 * n, "byte", functools.partial(transfer, up), 0, False, "")
         for name, up in (("host -> device", True), ("device -> host", False))
@@ -1052,7 +1070,9 @@ EXPLANATION = (
     "launch overhead (for a training step an upper bound: cross-entropy checks its labels "
     "on the host, and that copy lets the queue drain). Training steps: forward, "
     "cross-entropy, backward, SGD update; 'torchlight numpy (CPU)' is the same step on the "
-    "numpy backend. Below each training step's counts: the launches are that one step's "
+    "numpy backend. On a GPU the CNN's step also runs at a large batch: at the small one, "
+    "Python's ~100 launches per step bound the GPU's time, and the CPU's time grows with the "
+    "batch. Below each training step's counts: the launches are that one step's "
     "kernel launches (the backend's Launcher calls, and `kernel[grid, block]` calls outside "
     "it), by kernel (the five most launched in brackets); copies are `cuda.to_device` / "
     "`copy_to_device` (host -> device) and `copy_to_host` (device -> host); device "
