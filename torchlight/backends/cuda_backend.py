@@ -57,6 +57,7 @@ from torchlight.backends.cuda_kernels import (
     argfold_kernel,
     cuda,
     fold_kernel,
+    grid_stride_size,
     helper_kernel,
     kernel_sources,
     map_kernel,
@@ -224,11 +225,9 @@ class CudaBackend(LayoutOps, FusedKernels):
             )
 
     def _launch(self, kernel: Any, n: int, *args: Any) -> None:
-        """Run the grid-stride ``kernel`` over ``n`` elements: one thread per element, up to
-        ``max_blocks`` blocks of ``threads``, and a loop in each thread beyond that (as
-        :func:`~torchlight.backends.cuda_kernels.launch`)."""
-        threads = min(self.threads, n)
-        blocks = min((n + threads - 1) // threads, self.max_blocks)
+        """Run the grid-stride ``kernel`` over ``n`` elements (see
+        :func:`~torchlight.backends.cuda_kernels.grid_stride_size`)."""
+        blocks, threads = grid_stride_size(n, self.max_blocks, self.threads)
         self.launcher(kernel, blocks, threads, args)
 
     @staticmethod

@@ -608,8 +608,12 @@ def kernel_sources(
     return out
 
 
-def launch(kernel: Any, n: int, *args: Any, max_blocks: int = 1024, threads: int = THREADS) -> None:
-    """Run the grid-stride ``kernel`` over the elements ``0 <= i < n``: one thread per element
-    up to ``max_blocks`` blocks of ``threads``, and a loop in each thread beyond that."""
+def grid_stride_size(n: int, max_blocks: int = 1024, threads: int = THREADS) -> tuple[int, int]:
+    """``(blocks, threads)`` for a grid-stride kernel over the elements ``0 <= i < n``: one
+    thread per element up to ``max_blocks`` blocks of ``threads``, and a loop in each thread
+    beyond that.
+
+    Example: ``grid_stride_size(300, max_blocks=2, threads=128)`` is ``(2, 128)``.
+    """
     threads = min(threads, n)
-    kernel[min((n + threads - 1) // threads, max_blocks), threads](*args)
+    return min((n + threads - 1) // threads, max_blocks), threads
