@@ -16,11 +16,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
-
-import torchlight as tl
 from tests.test_backend_conformance import backend, cuda_mode
-from tests.test_backend_cuda_memory import batches, mlp_step
+from tests.test_backend_cuda_memory import assert_cuda_trains_like_numpy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -192,13 +189,7 @@ def test_training_launches_through_plans_on_a_gpu_and_never_in_the_simulator() -
     cu = backend("cuda")
     launcher = cu.launcher  # type: ignore[attr-defined]
     before = launcher.fast_launches
-    losses = {}
-    for on in ("numpy", "cuda"):
-        step, model = mlp_step(on, tl.float64, momentum=0.9)
-        losses[on] = [step(x, y) for x, y in batches(on, tl.float64) * 2]
-        losses[on] += [p.detach().to("numpy").numpy() for p in model.parameters()]
-    for got, want in zip(losses["cuda"], losses["numpy"], strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    assert_cuda_trains_like_numpy()
     if cuda_mode() == "gpu":
         assert launcher.enabled and launcher.rejected == [], launcher.rejected
         assert launcher.fast_launches - before > 100, launcher.fast_launches
