@@ -505,6 +505,9 @@ class LSTM(_RNNBase):
     def _step(self) -> Step:
         return LSTMStep()
 
+    def flatten_parameters(self) -> None:
+        """Does nothing, as PyTorch's on the CPU (it packs cuDNN's weights on a GPU)."""
+
     def _recurrence(
         self, step: Step, xp: Tensor, w_hh: Tensor, b_hh: Tensor | None, initial: State
     ) -> Tensor:
@@ -519,7 +522,7 @@ class LSTM(_RNNBase):
         if hx is None:
             h0 = c0 = self._zeros(x.shape[1], x)
         else:
-            if not isinstance(hx, tuple) or len(hx) != 2:
+            if not isinstance(hx, (tuple, list)) or len(hx) != 2:
                 raise TypeError(f"{self!r}: hx must be a pair (h_0, c_0), got {type(hx).__name__}")
             h0, c0 = (t if batched else t.unsqueeze(1) for t in hx)
         self._check_state(h0, x, "h_0")
