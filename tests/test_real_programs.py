@@ -122,7 +122,9 @@ def load_mingpt(on_torchlight: bool) -> tuple[ModuleType, ModuleType]:
     sys.path.insert(0, str(PROGRAMS))
     try:
         with torchlight_as_torch() if on_torchlight else contextlib.nullcontext():
-            return importlib.import_module("mingpt.model"), importlib.import_module("mingpt.trainer")
+            return importlib.import_module("mingpt.model"), importlib.import_module(
+                "mingpt.trainer"
+            )
     finally:
         sys.path.remove(str(PROGRAMS))
         for cached in [n for n in sys.modules if n == "mingpt" or n.startswith("mingpt.")]:
@@ -202,5 +204,8 @@ def test_pytorch_examples_regression_runs_unchanged() -> None:
     assert loss < 1e-3
     learned = out.split("Learned function:")[1].split("\n")[0].split()
     actual = out.split("Actual function:")[1].split("\n")[0].split()
-    coefficients = [float(w) for w in learned if w[0] in "+-"], [float(w) for w in actual if w[0] in "+-"]
+    coefficients = (
+        [float(w) for w in learned if w[0] in "+-"],
+        [float(w) for w in actual if w[0] in "+-"],
+    )
     assert np.allclose(*coefficients, atol=0.2), out

@@ -258,7 +258,9 @@ def _legacy_reduction(init: Any) -> Any:
     import warnings
 
     @functools.wraps(init)
-    def wrapped(self: Any, *args: Any, size_average: Any = None, reduce: Any = None, **kwargs: Any) -> None:
+    def wrapped(
+        self: Any, *args: Any, size_average: Any = None, reduce: Any = None, **kwargs: Any
+    ) -> None:
         if size_average is not None or reduce is not None:
             warnings.warn(
                 "size_average and reduce args will be deprecated, please use reduction='"
