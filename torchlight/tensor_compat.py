@@ -74,6 +74,30 @@ def _is_cuda(self: Tensor) -> bool:
     )
 
 
+def _rebuild(cls: type, array: Any, backend: str, requires_grad: bool, grad: Any) -> Tensor:
+    from torchlight.backends import get_backend
+
+    chosen = get_backend(backend)
+    out = Tensor(chosen.from_numpy(array), chosen)
+    if cls is not Tensor:  # nn.Parameter
+        return cls(out, requires_grad=requires_grad)  # type: ignore[call-arg]
+    if requires_grad:
+        out.requires_grad_(True)
+    if grad is not None:
+        out.grad = grad
+    return out
+
+
+def _reduce_ex(self: Tensor, protocol: Any) -> tuple[Any, ...]:
+    # pickle and copy.deepcopy: the elements, the backend by name (backends are one per
+    # process, so a copy must not make a second one) and requires_grad, as PyTorch keeps them
+    grad = self.grad if self.is_leaf else None
+    return (
+        _rebuild,
+        (type(self), self.detach().numpy().copy(), self.backend.name, self.requires_grad, grad),
+    )
+
+
 def attach() -> None:
     """Put the methods on :class:`Tensor` (idempotent)."""
     Tensor.__format__ = _format  # type: ignore[method-assign,assignment]
@@ -82,3 +106,4 @@ def attach() -> None:
     Tensor.type = _type  # type: ignore[attr-defined]
     Tensor.nelement = _nelement  # type: ignore[attr-defined]
     Tensor.is_cuda = property(_is_cuda)  # type: ignore[attr-defined]
+    Tensor.__reduce_ex__ = _reduce_ex  # type: ignore[method-assign,assignment]

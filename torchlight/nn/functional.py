@@ -470,3 +470,8 @@ from torchlight.nn.normalization import batch_norm, dropout2d, group_norm, layer
 __all__ += [
     "batch_norm", "dropout2d", "group_norm", "layer_norm", "scaled_dot_product_attention",
 ]  # fmt: skip
+
+# ---- PyTorch compatibility (issue 25)
+from torchlight.nn.pixelshuffle import pixel_shuffle, pixel_unshuffle  # noqa: E402
+
+__all__ += ["pixel_shuffle", "pixel_unshuffle"]
