@@ -209,3 +209,35 @@ def test_pytorch_examples_regression_runs_unchanged() -> None:
         [float(w) for w in actual if w[0] in "+-"],
     )
     assert np.allclose(*coefficients, atol=0.2), out
+
+
+@pytest.mark.parametrize("rnn_type", ["LSTM", "GRU", "RNN_TANH", "Transformer"])
+def test_word_language_model_matches_pytorch(float64_torch: None, rnn_type: str) -> None:
+    """pytorch/examples word_language_model/model.py: RNNModel (Embedding, LSTM/GRU/RNN with
+    dropout between layers, Linear decoder) and TransformerModel (a subclass of nn.Transformer
+    with PositionalEncoding and a log(tril) float mask), trained with NLL as main.py does."""
+    ours, theirs = (load_program("word_language_model_model.py", "wlm_model", on) for on in (True, False))
+
+    def build(mod: ModuleType) -> Any:
+        if rnn_type == "Transformer":
+            return mod.TransformerModel(13, 8, 2, 16, 2, dropout=0.0)
+        return mod.RNNModel(rnn_type, 13, 8, 8, 2, dropout=0.0)
+
+    torch.manual_seed(0)
+    t_model, l_model = build(theirs), build(ours)
+    copy_weights(t_model, l_model)
+    if rnn_type == "Transformer":  # nn.Transformer's own layers keep its dropout=0.1: switch it off
+        t_model.eval(), l_model.eval()
+    rng = np.random.default_rng(1)
+    data, target = rng.integers(0, 13, (5, 3)), rng.integers(0, 13, 15)
+    if rnn_type == "Transformer":
+        t_out, l_out = t_model(torch.tensor(data)), l_model(tl.tensor(data))
+    else:
+        t_out, _ = t_model(torch.tensor(data), t_model.init_hidden(3))
+        l_out, _ = l_model(tl.tensor(data), l_model.init_hidden(3))
+    t_loss = torch.nn.NLLLoss()(t_out.view(-1, 13), torch.tensor(target))
+    l_loss = tl.nn.NLLLoss()(l_out.view(-1, 13), tl.tensor(target))
+    t_loss.backward()
+    l_loss.backward()
+    assert abs(l_loss.item() - t_loss.item()) < 1e-12
+    assert assert_same_gradients(t_model, l_model, tol=1e-9) >= 5

@@ -72,10 +72,6 @@ from torchlight.nn.transformer_full import (  # noqa: E402
     TransformerEncoder,
 )
 
-_PYTORCH_COMPAT = [
-    "DataParallel", "GRUCell", "LSTMCell", "PixelShuffle", "PixelUnshuffle", "RNNCell", "Transformer",
-    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "parallel",
-]  # fmt: skip
 # ---- end of the PyTorch compatibility block
 
 __all__ = [
@@ -95,4 +91,7 @@ __all__ += [
     "GroupNorm", "LSTMLanguageModel", "LayerNorm", "LearnedPositionalEmbedding",
     "MultiheadAttention", "SinusoidalPositionalEncoding", "TransformerEncoderLayer",
 ]  # fmt: skip
-__all__ += _PYTORCH_COMPAT
+__all__ += [
+    "DataParallel", "GRUCell", "LSTMCell", "PixelShuffle", "PixelUnshuffle", "RNNCell", "Transformer",
+    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "parallel",
+]  # fmt: skip
