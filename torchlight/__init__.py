@@ -62,6 +62,15 @@ from torchlight.pytorch_names import __all__ as _PYTORCH_NAMES  # noqa: E402
 from torchlight.random import Generator, multinomial, randint, randperm  # noqa: E402, F811
 
 _tensor_compat.attach()
+
+
+def autocast(*args: object, **kwargs: object) -> object:
+    """``torch.autocast``: see :mod:`torchlight.amp`."""
+    from torchlight.amp import autocast as _autocast
+
+    return _autocast(*args, **kwargs)  # type: ignore[arg-type]
+
+
 # ---- end of the PyTorch compatibility block
 
 # The layers above the core load on first use (`tl.nn`, `tl.viz`...), so `import torchlight`
@@ -86,5 +95,5 @@ __all__ = [
     "randn_like", "set_default_backend", "set_default_dtype", "shape", "stack", "tensor", "where",
     "zeros", "zeros_like",
 ]  # fmt: skip
-__all__ += ["Generator", "multinomial", "randperm", *_PYTORCH_NAMES]
+__all__ += ["Generator", "autocast", "multinomial", "randperm", *_PYTORCH_NAMES]
 __all__ += ["cuda", "device", "double", "float", "int", "long", *_FUNCTION_FORMS]  # noqa: F405

@@ -103,6 +103,9 @@ def layer_norm(
         >>> F.layer_norm(tl.tensor([[0.0, 2.0]]), 2)
         tensor([[-1.0000,  1.0000]])
     """
+    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+    check_same_dtype("layer_norm", input, weight, bias)
     shape = _as_shape(normalized_shape)
     if tuple(input.shape[input.ndim - len(shape) :]) != shape or input.ndim < len(shape):
         raise ValueError(
@@ -144,6 +147,9 @@ def batch_norm(
 
     Shape: input $(N, C)$ or $(N, C, *)$; the statistics, weight and bias $(C)$.
     """
+    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+    check_same_dtype("batch_norm", input, weight, bias, running_mean, running_var)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {input.shape}")
     dims = (0, *range(2, input.ndim))
@@ -185,6 +191,9 @@ def group_norm(
 
     Shape: input $(N, C, *)$ with $C$ divisible by ``num_groups``; weight and bias $(C)$.
     """
+    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+    check_same_dtype("group_norm", input, weight, bias)
     if input.ndim < 2 or input.shape[1] % num_groups:
         raise ValueError(
             f"group_norm: expected an input of shape (N, C, *) with C divisible by num_groups="

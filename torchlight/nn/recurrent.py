@@ -415,6 +415,9 @@ class _RNNBase(Module):
                 f"{self.input_size}, got {x.shape}"
             )
         batched = x.ndim == 3
+        from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+        check_same_dtype(f"{type(self).__name__}", x, self.weight_ih_l0)
         if x.shape[1 if batched and self.batch_first else 0] == 0:
             raise ValueError(f"{self!r}: expected a sequence of at least one step, got {x.shape}")
         if not batched:

@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from torchlight.creation import empty, zeros
+from torchlight.dtypes import check_same_dtype
 from torchlight.nn import init
 from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
@@ -55,11 +56,7 @@ class _CellBase(Module):
                 f"{type(self).__name__}: expected input of shape (N, {self.input_size}) or "
                 f"({self.input_size},), got {tuple(x.shape)}"
             )
-        if x.dtype != self.weight_ih.dtype:
-            raise TypeError(
-                f"{type(self).__name__}: expected input of the weights' dtype {self.weight_ih.dtype}, "
-                f"got {x.dtype}; convert one of them (x.to({self.weight_ih.dtype}) or model.to(...))"
-            )
+        check_same_dtype(type(self).__name__, x, self.weight_ih)
         return (x, True) if x.ndim == 2 else (x.unsqueeze(0), False)
 
     def _state(self, h: Tensor | None, x: Tensor, batched: bool) -> Tensor:
