@@ -216,7 +216,9 @@ def test_word_language_model_matches_pytorch(float64_torch: None, rnn_type: str)
     """pytorch/examples word_language_model/model.py: RNNModel (Embedding, LSTM/GRU/RNN with
     dropout between layers, Linear decoder) and TransformerModel (a subclass of nn.Transformer
     with PositionalEncoding and a log(tril) float mask), trained with NLL as main.py does."""
-    ours, theirs = (load_program("word_language_model_model.py", "wlm_model", on) for on in (True, False))
+    ours, theirs = (
+        load_program("word_language_model_model.py", "wlm_model", on) for on in (True, False)
+    )
 
     def build(mod: ModuleType) -> Any:
         if rnn_type == "Transformer":

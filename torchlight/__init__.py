@@ -75,7 +75,7 @@ def autocast(*args: object, **kwargs: object) -> object:
 
 # The layers above the core load on first use (`tl.nn`, `tl.viz`...), so `import torchlight`
 # stays fast and never needs the notebook packages.
-_SUBMODULES = ("nn", "optim", "data", "viz", "checkpoint", "train", "cuda")
+_SUBMODULES: tuple[str, ...] = ("nn", "optim", "data", "viz", "checkpoint", "train", "cuda")
 _SUBMODULES += ("utils", "amp", "distributed", "accelerator", "compat")  # PyTorch's (issue 25)
 
 

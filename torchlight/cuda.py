@@ -104,3 +104,11 @@ def manual_seed(seed: int) -> None:
 
 manual_seed_all = manual_seed
 __all__ += ["manual_seed", "manual_seed_all"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "amp":  # torch.cuda.amp (autocast, GradScaler): torchlight.amp
+        import importlib
+
+        return importlib.import_module("torchlight.amp")
+    raise AttributeError(f"module 'torchlight.cuda' has no attribute {name!r}")

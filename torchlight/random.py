@@ -53,7 +53,7 @@ class Generator:
 
     def seed(self) -> int:
         """Reseed from the operating system's entropy and return the new seed."""
-        self.manual_seed(int(np.random.SeedSequence().entropy) % 2**63)
+        self.manual_seed(int(np.random.SeedSequence().entropy) % 2**63)  # type: ignore[arg-type]
         return self._seed
 
     def initial_seed(self) -> int:
@@ -165,7 +165,8 @@ def multinomial(
 
     As ``torch.multinomial``: ``input`` is 1-d (one distribution) or 2-d (one per row) of
     non-negative weights (they need not sum to 1); without ``replacement`` no index repeats in a
-    row, so ``num_samples`` may not exceed the number of non-zero weights. The result is int64,
+    row, so ``num_samples`` may not exceed the number of categories (zero weights are drawn
+    last, as PyTorch does). The result is int64,
     shape ``(num_samples,)`` or ``(rows, num_samples)``.
 
     Example:
@@ -192,15 +193,19 @@ def multinomial(
     k = int(num_samples)
     if k <= 0:
         raise RuntimeError(f"multinomial: cannot sample {k} <= 0 samples")
-    if not replacement and np.any((rows > 0).sum(axis=1) < k):
+    if not replacement and k > rows.shape[1]:
         raise RuntimeError(
             f"multinomial: cannot sample n_sample > prob_dist.size(-1) samples without replacement "
-            f"(asked for {k}, a row has {int((rows > 0).sum(axis=1).min())} non-zero weights)"
+            f"(asked for {k} of {rows.shape[1]} categories)"
         )
     rng = rng_of(generator)
     out = np.empty((rows.shape[0], k), dtype=np.int64)
     for r, (row, total) in enumerate(zip(rows, sums, strict=True)):
-        out[r] = rng.choice(row.size, size=k, replace=bool(replacement), p=row / total)
+        if replacement:
+            out[r] = rng.choice(row.size, size=k, replace=True, p=row / total)
+        else:  # PyTorch's way: the k largest weight / Exponential(1) keys (zero weights come last)
+            keys = row / rng.exponential(size=row.size)
+            out[r] = np.argsort(-keys, kind="stable")[:k]
     result = out[0] if probs.ndim == 1 else out
     return creation._make(result, None, False, input.backend, None)
 

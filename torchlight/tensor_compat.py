@@ -80,7 +80,7 @@ def _rebuild(cls: type, array: Any, backend: str, requires_grad: bool, grad: Any
     chosen = get_backend(backend)
     out = Tensor(chosen.from_numpy(array), chosen)
     if cls is not Tensor:  # nn.Parameter
-        return cls(out, requires_grad=requires_grad)  # type: ignore[call-arg]
+        return cls(out, requires_grad=requires_grad)
     if requires_grad:
         out.requires_grad_(True)
     if grad is not None:

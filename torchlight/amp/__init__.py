@@ -40,7 +40,11 @@ class autocast:  # noqa: N801 - PyTorch's name
     """``with autocast(device_type, dtype=None, enabled=True):``; see the module's docstring."""
 
     def __init__(
-        self, device_type: str = "cuda", dtype: Any = None, enabled: bool = True, cache_enabled: bool | None = None
+        self,
+        device_type: str = "cuda",
+        dtype: Any = None,
+        enabled: bool = True,
+        cache_enabled: bool | None = None,
     ) -> None:
         self.device_type, self.enabled = device_type, enabled
         self.fast_dtype = dtype
@@ -120,7 +124,9 @@ class GradScaler:
         return outputs * self._scale
 
     def _state(self, optimizer: Any) -> dict[str, Any]:
-        return self._per_optimizer.setdefault(id(optimizer), {"unscaled": False, "found_inf": False})
+        return self._per_optimizer.setdefault(
+            id(optimizer), {"unscaled": False, "found_inf": False}
+        )
 
     def unscale_(self, optimizer: Any) -> None:
         """Divide ``optimizer``'s gradients by the scale, in place (once per step)."""
@@ -130,7 +136,9 @@ class GradScaler:
 
         state = self._state(optimizer)
         if state["unscaled"]:
-            raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
+            raise RuntimeError(
+                "unscale_() has already been called on this optimizer since the last update()."
+            )
         inverse = 1.0 / self._scale
         with no_grad():
             for group in optimizer.param_groups:
@@ -180,5 +188,11 @@ class GradScaler:
         if not self._enabled:
             return
         self._scale = float(state_dict["scale"])
-        self._growth_factor, self._backoff_factor = state_dict["growth_factor"], state_dict["backoff_factor"]
-        self._growth_interval, self._growth_tracker = state_dict["growth_interval"], state_dict["_growth_tracker"]
+        self._growth_factor, self._backoff_factor = (
+            state_dict["growth_factor"],
+            state_dict["backoff_factor"],
+        )
+        self._growth_interval, self._growth_tracker = (
+            state_dict["growth_interval"],
+            state_dict["_growth_tracker"],
+        )

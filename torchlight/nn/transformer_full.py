@@ -167,7 +167,7 @@ class Transformer(Module):
         else:
             layer = TransformerEncoderLayer(
                 d_model, nhead, dim_feedforward, dropout, activation, **common
-            )  # type: ignore[arg-type]
+            )
             norm = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
             self.encoder = TransformerEncoder(layer, num_encoder_layers, norm)
         if custom_decoder is not None:
@@ -175,7 +175,7 @@ class Transformer(Module):
         else:
             dlayer = TransformerDecoderLayer(
                 d_model, nhead, dim_feedforward, dropout, activation, **common
-            )  # type: ignore[arg-type]
+            )
             self.decoder = TransformerDecoder(
                 dlayer,
                 num_decoder_layers,

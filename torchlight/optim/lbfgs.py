@@ -90,7 +90,7 @@ class LBFGS(Optimizer):
                 p.add_(tensor(chunk, dtype=p.dtype, backend=p.backend))
                 offset += n
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Up to ``max_iter`` L-BFGS iterations; returns the loss the first closure call gave."""
         if closure is None:
             raise RuntimeError(
@@ -113,13 +113,14 @@ class LBFGS(Optimizer):
         if np.abs(flat_grad).max() <= tolerance_grad:
             return orig_loss
 
-        d, t = state.get("d"), state.get("t")
-        old_dirs, old_stps, ro = state.get("old_dirs"), state.get("old_stps"), state.get("ro")
-        h_diag, prev_flat_grad, prev_loss = (
-            state.get("H_diag"),
-            state.get("prev_flat_grad"),
-            state.get("prev_loss"),
-        )
+        d: Any = state.get("d")
+        t: Any = state.get("t")
+        old_dirs: Any = state.get("old_dirs")
+        old_stps: Any = state.get("old_stps")
+        ro: Any = state.get("ro")
+        h_diag: Any = state.get("H_diag")
+        prev_flat_grad: Any = state.get("prev_flat_grad")
+        prev_loss: Any = state.get("prev_loss")
         n_iter = 0
         while n_iter < max_iter:
             n_iter += 1

@@ -269,11 +269,14 @@ class DataLoader:
         return self.collate_fn([self.dataset[i] for i in indices])
 
     def __iter__(self) -> Iterator[Any]:
+        # as PyTorch's iterators, draw the workers' base seed first, with or without workers, so
+        # one generator gives the same order either way
+        base_seed = int(rng_of(self.generator).integers(0, 2**62))
         if self.num_workers == 0:
             if self._iterable:
                 return _iterable_batches(self, iter(self.dataset))
             return (self._fetch(indices) for indices in self._index_batches())
-        return self._multiprocess()
+        return self._multiprocess(base_seed)
 
     def _context(self) -> Any:
         if self.multiprocessing_context is None:
@@ -283,9 +286,8 @@ class DataLoader:
             return multiprocessing.get_context(self.multiprocessing_context)
         return self.multiprocessing_context
 
-    def _multiprocess(self) -> Iterator[Any]:
+    def _multiprocess(self, base_seed: int) -> Iterator[Any]:
         context = self._context()
-        base_seed = int(rng_of(self.generator).integers(0, 2**62))
         results = context.Queue()
         tasks = [context.Queue() for _ in range(self.num_workers)]
         workers = [
