@@ -18,6 +18,15 @@ from hypothesis import HealthCheck, settings
 if os.environ.get("TORCHLIGHT_TEST_CUDA") != "gpu":
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
+# `import torchlight.compat` makes a later `import torch` give torchlight (issue 25), and the
+# docs' API discovery imports every torchlight module while its test module is collected. The
+# real PyTorch (a dev dependency: the reference of the compatibility tests) is imported first,
+# so `import torch` in any test is PyTorch (torchlight.compat then only warns).
+try:
+    import torch  # noqa: F401
+except ImportError:
+    pass
+
 settings.register_profile(
     "ci",
     derandomize=True,

@@ -13,13 +13,10 @@ Every ``torch.X`` module is looked up as ``torchlight.X`` (``torch.nn.functional
 have fails to import with an error naming it, as a missing package would. The shim refuses to
 install over a real PyTorch that is already imported (the two would mix tensors).
 
-Example:
-    >>> import torchlight.compat
-    >>> torchlight.compat.install()
-    >>> import torch, torch.nn as nn
-    >>> torch is __import__("torchlight") and nn is __import__("torchlight.nn").nn
-    True
-    >>> torchlight.compat.uninstall()
+Example (in a fresh process; here the test suite has the real PyTorch imported):
+    >>> from torchlight.compat import ALIASES, _target
+    >>> _target("torch.nn.functional"), ALIASES["torch.cuda.amp"]
+    ('torchlight.nn.functional', 'torchlight.amp')
 """
 
 from __future__ import annotations
