@@ -19,13 +19,14 @@ from torchlight import dtypes
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "BoolTensor", "DoubleTensor", "FloatTensor", "IntTensor", "LongTensor", "bfloat16", "float16",
+    "BoolTensor", "DoubleTensor", "FloatTensor", "HalfDType", "IntTensor", "LongTensor", "bfloat16", "float16",
     "half", "pow",
 ]  # fmt: skip
 
 
-class _MissingDType:
-    """A dtype name torchlight knows but cannot store yet (half precision)."""
+class HalfDType:
+    """The type of ``tl.float16``, ``tl.half`` and ``tl.bfloat16``: a dtype name torchlight
+    knows but cannot store yet (a tensor asked for in one raises, naming it)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -35,8 +36,8 @@ class _MissingDType:
         return f"torchlight.{self.name}"
 
 
-float16 = half = _MissingDType("float16")
-bfloat16 = _MissingDType("bfloat16")
+float16 = half = HalfDType("float16")
+bfloat16 = HalfDType("bfloat16")
 
 
 def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001 - PyTorch's name

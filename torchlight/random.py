@@ -139,7 +139,7 @@ def randperm(
     backend: Any = None,
     **unsupported: Any,
 ) -> Tensor:
-    """A random permutation of ``0 .. n-1`` (int64).
+    """A random permutation of the integers from 0 to ``n - 1`` (int64).
 
     Example:
         >>> sorted(randperm(4).tolist())

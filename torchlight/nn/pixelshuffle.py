@@ -32,7 +32,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002
 
 
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:  # noqa: A002
-    """$(*, C, H r, W r) \\to (*, C r^2, H, W)$, the inverse of :func:`pixel_shuffle`."""
+    """$(*, C, H r, W r) \\to (*, C r^2, H, W)$, the inverse of ``pixel_shuffle``."""
     r = int(downscale_factor)
     if input.ndim < 3 or input.shape[-1] % r or input.shape[-2] % r:
         raise RuntimeError(
@@ -45,7 +45,7 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:  # noqa: A0
 
 
 class PixelShuffle(Module):
-    """See :func:`pixel_shuffle`."""
+    """See ``pixel_shuffle``."""
 
     def __init__(self, upscale_factor: int) -> None:
         super().__init__()
@@ -59,7 +59,7 @@ class PixelShuffle(Module):
 
 
 class PixelUnshuffle(Module):
-    """See :func:`pixel_unshuffle`."""
+    """See ``pixel_unshuffle``."""
 
     def __init__(self, downscale_factor: int) -> None:
         super().__init__()
