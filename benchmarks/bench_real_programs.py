@@ -102,6 +102,27 @@ def wlm_rows() -> list[tuple[str, float, float]]:
     return rows
 
 
+def super_resolution_row() -> tuple[str, float, float]:
+    ours, theirs = (
+        programs.load_program("super_resolution_model.py", "sr", on) for on in (True, False)
+    )
+    rng = np.random.default_rng(0)
+    x, target = rng.normal(size=(2, 1, 8, 8)), rng.normal(size=(2, 1, 16, 16))
+    times = []
+    for fw, mod in ((tl, ours), (torch, theirs)):
+        model = mod.Net(upscale_factor=2)
+        times.append(
+            best(
+                step_fn(
+                    fw,
+                    model,
+                    lambda m, fw=fw: fw.nn.functional.mse_loss(m(fw.tensor(x)), fw.tensor(target)),
+                )
+            )
+        )
+    return ("super_resolution model.py (upscale 2, 8x8 -> 16x16, B=2)", *times)
+
+
 def regression_row() -> tuple[str, float, float]:
     """The whole unchanged script, start-up included (best of 3 runs): it draws its own random
     polynomial, so the two runs need different numbers of batches to reach the 1e-3 loss."""
@@ -120,7 +141,7 @@ def regression_row() -> tuple[str, float, float]:
 
 
 def main() -> None:
-    rows = [*gpt_rows(), *wlm_rows(), regression_row()]
+    rows = [*gpt_rows(), *wlm_rows(), super_resolution_row(), regression_row()]
     print(f"{'program':66s} {'torchlight':>11s} {'PyTorch':>10s} {'ratio':>7s}")
     for name, ours, theirs in rows:
         print(f"{name:66s} {ours * 1e3:9.2f}ms {theirs * 1e3:8.2f}ms {ours / theirs:6.1f}x")

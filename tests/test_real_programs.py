@@ -243,3 +243,26 @@ def test_word_language_model_matches_pytorch(float64_torch: None, rnn_type: str)
     l_loss.backward()
     assert abs(l_loss.item() - t_loss.item()) < 1e-12
     assert assert_same_gradients(t_model, l_model, tol=1e-9) >= 5
+
+
+def test_super_resolution_model_matches_pytorch(float64_torch: None) -> None:
+    """pytorch/examples super_resolution/model.py: Conv2d with tuple arguments, ReLU,
+    nn.PixelShuffle, init.orthogonal_ with calculate_gain; MSE as its main.py trains."""
+    ours, theirs = (
+        load_program("super_resolution_model.py", "sr_model", on) for on in (True, False)
+    )
+    torch.manual_seed(0)
+    t_model, l_model = theirs.Net(upscale_factor=2), ours.Net(upscale_factor=2)
+    w = l_model.conv2.weight.detach().numpy().reshape(64, -1)
+    np.testing.assert_allclose(
+        w @ w.T, 2.0 * np.eye(64), atol=1e-10
+    )  # orthogonal, gain(relu)^2 = 2
+    copy_weights(t_model, l_model)
+    rng = np.random.default_rng(0)
+    x, target = rng.normal(size=(2, 1, 5, 5)), rng.normal(size=(2, 1, 10, 10))
+    t_loss = torch.nn.MSELoss()(t_model(torch.tensor(x)), torch.tensor(target))
+    l_loss = tl.nn.MSELoss()(l_model(tl.tensor(x)), tl.tensor(target))
+    t_loss.backward()
+    l_loss.backward()
+    assert abs(l_loss.item() - t_loss.item()) < 1e-12
+    assert assert_same_gradients(t_model, l_model, tol=1e-9) == 8
