@@ -7,6 +7,7 @@ Select a profile with the environment variable ``HYPOTHESIS_PROFILE``:
 - ``dev`` (default): hypothesis' own defaults, random examples.
 """
 
+import contextlib
 import os
 
 from hypothesis import HealthCheck, settings
@@ -22,10 +23,8 @@ if os.environ.get("TORCHLIGHT_TEST_CUDA") != "gpu":
 # docs' API discovery imports every torchlight module while its test module is collected. The
 # real PyTorch (a dev dependency: the reference of the compatibility tests) is imported first,
 # so `import torch` in any test is PyTorch (torchlight.compat then only warns).
-try:
+with contextlib.suppress(ImportError):
     import torch  # noqa: F401
-except ImportError:
-    pass
 
 settings.register_profile(
     "ci",
