@@ -7,6 +7,7 @@ Select a profile with the environment variable ``HYPOTHESIS_PROFILE``:
 - ``dev`` (default): hypothesis' own defaults, random examples.
 """
 
+import contextlib
 import os
 
 from hypothesis import HealthCheck, settings
@@ -17,6 +18,13 @@ from hypothesis import HealthCheck, settings
 # collected, so the switch is set here, before any test module is.
 if os.environ.get("TORCHLIGHT_TEST_CUDA") != "gpu":
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+# `import torchlight.compat` makes a later `import torch` give torchlight (issue 25), and the
+# docs' API discovery imports every torchlight module while its test module is collected. The
+# real PyTorch (a dev dependency: the reference of the compatibility tests) is imported first,
+# so `import torch` in any test is PyTorch (torchlight.compat then only warns).
+with contextlib.suppress(ImportError):
+    import torch  # noqa: F401
 
 settings.register_profile(
     "ci",

@@ -78,6 +78,20 @@ MODULES = [
     "torchlight.viz.training",
     "torchlight.viz.modules",
     "torchlight.viz.plots",
+    # PyTorch compatibility (issue 25)
+    "torchlight.compat",
+    "torchlight.random",
+    "torchlight.tensor_compat",
+    "torchlight.pytorch_names",
+    "torchlight.serialization",
+    "torchlight.utils.data",
+    "torchlight.utils.data.sampler",
+    "torchlight.amp",
+    "torchlight.optim.adadelta",
+    "torchlight.optim.lbfgs",
+    "torchlight.nn.rnncell",
+    "torchlight.nn.pixelshuffle",
+    "torchlight.nn.transformer_full",
 ]
 
 

@@ -55,9 +55,28 @@ bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
 float, double, long, int = float32, float64, int64, int32  # noqa: A001 - PyTorch's aliases
 __version__ = "0.1.0"
 
+# ---- PyTorch compatibility (issue 25): names PyTorch programs use, in files of their own
+from torchlight import tensor_compat as _tensor_compat  # noqa: E402
+from torchlight.pytorch_names import *  # noqa: E402, F403
+from torchlight.pytorch_names import __all__ as _PYTORCH_NAMES  # noqa: E402
+from torchlight.random import Generator, multinomial, randint, randperm  # noqa: E402, F811
+
+_tensor_compat.attach()
+
+
+def autocast(*args: object, **kwargs: object) -> object:
+    """``torch.autocast``: see :mod:`torchlight.amp`."""
+    from torchlight.amp import autocast as _autocast
+
+    return _autocast(*args, **kwargs)  # type: ignore[arg-type]
+
+
+# ---- end of the PyTorch compatibility block
+
 # The layers above the core load on first use (`tl.nn`, `tl.viz`...), so `import torchlight`
 # stays fast and never needs the notebook packages.
-_SUBMODULES = ("nn", "optim", "data", "viz", "checkpoint", "train", "cuda")
+_SUBMODULES: tuple[str, ...] = ("nn", "optim", "data", "viz", "checkpoint", "train", "cuda")
+_SUBMODULES += ("utils", "amp", "distributed", "accelerator", "compat")  # PyTorch's (issue 25)
 
 
 def __getattr__(name: str) -> object:
@@ -76,4 +95,5 @@ __all__ = [
     "randn_like", "set_default_backend", "set_default_dtype", "shape", "stack", "tensor", "where",
     "zeros", "zeros_like",
 ]  # fmt: skip
+__all__ += ["Generator", "autocast", "multinomial", "randperm", *_PYTORCH_NAMES]
 __all__ += ["cuda", "device", "double", "float", "int", "long", *_FUNCTION_FORMS]  # noqa: F405

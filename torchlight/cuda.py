@@ -91,3 +91,24 @@ def empty_cache() -> None:
     if backend is not None:
         backend.tables.clear()
         backend.memory.empty_cache()
+
+
+# ---- PyTorch compatibility (issue 25): torch.cuda's seeding, as scripts call it on any machine
+def manual_seed(seed: int) -> None:
+    """Seed the generator the CUDA backend draws from: torchlight has one generator for every
+    backend, so this is :func:`torchlight.manual_seed` (PyTorch CPU ignores it silently)."""
+    from torchlight.creation import manual_seed as seed_all
+
+    seed_all(seed)
+
+
+manual_seed_all = manual_seed
+__all__ += ["manual_seed", "manual_seed_all"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "amp":  # torch.cuda.amp (autocast, GradScaler): torchlight.amp
+        import importlib
+
+        return importlib.import_module("torchlight.amp")
+    raise AttributeError(f"module 'torchlight.cuda' has no attribute {name!r}")

@@ -90,3 +90,25 @@ def set_default_dtype(dtype: Any) -> None:
     if not new.is_floating_point:
         raise TypeError(f"the default dtype must be floating point (float32 or float64), got {new}")
     _default_dtype = new
+
+
+# ---- PyTorch compatibility (issue 25): one dtype rule for every layer
+def check_same_dtype(what: str, *tensors: Any) -> None:
+    """Raise when the (non-None) tensors do not all have one dtype, as PyTorch does for matrix
+    products, convolutions, recurrent and normalization layers (elementwise ops promote instead).
+
+    Raises:
+        RuntimeError: naming the op and both dtypes, and how to convert.
+    """
+    present = [t for t in tensors if t is not None]
+    if not present:
+        return
+    first = present[0].dtype
+    for t in present[1:]:
+        if t.dtype is not first:
+            raise RuntimeError(
+                f"{what}: expected the input and the weights to have the same dtype, got {first} and "
+                f"{t.dtype}. torchlight, like PyTorch, does not promote matrix products, convolutions, "
+                f"recurrent and normalization layers: convert the input (x.to({t.dtype})) or the model "
+                f"(model.to({first}), or build it after tl.set_default_dtype({first}))"
+            )

@@ -2,9 +2,10 @@
 
 The file is numpy's ``.npz`` with a JSON header describing the structure (dicts, lists,
 tuples, numbers, strings, ``None``), written atomically like a checkpoint
-(:mod:`torchlight.checkpoint`) and read with ``allow_pickle=False``: unlike ``torch.load`` of
-a pickle, loading a file from someone else can never run code. Arbitrary Python objects
-(a whole ``nn.Module``) cannot be saved: save ``model.state_dict()`` instead.
+(:mod:`torchlight.checkpoint`) and read with ``allow_pickle=False``: loading such a file can
+never run code. Other objects (a whole ``nn.Module``) are pickled, as ``torch.save`` does, and
+load only with ``load(f, weights_only=False)`` (PyTorch >= 2.6's rule too): unpickling a file
+from someone else can run their code. ``f`` is a path or a binary file object.
 
 Example:
     >>> import os, tempfile
@@ -28,35 +29,106 @@ FORMAT = "torchlight-save"
 _HEADER = "__structure__"
 
 
-def save(obj: Any, f: str | os.PathLike[str]) -> None:
-    """Write ``obj`` (a tensor, or dicts/lists/tuples of tensors and plain values) to ``f``.
+_PICKLE_MAGIC = b"torchlight-pickle\n"  # a file that holds a pickled object (a whole module)
+
+
+def save(
+    obj: Any, f: Any, pickle_module: Any = None, pickle_protocol: int = 2, **unsupported: Any
+) -> None:
+    """Write ``obj`` (a tensor, a numpy array, or dicts/lists/tuples of them and plain values) to
+    ``f``, a path or a binary file object (``open(path, "wb")``, ``io.BytesIO()``).
+
+    Anything else (a whole ``nn.Module``, an object of your own) is pickled, as ``torch.save``
+    does; loading that file then needs ``load(f, weights_only=False)``, because unpickling can
+    run code (PyTorch >= 2.6 refuses it by default too).
 
     Raises:
-        TypeError: for an object that cannot be saved, naming where it is in ``obj``.
+        TypeError: for a keyword torchlight does not support (``_use_new_zipfile_serialization``...).
     """
     import json  # (here, not at the top: `import torchlight` stays fast)
 
     from torchlight.checkpoint import _atomic_write
 
+    if unsupported:
+        raise TypeError(
+            f"tl.save got keyword argument(s) torchlight does not support: {', '.join(sorted(unsupported))}"
+        )
     arrays: dict[str, np.ndarray] = {}
-    structure = _encode(obj, arrays, "obj")
+    try:
+        structure = _encode(obj, arrays, "obj")
+    except TypeError:
+        import pickle
+
+        module = pickle_module or pickle
+
+        def write(out: Any) -> None:
+            out.write(_PICKLE_MAGIC)
+            module.dump(obj, out, protocol=pickle_protocol)
+
+        if hasattr(f, "write"):
+            write(f)
+        else:
+            with open(os.fspath(f) + ".tmp", "wb") as out:
+                write(out)
+            os.replace(os.fspath(f) + ".tmp", os.fspath(f))
+        return
     header = json.dumps({"format": FORMAT, "version": 1, "structure": structure})
     arrays[_HEADER] = np.frombuffer(header.encode("utf-8"), dtype=np.uint8)
+    if hasattr(f, "write"):  # a file object: written in place (atomic writes need a path)
+        np.savez(f, allow_pickle=False, **arrays)
+        return
     _atomic_write(os.fspath(f), lambda out: np.savez(out, allow_pickle=False, **arrays))
 
 
-def load(f: str | os.PathLike[str], map_location: Any = None) -> Any:
-    """Read what :func:`save` wrote; tensors go to ``map_location`` (a device or backend name,
-    the default backend when None).
+def load(
+    f: Any, map_location: Any = None, pickle_module: Any = None, *, weights_only: bool | None = None,
+    mmap: bool | None = None, **unsupported: Any,
+) -> Any:  # fmt: skip
+    """Read what :func:`save` wrote (from a path or a binary file object); tensors go to
+    ``map_location`` (a device or backend name, the default backend when None).
+
+    ``weights_only`` (default True, as PyTorch >= 2.6): tensors, arrays, numbers, strings and
+    containers only. A file holding a pickled object (a whole module) loads only with
+    ``weights_only=False``, which runs the pickle's code: do that for files you trust.
 
     Raises:
         ValueError: when ``f`` is not a file :func:`save` wrote (or is damaged).
+        pickle.UnpicklingError: for a pickled object with ``weights_only`` True.
     """
+
+    if unsupported or mmap:
+        names = sorted(unsupported) + (["mmap"] if mmap else [])
+        raise TypeError(
+            f"tl.load got keyword argument(s) torchlight does not support: {', '.join(names)}"
+        )
+    name = getattr(f, "name", "<file object>") if hasattr(f, "read") else os.fspath(f)
+    source = f if hasattr(f, "read") else open(os.fspath(f), "rb")  # noqa: SIM115 - closed below
+    try:
+        start = source.tell()
+        if source.read(len(_PICKLE_MAGIC)) == _PICKLE_MAGIC:
+            import pickle
+
+            if weights_only is not False:
+                raise pickle.UnpicklingError(
+                    f"{name} holds a pickled Python object (e.g. a whole nn.Module saved with "
+                    "tl.save(model)), and weights_only=True (the default) loads only tensors and "
+                    "plain containers. Unpickling can run arbitrary code: if you trust this file, "
+                    "load it with tl.load(f, weights_only=False)"
+                )
+            return (pickle_module or pickle).load(source)
+        source.seek(start)
+        return _load_npz(source, name, map_location)
+    finally:
+        if source is not f:
+            source.close()
+
+
+def _load_npz(f: Any, name: str, map_location: Any) -> Any:
     import json
     import zipfile
 
     try:
-        with np.load(os.fspath(f), allow_pickle=False) as npz:
+        with np.load(f, allow_pickle=False) as npz:
             header = json.loads(npz[_HEADER].tobytes().decode("utf-8"))
             if header.get("format") != FORMAT:
                 raise ValueError("unknown header")
@@ -65,7 +137,7 @@ def load(f: str | os.PathLike[str], map_location: Any = None) -> Any:
         raise
     except (OSError, KeyError, ValueError, zipfile.BadZipFile, UnicodeDecodeError) as error:
         raise ValueError(
-            f"{os.fspath(f)} is not a file written by tl.save (or it is damaged): {error}"
+            f"{name} is not a file written by tl.save (or it is damaged): {error}"
         ) from None
     return _decode(header["structure"], arrays, map_location)
 
@@ -77,6 +149,10 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
         key = f"t{len(arrays)}"
         arrays[key] = np.ascontiguousarray(obj.detach().numpy())
         return {"tensor": key, "requires_grad": obj.requires_grad}
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "biuf":  # PyTorch saves arrays too
+        key = f"t{len(arrays)}"
+        arrays[key] = np.ascontiguousarray(obj)
+        return {"ndarray": key}
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"value": obj}
     if isinstance(obj, dict):
@@ -105,6 +181,8 @@ def _decode(node: dict[str, Any], arrays: dict[str, np.ndarray], map_location: A
             requires_grad=node["requires_grad"],
             device=None if map_location is None else str(map_location),
         )
+    if "ndarray" in node:
+        return arrays[node["ndarray"]]
     if "value" in node:
         return node["value"]
     if "dict" in node:

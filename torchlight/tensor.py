@@ -339,6 +339,10 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
 
     def _matmul(self, other: Tensor) -> Tensor:
         self._check_backend(other, "matmul")
+        if self.dtype is not other.dtype:  # PyTorch's rule: no promotion in products (issue 25)
+            from torchlight.dtypes import check_same_dtype
+
+            check_same_dtype("matmul", self, other)
         _check_matmul(self.shape, other.shape)
         return Tensor(self.backend.matmul(self.storage, other.storage), self.backend)
 

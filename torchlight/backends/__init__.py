@@ -116,3 +116,10 @@ def set_default_backend(name: str) -> None:
     global _default_name
     get_backend(name)  # fail now, with the install hint, rather than at the next factory
     _default_name = name
+
+
+# ---- PyTorch compatibility (issue 25): torch.backends.cudnn / torch.backends.mps (stubs)
+def __getattr__(name: str) -> object:
+    if name in ("cudnn", "mps"):
+        return importlib.import_module(f"torchlight.backends.{name}")
+    raise AttributeError(f"module 'torchlight.backends' has no attribute {name!r}")

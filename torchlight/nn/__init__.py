@@ -8,7 +8,13 @@ Example:
     9610
 """
 
-from torchlight.nn import functional, init, utils
+# ---- PyTorch compatibility (issue 25): modules in files of their own
+from torchlight.nn import (
+    functional,
+    init,
+    parallel,  # noqa: E402
+    utils,
+)
 from torchlight.nn.activation import ELU, GELU, LeakyReLU, SiLU, Softplus
 from torchlight.nn.attention import MultiheadAttention  # noqa: E402 - sequence models (issue 14)
 from torchlight.nn.container import (
@@ -47,8 +53,11 @@ from torchlight.nn.normalization import (  # noqa: E402
     GroupNorm,
     LayerNorm,
 )
+from torchlight.nn.parallel import DataParallel  # noqa: E402
+from torchlight.nn.pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: E402
 from torchlight.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, MaxPool1d
 from torchlight.nn.recurrent import GRU, LSTM, RNN, LSTMLanguageModel  # noqa: E402
+from torchlight.nn.rnncell import GRUCell, LSTMCell, RNNCell  # noqa: E402
 from torchlight.nn.transformer import (  # noqa: E402
     GPT,
     GPTBlock,
@@ -56,6 +65,14 @@ from torchlight.nn.transformer import (  # noqa: E402
     SinusoidalPositionalEncoding,
     TransformerEncoderLayer,
 )
+from torchlight.nn.transformer_full import (  # noqa: E402
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+)
+
+# ---- end of the PyTorch compatibility block
 
 __all__ = [
     "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout",
@@ -73,4 +90,8 @@ __all__ += [
     "GPT", "GRU", "LSTM", "RNN", "BatchNorm1d", "BatchNorm2d", "Dropout2d", "GPTBlock",
     "GroupNorm", "LSTMLanguageModel", "LayerNorm", "LearnedPositionalEmbedding",
     "MultiheadAttention", "SinusoidalPositionalEncoding", "TransformerEncoderLayer",
+]  # fmt: skip
+__all__ += [
+    "DataParallel", "GRUCell", "LSTMCell", "PixelShuffle", "PixelUnshuffle", "RNNCell", "Transformer",
+    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "parallel",
 ]  # fmt: skip

@@ -133,15 +133,16 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 class LeakyReLU(Module):
     r"""$x$ for $x > 0$, else ``negative_slope`` $\cdot x$. Shape: any."""
 
-    def __init__(self, negative_slope: float = 0.01) -> None:
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
-        self.negative_slope = negative_slope
+        self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return leaky_relu(x, self.negative_slope)
+        out = leaky_relu(x, self.negative_slope)
+        return x.copy_(out) if self.inplace else out  # inplace: the input is overwritten
 
     def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class ELU(Module):

@@ -68,6 +68,9 @@ def conv2d(
     Shape: input $(N, C, H, W)$, weight $(O, C / g, k_h, k_w)$, output $(N, O, H_o, W_o)$ with
     $H_o = \lfloor (H + p_{\text{top}} + p_{\text{bottom}} - d (k_h - 1) - 1) / s \rfloor + 1$.
     """
+    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+    check_same_dtype("conv2d", input, weight, bias)
     stride_, dilation_ = as_pair(stride, "stride"), as_pair(dilation, "dilation")
     if input.ndim != 4 or weight.ndim != 4:
         raise ValueError(
@@ -136,6 +139,9 @@ def conv_transpose2d(
     Shape: input $(N, C, H, W)$, weight $(C, O / g, k_h, k_w)$, output $(N, O, H_o, W_o)$ with
     $H_o = (H - 1) s - 2 p + d (k_h - 1) + \text{output\_padding} + 1$.
     """
+    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+    check_same_dtype("conv_transpose2d", input, weight, bias)
     stride_, padding_ = as_pair(stride, "stride"), as_pair(padding, "padding")
     extra, dilation_ = as_pair(output_padding, "output_padding"), as_pair(dilation, "dilation")
     if input.ndim != 4 or weight.ndim != 4 or input.shape[1] != weight.shape[0]:

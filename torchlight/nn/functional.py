@@ -122,6 +122,9 @@ def conv2d(
         >>> tl.nn.functional.conv2d(x, tl.ones(1, 1, 2, 2)).shape
         (1, 1, 2, 2)
     """
+    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+    check_same_dtype("conv2d", input, weight, bias)
     if isinstance(padding, str) or dilation != 1 or groups != 1:
         return conv_general.conv2d(input, weight, bias, stride, padding, dilation, groups)
     stride_, padding_ = as_pair(stride, "stride"), as_pair(padding, "padding")
@@ -161,6 +164,9 @@ def conv1d(
 
     Shape: input $(N, C, L)$, weight $(O, C, k)$, output $(N, O, \lfloor (L + 2p - k)/s \rfloor + 1)$.
     """
+    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+    check_same_dtype("conv1d", input, weight, bias)
     if input.ndim != 3 or weight.ndim != 3 or input.shape[1] != weight.shape[1] * groups:
         raise ValueError(
             f"conv1d: expected an input of shape (N, C, L) with C = weight.shape[1] * groups for a "
@@ -470,3 +476,8 @@ from torchlight.nn.normalization import batch_norm, dropout2d, group_norm, layer
 __all__ += [
     "batch_norm", "dropout2d", "group_norm", "layer_norm", "scaled_dot_product_attention",
 ]  # fmt: skip
+
+# ---- PyTorch compatibility (issue 25)
+from torchlight.nn.pixelshuffle import pixel_shuffle, pixel_unshuffle  # noqa: E402
+
+__all__ += ["pixel_shuffle", "pixel_unshuffle"]

@@ -124,3 +124,29 @@ def kaiming_normal_(
     r"""He: $\mathcal{N}(0, \sigma^2)$ with $\sigma = \mathrm{gain} / \sqrt{\mathrm{fan}}$."""
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     return normal_(tensor, 0.0, std)
+
+
+# ---- PyTorch compatibility (issue 25)
+def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: object = None) -> Tensor:
+    r"""A (semi-)orthogonal matrix (Saxe et al.), times ``gain``, as PyTorch's: the Q of the QR
+    decomposition of a standard normal $(\text{rows}, \text{numel}/\text{rows})$ matrix, its
+    columns' signs fixed by $R$'s diagonal; more dimensions are flattened after the first."""
+    from torchlight.random import rng_of
+
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = rng_of(generator).standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, (gain * q).reshape(tensor.shape))
+
+
+__all__ += ["orthogonal_"]

@@ -103,10 +103,18 @@ class Identity(Module):
 
 
 class ReLU(Module):
-    r"""$\max(x, 0)$ elementwise. Shape: any."""
+    r"""$\max(x, 0)$ elementwise. Shape: any. ``inplace=True`` overwrites the input (recorded
+    in the graph, as PyTorch's ``relu_``)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.relu()
+        return x.clamp_(min=0.0) if self.inplace else x.relu()
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class Sigmoid(Module):

@@ -253,13 +253,47 @@ def bce_with_logits_weighted(
 
 
 # --------------------------------------------------------------------------- modules
+def _legacy_reduction(init: Any) -> Any:
+    import functools
+    import warnings
+
+    @functools.wraps(init)
+    def wrapped(
+        self: Any, *args: Any, size_average: Any = None, reduce: Any = None, **kwargs: Any
+    ) -> None:
+        if size_average is not None or reduce is not None:
+            warnings.warn(
+                "size_average and reduce args will be deprecated, please use reduction='"
+                + ("none" if reduce is False else "mean" if size_average in (None, True) else "sum")
+                + "' instead.",
+                UserWarning,
+                stacklevel=2,
+            )
+            kwargs["reduction"] = (
+                "none" if reduce is False else "mean" if size_average in (None, True) else "sum"
+            )
+        init(self, *args, **kwargs)
+
+    return wrapped
+
+
 class _Loss(Module):
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
         self.reduction = reduction
 
+    # PyTorch compatibility (issue 25): every loss takes the deprecated size_average= and
+    # reduce= keywords, turned into reduction= with PyTorch's warning and rule.
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _legacy_reduction(cls.__dict__["__init__"])  # type: ignore[method-assign]
+
     def extra_repr(self) -> str:
         return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
+
+
+_Loss.__init__ = _legacy_reduction(_Loss.__init__)  # type: ignore[method-assign]
 
 
 class _WeightedLoss(_Loss):

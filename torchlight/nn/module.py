@@ -159,9 +159,15 @@ class Module:
             )
         self._registries(name)[0][name] = param
 
-    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
-        """Add a tensor that is saved in ``state_dict`` but not learned (running statistics...)."""
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Add a tensor that is saved in ``state_dict`` but not learned (running statistics...);
+        ``persistent=False``: a buffer that moves with the module but is not in ``state_dict``."""
         self._registries(name)[1][name] = tensor
+        non_persistent = self.__dict__.setdefault("_non_persistent_buffers_set", set())
+        if persistent:
+            non_persistent.discard(name)
+        else:
+            non_persistent.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Add a submodule under ``name`` (what attribute assignment does)."""
@@ -318,9 +324,10 @@ class Module:
         """
         out: OrderedDict[str, Tensor] = OrderedDict()
         for name, module in self.named_modules(prefix=prefix.rstrip(".")):
+            skip = module.__dict__.get("_non_persistent_buffers_set", ())
             for registry in (module._parameters, module._buffers):
                 for key, value in registry.items():
-                    if value is not None:
+                    if value is not None and not (registry is module._buffers and key in skip):
                         out[f"{name}.{key}" if name else key] = value.detach()
         return out
 

@@ -103,6 +103,9 @@ def layer_norm(
         >>> F.layer_norm(tl.tensor([[0.0, 2.0]]), 2)
         tensor([[-1.0000,  1.0000]])
     """
+    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+    check_same_dtype("layer_norm", input, weight, bias)
     shape = _as_shape(normalized_shape)
     if tuple(input.shape[input.ndim - len(shape) :]) != shape or input.ndim < len(shape):
         raise ValueError(
@@ -144,6 +147,9 @@ def batch_norm(
 
     Shape: input $(N, C)$ or $(N, C, *)$; the statistics, weight and bias $(C)$.
     """
+    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+    check_same_dtype("batch_norm", input, weight, bias, running_mean, running_var)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {input.shape}")
     dims = (0, *range(2, input.ndim))
@@ -185,6 +191,9 @@ def group_norm(
 
     Shape: input $(N, C, *)$ with $C$ divisible by ``num_groups``; weight and bias $(C)$.
     """
+    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+    check_same_dtype("group_norm", input, weight, bias)
     if input.ndim < 2 or input.shape[1] % num_groups:
         raise ValueError(
             f"group_norm: expected an input of shape (N, C, *) with C divisible by num_groups="
@@ -209,9 +218,21 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:  
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    if input.ndim not in (3, 4):
+    if input.ndim == 2:  # PyTorch warns and drops whole rows (it reads (N, C) as (1, N, C))
+        import warnings
+
+        warnings.warn(
+            "dropout2d: Received a 2-D input to dropout2d, which is deprecated and will result in an "
+            "error in a future release. To retain the behavior and silence this warning, please use "
+            "dropout1d instead.",
+            UserWarning,
+            stacklevel=3,
+        )
+        mask_shape: tuple[int, ...] = (input.shape[0], 1)
+    elif input.ndim not in (3, 4):
         raise ValueError(f"dropout2d: expected (N, C, H, W) or (C, H, W), got {input.shape}")
-    mask_shape = (*input.shape[:-2], 1, 1)
+    else:
+        mask_shape = (*input.shape[:-2], 1, 1)
     keep = rand(*mask_shape, dtype=input.dtype, backend=input.backend) >= p
     return input * (keep.to(input.dtype) * (1.0 / (1.0 - p) if p < 1.0 else 0.0))
 
@@ -240,9 +261,11 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", zeros((), dtype="int64"))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
 
     def _check(self, x: Tensor) -> None:
         raise NotImplementedError
@@ -255,6 +278,11 @@ class _BatchNorm(Module):
                 f"{self.num_features}, got input of shape {tuple(x.shape)}"
             )
         use_batch = self.training or self.running_mean is None
+        momentum = self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if momentum is None:  # a cumulative moving average, as PyTorch's momentum=None
+                momentum = 1.0 / float(self.num_batches_tracked.item())
         return batch_norm(
             x,
             self.running_mean,
@@ -262,7 +290,7 @@ class _BatchNorm(Module):
             self.weight,
             self.bias,
             use_batch,
-            self.momentum,
+            momentum,
             self.eps,
         )
 

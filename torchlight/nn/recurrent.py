@@ -415,6 +415,9 @@ class _RNNBase(Module):
                 f"{self.input_size}, got {x.shape}"
             )
         batched = x.ndim == 3
+        from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
+
+        check_same_dtype(f"{type(self).__name__}", x, self.weight_ih_l0)
         if x.shape[1 if batched and self.batch_first else 0] == 0:
             raise ValueError(f"{self!r}: expected a sequence of at least one step, got {x.shape}")
         if not batched:
@@ -505,6 +508,9 @@ class LSTM(_RNNBase):
     def _step(self) -> Step:
         return LSTMStep()
 
+    def flatten_parameters(self) -> None:
+        """Does nothing, as PyTorch's on the CPU (it packs cuDNN's weights on a GPU)."""
+
     def _recurrence(
         self, step: Step, xp: Tensor, w_hh: Tensor, b_hh: Tensor | None, initial: State
     ) -> Tensor:
@@ -519,7 +525,7 @@ class LSTM(_RNNBase):
         if hx is None:
             h0 = c0 = self._zeros(x.shape[1], x)
         else:
-            if not isinstance(hx, tuple) or len(hx) != 2:
+            if not isinstance(hx, (tuple, list)) or len(hx) != 2:
                 raise TypeError(f"{self!r}: hx must be a pair (h_0, c_0), got {type(hx).__name__}")
             h0, c0 = (t if batched else t.unsqueeze(1) for t in hx)
         self._check_state(h0, x, "h_0")

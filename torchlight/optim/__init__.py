@@ -15,10 +15,24 @@ Example:
 """
 
 from torchlight.optim import lr_scheduler
+
+# PyTorch compatibility (issue 25)
+from torchlight.optim.adadelta import Adadelta  # noqa: E402
 from torchlight.optim.adagrad import Adagrad
 from torchlight.optim.adam import Adam, AdamW
+from torchlight.optim.lbfgs import LBFGS  # noqa: E402
 from torchlight.optim.optimizer import Optimizer
 from torchlight.optim.rmsprop import RMSprop
 from torchlight.optim.sgd import SGD
 
-__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "lr_scheduler"]
+__all__ = [
+    "LBFGS",
+    "SGD",
+    "Adadelta",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Optimizer",
+    "RMSprop",
+    "lr_scheduler",
+]
