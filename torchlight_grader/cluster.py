@@ -73,9 +73,9 @@ def _worker_class(tools: str) -> Any:
 
     worker: Any = importlib.import_module("course_batch").Worker
 
-    class ChildWorker(worker):  # type: ignore[misc, valid-type]
+    class ChildWorker(worker):
         def _start(self) -> subprocess.Popen[str]:
-            proc = self.proc
+            proc: Any = getattr(self, "proc")  # noqa: B009 - typed by course_batch
             if proc is None or proc.poll() is not None:
                 self.proc = proc = subprocess.Popen(
                     [sys.executable, "-m", "torchlight_grader.cluster", "--child",
