@@ -85,9 +85,13 @@ def kill_a_worker_mid_task(scheduler_file: Path, grading: subprocess.Popen[bytes
                     continue
                 children = [p for p in tree if "torchlight_grader.cluster" in " ".join(p.cmdline())]
                 os.kill(pids[address], signal.SIGKILL)
-                gone, alive = psutil.wait_procs(children, timeout=15)
+                killed = time.monotonic()
+                # at once (its watchdog polls every 0.05 s), not at its next output line
+                gone, alive = psutil.wait_procs(children, timeout=3)
+                latency = time.monotonic() - killed
+                psutil.wait_procs(alive, timeout=60)
                 return {"worker": address, "tasks": running, "children": len(children),
-                        "orphans": [p.pid for p in alive]}  # fmt: skip
+                        "orphans": [p.pid for p in alive], "latency": latency}  # fmt: skip
             time.sleep(0.1)
     raise AssertionError("no worker was seen running a grading task in a sandbox")
 
