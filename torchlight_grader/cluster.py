@@ -30,6 +30,7 @@ with a message naming the worker when it fails):
   ``LocalCluster``, or ``dask worker`` processes started here): sqlite's locking is not safe
   on network file systems, so a worker that does not see the very same file (same device and
   inode) is refused;
+- **the project's checkout at the same path**: the grading process is ``tools/course_batch.py``;
 - **the same grader**: the worker's ``torchlight``, ``torchlight_grader`` and nbgrader must be
   this machine's, file for file (a digest of their sources is compared), so that the grades
   cannot depend on which worker ran them.
