@@ -7,6 +7,7 @@
 #   make course-grade ASSIGNMENT=a1_functions   one assignment only
 #   make course-grade JOBS=4          4 students at once (default: the number of cores)
 #   make course-grade DB_URL=postgresql+psycopg2://user@host/db   (also for course-release)
+#   make course-grade CLUSTER=tcp://host:8786 DB_URL=...   on a Dask cluster (or CLUSTER=local:4)
 #   make course-roster ROSTER=roster.csv        students from a CSV (id,first_name,last_name,...)
 #   make course-duedates DUEDATES=duedates.csv  due dates from a CSV (name,duedate)
 #   make course-report                grade statistics + histograms: assignments/report.html
@@ -43,7 +44,7 @@ course-release: course-build
 # feedback per student and the exports once: grades.csv, items.csv (per test cell), canvas.csv.
 course-grade: venv
 	$(PY) tools/course_parallel.py --course $(COURSE) --jobs $(JOBS) --assignment "$(ASSIGNMENT)" \
-		$(if $(DB_URL),--db-url '$(DB_URL)',)
+		$(if $(DB_URL),--db-url '$(DB_URL)',) $(if $(CLUSTER),--cluster '$(CLUSTER)',)
 
 # The roster: a CSV with a header row; `id` is required, first_name, last_name, email and
 # lms_user_id (the Canvas user ID, used by canvas.csv) are optional.

@@ -153,6 +153,24 @@ def pool(
     return done
 
 
+def cluster_pool(
+    cluster: str,
+    course: Path,
+    students: Sequence[str],
+    assignment: str,
+    extra: Sequence[str],
+    db_url: str | None,
+    jobs: int,
+) -> dict[str, list[Run]]:
+    """``pool`` on a Dask cluster (``torchlight_grader.cluster``): the same job per student."""
+    from torchlight_grader.cluster import pool as dask_pool
+
+    todo = {s: (student_job(s, assignment, extra), notebooks_of(course, [s], assignment))
+            for s in students}  # fmt: skip
+    graded = dask_pool(cluster, course, todo, db_url, Path(__file__).resolve().parent, jobs)
+    return {s: [Run(*r) for r in runs] for s, runs in graded.items()}
+
+
 def grade(
     course: Path,
     jobs: int,
@@ -160,6 +178,7 @@ def grade(
     db_url: str | None = None,
     extra: Sequence[str] = (),
     log_dir: Path | None = None,
+    cluster: str | None = None,
 ) -> tuple[list[str], dict[str, float]]:
     """Grade every student of ``course``; returns (failed students, seconds per phase).
 
@@ -180,7 +199,8 @@ def grade(
 
     start = time.perf_counter()
     # The workers import nbgrader and the grader while this process reads the gradebook.
-    workers = [Worker(course, env).start() for _ in range(max(1, min(jobs, len(students))))]
+    n_workers = 1 if cluster else max(1, min(jobs, len(students)))  # cluster: one for exports
+    workers = [Worker(course, env).start() for _ in range(n_workers)]
     try:
         # Before any worker is given a job (they only import until then).
         check_config(course)  # nbgrader itself would go on with its unsandboxed defaults
@@ -190,7 +210,7 @@ def grade(
                 f"expected a gradebook with the released assignments in {db_url or course}, found "
                 "none: run `make course-release` (with the same DB_URL) first"
             )
-        if len(workers) == 1:  # one worker: nbgrader's own serial pipeline, exports included
+        if len(workers) == 1 and not cluster:  # nbgrader's own serial pipeline, exports included
             runs = workers[0].do(
                 serial_job(assignment, extra), notebooks_of(course, students, assignment)
             )
@@ -199,7 +219,11 @@ def grade(
                 failed["(serial run)"] = runs[:2]
             export_runs = runs[2:]
         else:
-            graded = pool(workers, students, assignment, extra)
+            graded = (
+                cluster_pool(cluster, course, students, assignment, extra, db_url, jobs)
+                if cluster
+                else pool(workers, students, assignment, extra)
+            )
             for student in students:
                 runs = graded[student]
                 if any(LOCKED in r.output for r in runs if r.returncode != 0):
@@ -255,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db-url", default=os.environ.get("COURSE_DB_URL") or None,
                         help="the gradebook, e.g. postgresql+psycopg2://user@host/db "
                              "(default: COURSE_DB_URL, else the config's sqlite file)")  # fmt: skip
+    parser.add_argument("--cluster", default=os.environ.get("COURSE_CLUSTER") or None,
+                        help="grade on a Dask cluster: tcp://host:8786, a scheduler file (.json) "
+                             "or local:N (torchlight_grader/cluster.py)")  # fmt: skip
     parser.add_argument("extra", nargs="*", help="more options for nbgrader autograde (after --)")
     args = parser.parse_args(argv)
     if args.jobs < 1:
@@ -263,7 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from torchlight_grader.preflight import CourseConfigError
 
     try:
-        failed, seconds = grade(course, args.jobs, args.assignment, args.db_url, args.extra)
+        failed, seconds = grade(course, args.jobs, args.assignment, args.db_url, args.extra,
+                                cluster=args.cluster)  # fmt: skip
     except CourseConfigError as exc:
         print(f"refusing to grade: {exc}", file=sys.stderr)
         return 1

@@ -1,0 +1,269 @@
+"""Grade a course on a Dask distributed cluster (``make course-grade CLUSTER=tcp://host:8786``).
+
+``tools/course_parallel.py`` hands :func:`pool` its students when ``--cluster`` is given (this
+module is in the installed grader package so that the workers can import the tasks); the
+rest (the gradebook snapshot and integrity check before and after, the sqlite-lock retry, the
+logs, the exports, the failure report) stays the local tool's. Here each student becomes one
+Dask task, ``nbgrader autograde --student=ID`` then ``generate_feedback --student=ID`` (the
+local pool's job, the same commands and options), run on a Dask worker by a
+``tools/course_batch.py`` process that the worker keeps for the next student (one nbgrader
+start-up per worker slot, as in the local pool). Student code runs in the worker machine's
+bubblewrap sandbox, exactly as it does locally.
+
+What ``CLUSTER`` may be:
+
+- ``tcp://host:8786`` / ``tls://host:8786``: a running scheduler (``dask scheduler``, or the
+  address of a dask-jobqueue, SSH or Kubernetes cluster);
+- a path ending in ``.json``: a scheduler file (``dask scheduler --scheduler-file F``, the usual
+  way on Slurm/PBS, where the workers are batch jobs ``dask worker --scheduler-file F``);
+- ``local`` or ``local:N``: a ``LocalCluster`` of N worker processes (default: ``--jobs``) on
+  this machine, one thread each, started and stopped by this run.
+
+What the workers must share with this machine (checked on every worker before the first task,
+with a message naming the worker when it fails):
+
+- **the course directory at the same path** (shared storage: NFS, Lustre, a Kubernetes volume):
+  a worker reads ``submitted/<student>/`` and writes ``autograded/<student>/`` and
+  ``feedback/<student>/`` there, only its own students' folders, as the local pool's workers do;
+- **the gradebook**: PostgreSQL (``DB_URL``), which every worker reaches over the network, is
+  what a real cluster needs. The sqlite file works only for workers on this machine (a
+  ``LocalCluster``, or ``dask worker`` processes started here): sqlite's locking is not safe
+  on network file systems, so a worker that does not see the very same file (same device and
+  inode) is refused;
+- **the project's checkout at the same path**: the grading process is ``tools/course_batch.py``;
+- **the same grader**: the worker's ``torchlight``, ``torchlight_grader`` and nbgrader must be
+  this machine's, file for file (a digest of their sources is compared), so that the grades
+  cannot depend on which worker ran them.
+
+Why a killed worker loses nothing: Dask reschedules the tasks of a worker that died (its
+connection to the scheduler broke) on another worker, and a task is a whole student (``--force``
+regrades from the submission, overwriting what a killed run wrote). The grading process of a
+worker watches its parent and ends itself, and with it its sandboxes, as soon as the worker is
+gone, so a dead worker's half-done student is never written concurrently with the retry. A
+student whose task failed on ``distributed.scheduler.allowed-failures`` (3) workers in a row is
+reported as failed, like any other failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+Jobs = dict[str, tuple[list[list[str]], int]]  # student -> (nbgrader commands, notebooks)
+RunTuple = tuple[tuple[str, ...], int, str, float]  # course_batch.Run's fields
+
+# ------------------------------------------------------------------------------ on the worker
+_SLOTS: dict[tuple[str, str, str], list[Any]] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def _worker_class(tools: str) -> Any:
+    """``course_batch.Worker`` (from the project's ``tools/``), started through
+    :func:`_child_main`: a Dask worker killed mid-student leaves no grader running."""
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    import importlib
+    import subprocess
+
+    worker: Any = importlib.import_module("course_batch").Worker
+
+    class ChildWorker(worker):
+        def _start(self) -> subprocess.Popen[str]:
+            proc: Any = getattr(self, "proc")  # noqa: B009 - typed by course_batch
+            if proc is None or proc.poll() is not None:
+                self.proc = proc = subprocess.Popen(
+                    [sys.executable, "-m", "torchlight_grader.cluster", "--child",
+                     str(os.getpid()), self.marker, tools],
+                    cwd=self.course, env=self.env, stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                )  # fmt: skip
+            return proc
+
+    return ChildWorker
+
+
+def _child_main(parent: int, marker: str, tools: str) -> int:
+    """``course_batch.serve`` with a watchdog: exit at once when ``parent`` is no longer this
+    process's parent (it died; the kernel reparented us). Its sandboxes die with it (bwrap
+    ``--die-with-parent``); an open gradebook transaction is rolled back by the database."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.05)
+        os._exit(75)
+
+    if os.getppid() != parent:
+        return 75
+    threading.Thread(target=watch, daemon=True).start()
+    sys.path.insert(0, tools)
+    import course_batch
+
+    course_batch.skip_slow_imports()
+    return course_batch.serve(marker)
+
+
+@contextmanager
+def _slot(course: str, db_url: str, tools: str) -> Iterator[Any]:
+    """A free grading process for ``course`` in this Dask worker (one per task running at once)."""
+    key = (course, db_url, tools)
+    with _SLOTS_LOCK:
+        free = _SLOTS.setdefault(key, [])
+        worker = free.pop() if free else None
+    if worker is None:
+        bin_dir = str(Path(sys.executable).parent)
+        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env["COURSE_DB_URL"] = db_url
+        worker = _worker_class(tools)(Path(course), env)
+    try:
+        yield worker
+    finally:
+        with _SLOTS_LOCK:
+            _SLOTS[key].append(worker)
+
+
+def grade_student(
+    course: str, commands: list[list[str]], notebooks: int, db_url: str, tools: str
+) -> dict[str, Any]:
+    """The Dask task: one student's commands in this worker's grading process."""
+    with _slot(course, db_url, tools) as worker:
+        runs = worker.do(commands, notebooks)
+    return {"pid": os.getpid(), "runs": [(r.args, r.returncode, r.output, r.seconds) for r in runs]}
+
+
+def grader_digest() -> str:
+    """A digest of the sources that decide a grade: torchlight, torchlight_grader, nbgrader."""
+    import nbgrader
+
+    import torchlight
+    import torchlight_grader
+
+    h = hashlib.sha256()
+    for module in (torchlight, torchlight_grader, nbgrader):
+        root = Path(str(module.__file__)).resolve().parent
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def worker_check(
+    course: str, sqlite: tuple[int, int] | None, digest: str, tools: str
+) -> str | None:
+    """Run on every worker before grading: ``None``, or why this worker cannot grade."""
+    config = Path(course) / "nbgrader_config.py"
+    if not config.is_file() or not (Path(course) / "submitted").is_dir():
+        return (f"expected the course directory {course} (with nbgrader_config.py and "
+                "submitted/) on the worker at the same path, found none: put the course on "
+                "storage the workers share")  # fmt: skip
+    if not (Path(tools) / "course_batch.py").is_file():
+        return (
+            f"expected the project's tools/course_batch.py at {tools} on the worker, found "
+            "none: run the workers from the same checkout path (or image) as this machine"
+        )
+    if sqlite is not None:
+        db = Path(course) / "gradebook.db"
+        seen = (db.stat().st_dev, db.stat().st_ino) if db.exists() else None
+        if seen != sqlite:
+            return ("the sqlite gradebook is not this machine's file on the worker (sqlite is "
+                    "only safe for workers on the same machine): pass DB_URL=postgresql+psycopg2:"
+                    "//... for a cluster")  # fmt: skip
+    mine = grader_digest()
+    if mine != digest:
+        return (f"expected the grader of the machine that submits (digest {digest[:12]}), found "
+                f"{mine[:12]}: install the same torchlight/torchlight_grader/nbgrader on the "
+                "workers")  # fmt: skip
+    from torchlight_grader import sandbox
+
+    try:
+        sandbox.ensure_available()
+    except Exception as exc:  # noqa: BLE001 - reported as this worker's reason
+        return f"the sandbox cannot be built on the worker: {exc}"
+    return None
+
+
+# ------------------------------------------------------------------------------ on the client
+def connect(cluster: str, jobs: int) -> tuple[Any, Any]:
+    """``(client, local cluster or None)`` for ``cluster`` (see the module docstring)."""
+    from distributed import Client, LocalCluster
+
+    if cluster == "local" or cluster.startswith("local:"):
+        n = int(cluster.split(":", 1)[1]) if ":" in cluster else jobs
+        local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                             dashboard_address=None)  # fmt: skip
+        return Client(local), local
+    try:
+        if cluster.endswith(".json"):
+            return Client(scheduler_file=cluster, timeout=30), None
+        return Client(cluster, timeout=30), None
+    except OSError as exc:
+        raise SystemExit(
+            f"expected a Dask scheduler at CLUSTER={cluster} (tcp://host:8786, a scheduler "
+            f"file, or local:N), could not connect: {exc}"
+        ) from None
+
+
+def pool(
+    cluster: str, course: Path, jobs: Jobs, db_url: str | None, tools: Path, n_local: int
+) -> dict[str, list[RunTuple]]:
+    """Every student of ``jobs`` one Dask task on ``cluster``; each student's runs, as
+    ``course_batch.Run`` fields (``tools``: the folder of ``course_batch.py``; ``n_local``: the
+    workers of ``CLUSTER=local``)."""
+    from distributed import as_completed
+
+    client, local = connect(cluster, n_local)
+    try:
+        print(f"waiting for Dask workers at {client.scheduler.address} ...", file=sys.stderr)
+        client.wait_for_workers(1, timeout=600)
+        sqlite = None
+        url = db_url
+        if not db_url:
+            db = course / "gradebook.db"
+            sqlite = (db.stat().st_dev, db.stat().st_ino)
+            url = f"sqlite:///{db}?timeout=600"
+        problems = {
+            w: why
+            for w, why in client.run(
+                worker_check, str(course), sqlite, grader_digest(), str(tools)
+            ).items()
+            if why
+        }
+        if problems:
+            raise SystemExit(
+                "refusing to grade on the cluster:\n"
+                + "\n".join(f"  worker {w}: {why}" for w, why in sorted(problems.items()))
+            )
+        run_id = f"{os.getpid()}-{time.time_ns()}"
+        futures = {
+            client.submit(
+                grade_student, str(course), commands, notebooks, url, str(tools),
+                key=f"grade-{student}-{run_id}", pure=False,
+            ): student
+            for student, (commands, notebooks) in jobs.items()
+        }  # fmt: skip
+        done: dict[str, list[RunTuple]] = {}
+        for future in as_completed(futures):
+            student = futures[future]
+            try:
+                done[student] = [tuple(r) for r in future.result()["runs"]]
+            except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker: this student failed
+                first = tuple(jobs[student][0][0]) if jobs[student][0] else ("autograde",)
+                done[student] = [
+                    (first, 1, f"the Dask task failed: {type(exc).__name__}: {exc}\n", 0.0)
+                ]
+        return done
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"] and len(sys.argv) == 5:
+        sys.exit(_child_main(int(sys.argv[2]), sys.argv[3], sys.argv[4]))
+    raise SystemExit("usage: tools/course_parallel.py --cluster ADDRESS (this is its helper)")
