@@ -7,7 +7,7 @@ Example:
     tensor([4., 6.])
 """
 
-from torchlight import autograd, backends, functions, shape
+from torchlight import autograd, backends, shape
 from torchlight.autograd import enable_grad, is_grad_enabled, no_grad
 from torchlight.backends import get_default_backend, set_default_backend
 from torchlight.creation import (
@@ -48,8 +48,9 @@ from torchlight.dtypes import (
 )
 from torchlight.functional_forms import *  # noqa: F403 - each name is listed in __all__ below
 from torchlight.functional_forms import __all__ as _FUNCTION_FORMS
+from torchlight.ops import arithmetic as functions
 from torchlight.tensor import Tensor
-from torchlight.tensor_ops import ExpandedViewWriteError
+from torchlight.tensor_methods import ExpandedViewWriteError
 
 bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
 float, double, long, int = float32, float64, int64, int32  # noqa: A001 - PyTorch's aliases

@@ -2,7 +2,7 @@
 
 The file is numpy's ``.npz`` with a JSON header describing the structure (dicts, lists,
 tuples, numbers, strings, ``None``), written atomically like a checkpoint
-(:mod:`torchlight.checkpoint`) and read with ``allow_pickle=False``: unlike ``torch.load`` of
+(:mod:`torchlight.train.checkpoint`) and read with ``allow_pickle=False``: unlike ``torch.load`` of
 a pickle, loading a file from someone else can never run code. Arbitrary Python objects
 (a whole ``nn.Module``) cannot be saved: save ``model.state_dict()`` instead.
 
@@ -36,7 +36,7 @@ def save(obj: Any, f: str | os.PathLike[str]) -> None:
     """
     import json  # (here, not at the top: `import torchlight` stays fast)
 
-    from torchlight.checkpoint import _atomic_write
+    from torchlight.train.checkpoint import _atomic_write
 
     arrays: dict[str, np.ndarray] = {}
     structure = _encode(obj, arrays, "obj")

@@ -13,7 +13,7 @@ changes nothing.
 Example:
     >>> import os, tempfile
     >>> from torchlight import nn, optim
-    >>> from torchlight.checkpoint import load_checkpoint, save_checkpoint
+    >>> from torchlight.train.checkpoint import load_checkpoint, save_checkpoint
     >>> model = nn.Linear(3, 2); opt = optim.Adam(model.parameters())
     >>> path = os.path.join(tempfile.mkdtemp(), "model.ckpt")
     >>> save_checkpoint(path, model, opt, epoch=3)
