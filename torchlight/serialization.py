@@ -17,8 +17,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
+import tempfile
+from collections.abc import Callable
+from typing import IO, Any
 
 import numpy as np
 
@@ -36,13 +39,11 @@ def save(obj: Any, f: str | os.PathLike[str]) -> None:
     """
     import json  # (here, not at the top: `import torchlight` stays fast)
 
-    from torchlight.train.checkpoint import _atomic_write
-
     arrays: dict[str, np.ndarray] = {}
     structure = _encode(obj, arrays, "obj")
     header = json.dumps({"format": FORMAT, "version": 1, "structure": structure})
     arrays[_HEADER] = np.frombuffer(header.encode("utf-8"), dtype=np.uint8)
-    _atomic_write(os.fspath(f), lambda out: np.savez(out, allow_pickle=False, **arrays))
+    atomic_write(os.fspath(f), lambda out: np.savez(out, allow_pickle=False, **arrays))
 
 
 def load(f: str | os.PathLike[str], map_location: Any = None) -> Any:
@@ -111,3 +112,28 @@ def _decode(node: dict[str, Any], arrays: dict[str, np.ndarray], map_location: A
         return {k: _decode(v, arrays, map_location) for k, v in node["dict"]}
     items = [_decode(v, arrays, map_location) for v in node.get("list", node.get("tuple", []))]
     return tuple(items) if "tuple" in node else items
+
+
+def atomic_write(path: str, write: Callable[[IO[bytes]], None]) -> None:
+    """Write via a temporary file in the same directory, fsync, then rename over ``path``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # make the rename itself durable (not on every OS)
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
