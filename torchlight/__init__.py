@@ -58,14 +58,23 @@ __version__ = "0.1.0"
 
 # The layers above the core load on first use (`tl.nn`, `tl.viz`...), so `import torchlight`
 # stays fast and never needs the notebook packages.
-_SUBMODULES = ("nn", "optim", "data", "viz", "checkpoint", "train", "cuda")
+#: ``tl.<name>`` loaded on first use (``tl.checkpoint`` is the app layer's checkpoint module).
+_SUBMODULES = {
+    "nn": "torchlight.nn",
+    "optim": "torchlight.optim",
+    "data": "torchlight.data",
+    "viz": "torchlight.viz",
+    "checkpoint": "torchlight.train.checkpoint",
+    "train": "torchlight.train",
+    "cuda": "torchlight.cuda",
+}
 
 
 def __getattr__(name: str) -> object:
     if name in _SUBMODULES:
         import importlib
 
-        return importlib.import_module(f"torchlight.{name}")
+        return importlib.import_module(_SUBMODULES[name])
     raise AttributeError(f"module 'torchlight' has no attribute {name!r}")
 
 
