@@ -97,7 +97,7 @@ from numba.cuda.cudadrv import driver
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 from numba.cuda.dispatcher import LaunchConfig, _Kernel
 from numba.cuda.typing.typeof import Purpose, typeof
-from torchlight.backends import cuda_launch
+from torchlight.backends.cuda import launch as cuda_launch
 
 memory = driver.MemoryPointer(context=None, pointer=driver.binding.CUdeviceptr(4096), size=1 << 20)
 def array(n):

@@ -35,7 +35,7 @@ import torchlight as tl  # noqa: E402
 from torchlight import optim  # noqa: E402
 from torchlight.data import DataLoader, digits  # noqa: E402
 from torchlight.nn import functional as F  # noqa: E402
-from torchlight.train import build_model, train_epoch  # noqa: E402
+from torchlight.train.cli import build_model, train_epoch  # noqa: E402
 
 try:
     import torch

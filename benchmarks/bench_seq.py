@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/bench_seq.py --backends numpy           # one backend only
 
 float32, one BLAS/OpenMP thread for both (set before numpy and torch load). The models are the
-CLI's defaults (``torchlight/train_text.py``): a GPT of 3 pre-norm blocks, d_model 96, 4 heads,
+CLI's defaults (``torchlight/train/text.py``): a GPT of 3 pre-norm blocks, d_model 96, 4 heads,
 context 64, tied embeddings; an LSTM of hidden size 256 on 64-dim embeddings; batch 32, Adam.
 Both frameworks run the *same* model code: torchlight's layers have PyTorch's names, so
 ``build_gpt(nn)`` builds either. Printed: the median time of forward, backward, optimizer step

@@ -769,10 +769,10 @@ def _probe() -> None:  # pragma: no cover - never launched: cuda.jit's class is 
 
 def _launchers() -> list[type]:
     """The classes through which the CUDA backend launches kernels besides numba's
-    ``kernel[grid, block]``: its ``Launcher`` (``torchlight/backends/cuda_launch.py``), which
+    ``kernel[grid, block]``: its ``Launcher`` (``torchlight/backends/cuda/launch.py``), which
     after a kernel's first launch goes past numba's launch path, where there is one."""
     try:
-        from torchlight.backends.cuda_launch import Launcher
+        from torchlight.backends.cuda.launch import Launcher
     except ImportError:
         return []
     return [Launcher]
@@ -787,7 +787,7 @@ def counting() -> Iterator[Counts]:
     or device -> device from a device array; ``copy_to_host``: device -> host). A call made
     inside a counted call of its kind (``to_device`` calls ``copy_to_device`` on a GPU; the
     Launcher calls ``kernel[grid, block]``) is not counted again. All is put back on exit."""
-    from torchlight.backends.cuda_kernels import cuda
+    from torchlight.backends.cuda.kernels import cuda
 
     counts = Counts()
     array_type = type(cuda.device_array(1))
@@ -880,7 +880,7 @@ def step_diagnostics(model_name: str, mode: str, warm: dict[str, Callable[[], An
     on a GPU also the step's wall time per launch."""
     import torchlight as tl
     from torchlight.backends import get_backend
-    from torchlight.backends.cuda_kernels import cuda
+    from torchlight.backends.cuda.kernels import cuda
 
     step = warm.get(model_name)
     if step is None:
@@ -968,7 +968,7 @@ def _tl_step(model_name: str, backend: str, size: dict[str, Any]) -> Callable[[]
     from torchlight import nn, optim
     from torchlight.data import digits
     from torchlight.nn import functional as F
-    from torchlight.train import build_model
+    from torchlight.train.cli import build_model
 
     tl.manual_seed(0)
     if model_name == "mlp":

@@ -258,7 +258,7 @@ def test_numpy_backend_stays_quiet_when_threads_share_its_ops() -> None:
     # a large ufunc, so with several threads the context is often busy.
     from concurrent.futures import ThreadPoolExecutor
 
-    from torchlight.backends.numpy_backend import NumpyBackend
+    from torchlight.backends.numpy.backend import NumpyBackend
 
     be = NumpyBackend()
     zeros = np.zeros(1 << 18)

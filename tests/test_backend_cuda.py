@@ -53,7 +53,7 @@ COMPILE_SCRIPT = textwrap.dedent(
             compute_capability=target[0]
         )
     import numpy as np
-    from torchlight.backends.cuda_backend import kernel_sources
+    from torchlight.backends.cuda.backend import kernel_sources
     GENERIC = ("reduce", "fold", "matmul")
     compiled, f64 = [], {}
     start = time.perf_counter()
@@ -253,7 +253,7 @@ def test_argmax_and_argmin_run_on_the_gpu_like_numpy(cu) -> None:
 def test_cat_of_views_of_one_buffer_is_one_launch(cu, monkeypatch) -> None:
     """im2col's windows (views of one buffer that differ only in offset) are cat'ed by one
     kernel; other parts one kernel each. Both give numpy's answer."""
-    from torchlight.backends.cuda_backend import helper_kernel
+    from torchlight.backends.cuda.backend import helper_kernel
 
     a = np.arange(60.0).reshape(3, 4, 5)
     t = cu.permute(cu.from_numpy(a.transpose(2, 0, 1).copy()), (1, 2, 0))  # strided, as a
@@ -278,7 +278,7 @@ def test_cat_of_views_of_one_buffer_is_one_launch(cu, monkeypatch) -> None:
 
 
 def test_coalesce_merges_the_dimensions_every_operand_walks_as_one() -> None:
-    from torchlight.backends.cuda_backend import coalesce
+    from torchlight.backends.cuda.backend import coalesce
 
     # contiguous: one dimension; a broadcast row keeps its own
     assert coalesce((2, 3, 4), [(12, 4, 1)]) == ((24,), [(1,)])
@@ -298,7 +298,7 @@ def test_each_matmul_kernel_on_a_ragged_batched_problem(cu, kernel: str, transpo
     other axis. The public API picks the small kernel for the op table's shapes, and the others
     for large products: K = 11 makes the tiled (8 wide in the simulator) and blocked kernels
     (BK = 8) take a partial second step along k."""
-    from torchlight.backends.cuda_backend import BM, BN, MM_THREADS, matmul_kernels
+    from torchlight.backends.cuda.backend import BM, BN, MM_THREADS, matmul_kernels
 
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=(2, 5, 11)), rng.normal(size=(11, 7))
@@ -322,7 +322,7 @@ def test_each_matmul_kernel_on_a_ragged_batched_problem(cu, kernel: str, transpo
 
 
 def test_runs_where_it_should(cu) -> None:
-    from torchlight.backends.cuda_kernels import cuda
+    from torchlight.backends.cuda.kernels import cuda
 
     assert cu.simulator == (cuda_mode() == "simulator")
     # NVIDIA's numba-cuda (the `cuda` extra) provides numba.cuda, simulator included

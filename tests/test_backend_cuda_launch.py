@@ -29,8 +29,8 @@ from numba.cuda.cudadrv import driver
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 from numba.cuda.dispatcher import _Kernel
 from numba.cuda.typing.typeof import Purpose, typeof
-from torchlight.backends import cuda_launch
-from torchlight.backends.cuda_kernels import kernel_sources
+from torchlight.backends.cuda import launch as cuda_launch
+from torchlight.backends.cuda.kernels import kernel_sources
 
 memory = driver.MemoryPointer(context=None, pointer=driver.binding.CUdeviceptr(1 << 16), size=1 << 20)
 rng = np.random.default_rng(0)

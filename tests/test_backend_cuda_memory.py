@@ -24,7 +24,7 @@ import pytest
 import torchlight as tl
 from tests.test_backend_conformance import backend
 from torchlight import nn, optim
-from torchlight.backends.cuda_memory import integer_progression, rounded_size, uniform_value
+from torchlight.backends.cuda.memory import integer_progression, rounded_size, uniform_value
 from torchlight.nn import functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def cu():
 @pytest.fixture
 def counted(cu, monkeypatch) -> Iterator[Counter]:
     """Counts of numba's device allocations and host->device copies while the test runs."""
-    from torchlight.backends.cuda_kernels import cuda
+    from torchlight.backends.cuda.kernels import cuda
 
     counts: Counter = Counter()
     array_type = type(cuda.device_array(1))
@@ -249,7 +249,7 @@ def test_the_gpu_view_of_a_block_in_a_process_without_simulator() -> None:
         import numpy as np
         from numba.cuda.cudadrv import driver
         from numba.cuda.cudadrv.devicearray import DeviceNDArray
-        from torchlight.backends.cuda_memory import CachingAllocator
+        from torchlight.backends.cuda.memory import CachingAllocator
         memory = driver.MemoryPointer(context=None, pointer=driver.binding.CUdeviceptr(4096), size=1024)
         block = DeviceNDArray(shape=(1024,), strides=(1,), dtype=np.uint8, gpu_data=memory)
         array = CachingAllocator(simulator=False)._typed_view(block, 100, np.dtype(np.float32))

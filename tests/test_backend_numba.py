@@ -16,8 +16,8 @@ import pytest
 
 import torchlight as tl
 from torchlight.backends import get_backend
-from torchlight.backends.numba_backend import CHUNK, flat, plan
-from torchlight.backends.numba_expf import exp_float32_kernel
+from torchlight.backends.numba.backend import CHUNK, flat, plan
+from torchlight.backends.numba.expf import exp_float32_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -169,7 +169,7 @@ def test_float32_lstm_gates_are_within_two_ulps_over_the_float32_range() -> None
     every 1021st bit pattern: gate z = xp when h W_hh^T and b_hh are 0. Below -87.33, where
     the exact sigmoid is under 2^-126 (and e^-x overflows float32 from -88.73), any value
     from 0 to 2^-125 is accepted."""
-    from torchlight.backends.numba_lstm import lstm_cell_forward
+    from torchlight.backends.numba.lstm import lstm_cell_forward
 
     x = np.arange(0, 2**32, 1021, dtype=np.uint32).view(np.float32)
     x = np.concatenate([x, np.array([np.inf, -np.inf, np.nan, 0.625, -0.625], np.float32)])
@@ -215,8 +215,8 @@ CACHE_SCRIPT = textwrap.dedent(
     import json, time
     start = time.perf_counter()
     import torchlight as tl
-    from torchlight.backends import numba_backend as nbk
-    from torchlight.backends.numba_expf import exp_float32_kernel
+    from torchlight.backends.numba import backend as nbk
+    from torchlight.backends.numba.expf import exp_float32_kernel
     x = tl.randn(64, 64, backend="numba")
     y = ((x + 1.0).exp().sum(0) @ x).sum().item()
     z = x.to(tl.float32).exp()

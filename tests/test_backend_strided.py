@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import torchlight as tl
 from torchlight.backends import get_backend, scalar_ops
-from torchlight.backends.strided import (
+from torchlight.backends.strided.backend import (
     StridedBackend,
     StridedStorage,
     basic_index,

@@ -15,7 +15,7 @@ import torchlight as tl
 from tests.test_backend_conformance import backend
 from torchlight import nn, optim
 from torchlight.data import DataLoader, TensorDataset, digits
-from torchlight.train import train_epoch
+from torchlight.train.cli import train_epoch
 
 
 def train_one_epoch(

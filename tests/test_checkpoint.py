@@ -18,7 +18,7 @@ import pytest
 
 import torchlight as tl
 from torchlight import nn, optim
-from torchlight.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from torchlight.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -179,7 +179,7 @@ WRITER = textwrap.dedent(
     import sys
     import torchlight as tl
     from torchlight import nn
-    from torchlight.checkpoint import save_checkpoint
+    from torchlight.train.checkpoint import save_checkpoint
     model = nn.Linear(1000, 2000)  # 16 MB of float64: each write takes a while
     value = 1.0
     while True:

@@ -22,7 +22,7 @@ from torchlight.autograd import (
     gradcheck,
     topological_sort,
 )
-from torchlight.functions import Add, Mul
+from torchlight.ops.arithmetic import Add, Mul
 
 
 def values(t):

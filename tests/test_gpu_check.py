@@ -221,7 +221,7 @@ def test_gpu_check_counts_a_step_and_puts_numba_back() -> None:
 
     import torchlight as tl
     from benchmarks.gpu_check import _launchers, counting
-    from torchlight.backends.cuda_kernels import cuda
+    from torchlight.backends.cuda.kernels import cuda
 
     x = tl.tensor(np.arange(6.0), backend="cuda")
     kernel = cuda.jit(_write_one)

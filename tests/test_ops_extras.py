@@ -18,7 +18,7 @@ import torchlight as tl
 from torchlight import functional_forms
 from torchlight.tensor import Tensor
 from torchlight.tensor_extras import TensorExtras
-from torchlight.tensor_ops import TensorOps
+from torchlight.tensor_methods import TensorOps
 
 # --------------------------------------------------------------------------- sorting family
 

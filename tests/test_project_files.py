@@ -93,7 +93,7 @@ def test_distribution_and_import_names():
     project = load_pyproject()["project"]
     assert project["name"] == DIST_NAME, "`torchlight` on PyPI is an unrelated package"
     assert SpecifierSet(project["requires-python"]).contains("3.11")
-    assert project["scripts"]["torchlight-train"] == "torchlight.train:main"
+    assert project["scripts"]["torchlight-train"] == "torchlight.train.cli:main"
 
 
 def test_all_extra_covers_every_extra():

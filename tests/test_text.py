@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 
 import torchlight as tl
-from torchlight import generate, train, train_text
-from torchlight.checkpoint import checkpoint_extra
 from torchlight.data import DataLoader
 from torchlight.data.text import TextWindows, load_text
-from torchlight.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
+from torchlight.train import cli as train
+from torchlight.train import generate
+from torchlight.train import text as train_text
+from torchlight.train.checkpoint import checkpoint_extra
+from torchlight.train.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
 
 TEXT = load_text("shakespeare")
 
@@ -21,7 +23,7 @@ def test_the_corpus_is_shipped_with_its_license() -> None:
     assert len(TEXT) == 1_405_487
     assert TEXT.startswith("BERNARDO:\nWho's there?")
     assert len(set(TEXT)) == 65
-    license_file = pathlib.Path(train.__file__).parent / "data" / "SHAKESPEARE_LICENSE.txt"
+    license_file = pathlib.Path(tl.__file__).parent / "data" / "SHAKESPEARE_LICENSE.txt"
     assert "public domain" in license_file.read_text()
 
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from torchlight import nn
-from torchlight.checkpoint import load_checkpoint
-from torchlight.train import build_model
+from torchlight.train.checkpoint import load_checkpoint
+from torchlight.train.cli import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -143,7 +143,7 @@ def test_backend_flag_trains_the_same_model_on_the_reference_backend():
 
 
 def test_main_in_process_with_float32(capsys):
-    from torchlight.train import main
+    from torchlight.train.cli import main
 
     assert (
         main(["--dataset", "simple", "--epochs", "3", "--dtype", "float32", "--points", "64"]) == 0

@@ -462,8 +462,7 @@ def test_replay_names_the_function_whose_backward_raised():
 
 def test_every_built_in_and_nn_function_states_its_local_rule():
     import torchlight.nn
-    import torchlight.nn.autograd_ops
-    import torchlight.nn.conv_functions  # noqa: F401 - registers the nn Functions
+    import torchlight.ops.convolution  # noqa: F401 - registers the nn Functions
     from torchlight.viz.view import local_rule
 
     def subclasses(cls):

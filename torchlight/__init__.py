@@ -7,7 +7,7 @@ Example:
     tensor([4., 6.])
 """
 
-from torchlight import autograd, backends, functions, shape
+from torchlight import autograd, backends, shape
 from torchlight.autograd import enable_grad, is_grad_enabled, no_grad
 from torchlight.backends import get_default_backend, set_default_backend
 from torchlight.creation import (
@@ -48,8 +48,9 @@ from torchlight.dtypes import (
 )
 from torchlight.functional_forms import *  # noqa: F403 - each name is listed in __all__ below
 from torchlight.functional_forms import __all__ as _FUNCTION_FORMS
+from torchlight.ops import arithmetic as functions
 from torchlight.tensor import Tensor
-from torchlight.tensor_ops import ExpandedViewWriteError
+from torchlight.tensor_methods import ExpandedViewWriteError
 
 bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
 float, double, long, int = float32, float64, int64, int32  # noqa: A001 - PyTorch's aliases
@@ -75,15 +76,29 @@ def autocast(*args: object, **kwargs: object) -> object:
 
 # The layers above the core load on first use (`tl.nn`, `tl.viz`...), so `import torchlight`
 # stays fast and never needs the notebook packages.
-_SUBMODULES: tuple[str, ...] = ("nn", "optim", "data", "viz", "checkpoint", "train", "cuda")
-_SUBMODULES += ("utils", "amp", "distributed", "accelerator", "compat")  # PyTorch's (issue 25)
+#: ``tl.<name>`` loaded on first use (``tl.checkpoint`` is the app layer's checkpoint module).
+_SUBMODULES = {
+    "nn": "torchlight.nn",
+    "optim": "torchlight.optim",
+    "data": "torchlight.data",
+    "viz": "torchlight.viz",
+    "checkpoint": "torchlight.train.checkpoint",
+    "train": "torchlight.train",
+    "cuda": "torchlight.cuda",
+    # PyTorch's (issue 25)
+    "utils": "torchlight.utils",
+    "amp": "torchlight.amp",
+    "distributed": "torchlight.distributed",
+    "accelerator": "torchlight.accelerator",
+    "compat": "torchlight.compat",
+}
 
 
 def __getattr__(name: str) -> object:
     if name in _SUBMODULES:
         import importlib
 
-        return importlib.import_module(f"torchlight.{name}")
+        return importlib.import_module(_SUBMODULES[name])
     raise AttributeError(f"module 'torchlight' has no attribute {name!r}")
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from torchlight import dtypes
-from torchlight import functions as fn
 from torchlight.backends import Backend, get_backend
+from torchlight.ops import arithmetic as fn
 from torchlight.shape import normalize_dim
 from torchlight.tensor import Tensor
 

@@ -58,7 +58,7 @@ def _driver_device_count() -> int:
 
 
 # The memory functions ask the ``cuda`` backend's caching allocator (a backend speed trick, in
-# ``torchlight/backends/cuda_memory.py``). Before the backend is first used (simulator
+# ``torchlight/backends/cuda/memory.py``). Before the backend is first used (simulator
 # included) no tensor is on the GPU: they answer 0 without importing numba.cuda.
 
 

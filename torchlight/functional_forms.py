@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from torchlight import autograd, ops_index
+from torchlight import autograd
 from torchlight.backends import get_default_backend
-from torchlight.ops_einsum import einsum
+from torchlight.ops import indexing as ops_index
+from torchlight.ops.einsum import einsum
 from torchlight.return_types import Sort, TopK
 from torchlight.serialization import load, save
 from torchlight.tensor import Tensor

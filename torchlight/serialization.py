@@ -2,7 +2,7 @@
 
 The file is numpy's ``.npz`` with a JSON header describing the structure (dicts, lists,
 tuples, numbers, strings, ``None``), written atomically like a checkpoint
-(:mod:`torchlight.checkpoint`) and read with ``allow_pickle=False``: loading such a file can
+(:mod:`torchlight.train.checkpoint`) and read with ``allow_pickle=False``: loading such a file can
 never run code. Other objects (a whole ``nn.Module``) are pickled, as ``torch.save`` does, and
 load only with ``load(f, weights_only=False)`` (PyTorch >= 2.6's rule too): unpickling a file
 from someone else can run their code. ``f`` is a path or a binary file object.
@@ -18,8 +18,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
+import tempfile
+from collections.abc import Callable
+from typing import IO, Any
 
 import numpy as np
 
@@ -46,8 +49,6 @@ def save(
         TypeError: for a keyword torchlight does not support (``_use_new_zipfile_serialization``...).
     """
     import json  # (here, not at the top: `import torchlight` stays fast)
-
-    from torchlight.checkpoint import _atomic_write
 
     if unsupported:
         raise TypeError(
@@ -77,7 +78,7 @@ def save(
     if hasattr(f, "write"):  # a file object: written in place (atomic writes need a path)
         np.savez(f, allow_pickle=False, **arrays)
         return
-    _atomic_write(os.fspath(f), lambda out: np.savez(out, allow_pickle=False, **arrays))
+    atomic_write(os.fspath(f), lambda out: np.savez(out, allow_pickle=False, **arrays))
 
 
 def load(
@@ -189,3 +190,28 @@ def _decode(node: dict[str, Any], arrays: dict[str, np.ndarray], map_location: A
         return {k: _decode(v, arrays, map_location) for k, v in node["dict"]}
     items = [_decode(v, arrays, map_location) for v in node.get("list", node.get("tuple", []))]
     return tuple(items) if "tuple" in node else items
+
+
+def atomic_write(path: str, write: Callable[[IO[bytes]], None]) -> None:
+    """Write via a temporary file in the same directory, fsync, then rename over ``path``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # make the rename itself durable (not on every OS)
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from torchlight import dtypes
-from torchlight import functions as fn
 from torchlight.autograd import History, backpropagate
 from torchlight.backends import Backend
+from torchlight.ops import arithmetic as fn
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape
 from torchlight.tensor_extras import TensorExtras
-from torchlight.tensor_ops import TensorOps
+from torchlight.tensor_methods import TensorOps
 
 Number = int | float | bool
 

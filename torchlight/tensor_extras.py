@@ -1,8 +1,8 @@
 r"""The rest of PyTorch's everyday Tensor methods, as one-line calls into the ops modules.
 
-``Tensor`` inherits these next to :class:`~torchlight.tensor_ops.TensorOps`: elementwise math
-(:mod:`~torchlight.ops_math`), reductions (:mod:`~torchlight.ops_reduce`), layout
-(:mod:`~torchlight.ops_shape`), indexing and sorting (:mod:`~torchlight.ops_index`), in-place
+``Tensor`` inherits these next to :class:`~torchlight.tensor_methods.TensorOps`: elementwise math
+(:mod:`~torchlight.ops.elementwise`), reductions (:mod:`~torchlight.ops.reductions`), layout
+(:mod:`~torchlight.ops.layout`), indexing and sorting (:mod:`~torchlight.ops.indexing`), in-place
 variants, ``new_*`` factories and ``.cpu()``. Every name, argument and default is PyTorch's.
 
 The in-place variants (``clamp_``, ``exp_``, ``masked_fill_``...) compute the out-of-place
@@ -23,8 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from torchlight import ops_index, ops_math, ops_reduce, ops_shape
 from torchlight.autograd import is_grad_enabled
+from torchlight.ops import elementwise as ops_math
+from torchlight.ops import indexing as ops_index
+from torchlight.ops import layout as ops_shape
+from torchlight.ops import reductions as ops_reduce
 from torchlight.return_types import Sort, TopK
 
 if TYPE_CHECKING:
@@ -238,7 +241,7 @@ class TensorExtras:
 
     # ---------------------------------------------------------------- indexing and sorting
     def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
-        """The elements at ``index`` along ``dim`` (see :func:`torchlight.ops_index.gather`)."""
+        """The elements at ``index`` along ``dim`` (see :func:`torchlight.ops.indexing.gather`)."""
         return ops_index.gather(self, dim, index)
 
     def scatter(self: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:

@@ -125,7 +125,7 @@ print(x.T)
 # %% tags=["nbval-ignore-output"]
 import inspect
 
-from torchlight.backends.strided import StridedBackend
+from torchlight.backends.strided.backend import StridedBackend
 
 print(inspect.getsource(StridedBackend.zip))
 

@@ -33,9 +33,9 @@ from torchlight import nn, optim, viz
 from torchlight.autograd import gradcheck
 from torchlight.data import DataLoader
 from torchlight.data.text import TextWindows, load_text
-from torchlight.generate import generate
+from torchlight.train.generate import generate
 from torchlight.nn import functional as F
-from torchlight.tokenizers import CharTokenizer
+from torchlight.train.tokenizers import CharTokenizer
 
 tl.manual_seed(0)
 
@@ -200,7 +200,7 @@ heatmaps([weights[0, i].numpy() for i in range(4)], line)
 #
 # To generate, feed a prompt, take the logits at the last position, divide by a
 # *temperature* (below 1: safer choices), keep the `top_k` likeliest characters, sample one,
-# append it, and repeat (`torchlight.generate.generate`, also `python -m torchlight.generate`):
+# append it, and repeat (`torchlight.train.generate.generate`, also `python -m torchlight.train.generate`):
 
 # %%
 tl.manual_seed(1)
@@ -293,7 +293,7 @@ log_plot(curves)
 #
 # - Train the full-size model from the shell and sample from it:
 #   `python -m torchlight.train --dataset shakespeare --model gpt --save gpt.ckpt`, then
-#   `python -m torchlight.generate --checkpoint gpt.ckpt --prompt "JULIET:"`.
+#   `python -m torchlight.train.generate --checkpoint gpt.ckpt --prompt "JULIET:"`.
 # - `nn.LSTM`, `nn.GRU` and `nn.RNN` are the recurrent alternative (`--model lstm`; Tutorial 7,
 #   *Recurrent networks and vanishing gradients*, builds them up);
 #   `nn.TransformerEncoderLayer` and `nn.MultiheadAttention` have PyTorch's signatures.

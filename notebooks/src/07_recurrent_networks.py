@@ -404,5 +404,5 @@ train(Remember(lstm_layer))
 #   same picture for gradients with respect to the *inputs*, and builds attention, which needs no
 #   long path at all.
 # - `python -m torchlight.train --dataset shakespeare --model lstm` trains a character LSTM
-#   (`nn.LSTMLanguageModel`) from the shell; `python -m torchlight.generate` samples from it.
+#   (`nn.LSTMLanguageModel`) from the shell; `python -m torchlight.train.generate` samples from it.
 # - The `assignments/` folder has graded exercises, among them an LSTM cell's backward.

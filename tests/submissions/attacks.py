@@ -102,7 +102,7 @@ attempt("config", append(f"{COURSE}/nbgrader_config.py", "\\nraise SystemExit('p
 attempt("config replaced", replace_file(f"{COURSE}/nbgrader_config.py", "raise SystemExit(1)\\n"))
 for site in [p for p in sys.path if p.endswith("site-packages")]:
     attempt(f".pth in {site}", write(f"{site}/zz_attack.pth", "import os\\n"))
-attempt("library", append(f"{REPO}/torchlight/functions.py", "\\n# pwned\\n"))
+attempt("library", append(f"{REPO}/torchlight/ops/arithmetic.py", "\\n# pwned\\n"))
 attempt("grader", append(f"{REPO}/torchlight_grader/kinds.py", "\\n# pwned\\n"))
 attempt("unshare in venv", write(f"{VENV}/bin/unshare", "#!/bin/sh\\nexec \\"$@\\"\\n"))
 attempt("bwrap in venv", write(f"{VENV}/bin/bwrap", "#!/bin/sh\\nexec \\"$@\\"\\n"))
@@ -302,7 +302,7 @@ ATTACKS = [
         A,
         "cheat",
         "solution",
-        (append("mul", "import torchlight.functions as built_in  # reaches for the answers"),),
+        (append("mul", "import torchlight.ops.arithmetic as built_in  # reaches for the answers"),),
         note="imports the library's own Functions: flagged for review, not zeroed",
     ),
     Submission(

@@ -26,15 +26,15 @@ __all__ = [
 
 # name -> (module, class, what to install if the import fails)
 _REGISTRY: dict[str, tuple[str, str, str]] = {
-    "numpy": ("torchlight.backends.numpy_backend", "NumpyBackend", ""),
-    "strided": ("torchlight.backends.strided", "StridedBackend", ""),
+    "numpy": ("torchlight.backends.numpy.backend", "NumpyBackend", ""),
+    "strided": ("torchlight.backends.strided.backend", "StridedBackend", ""),
     "numba": (
-        "torchlight.backends.numba_backend",
+        "torchlight.backends.numba.backend",
         "NumbaBackend",
         "Install it with: pip install 'torchlight-edu[numba]'",
     ),
     "cuda": (
-        "torchlight.backends.cuda_backend",
+        "torchlight.backends.cuda.backend",
         "CudaBackend",
         "Install it with: pip install 'torchlight-edu[cuda]' (no GPU? set NUMBA_ENABLE_CUDASIM=1 "
         "before importing torchlight to run the CUDA kernels in numba's simulator)",

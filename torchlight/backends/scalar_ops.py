@@ -378,7 +378,7 @@ REDUCE: dict[str, Callable[[Any, Any], Any]] = {
 @functools.cache
 def map_dtype(op: str, dtype: np.dtype) -> np.dtype:
     """The dtype of ``map(op, a)`` for ``a`` of ``dtype``."""
-    from torchlight.backends.numpy_backend import NumpyBackend
+    from torchlight.backends.numpy.backend import NumpyBackend
 
     return NumpyBackend().map(op, np.ones(1, dtype)).dtype
 
@@ -386,7 +386,7 @@ def map_dtype(op: str, dtype: np.dtype) -> np.dtype:
 @functools.cache
 def zip_dtype(op: str, a: np.dtype, b: np.dtype) -> np.dtype:
     """The dtype of ``zip(op, a, b)``."""
-    from torchlight.backends.numpy_backend import NumpyBackend
+    from torchlight.backends.numpy.backend import NumpyBackend
 
     return NumpyBackend().zip(op, np.ones(1, a), np.ones(1, b)).dtype
 
@@ -394,6 +394,6 @@ def zip_dtype(op: str, a: np.dtype, b: np.dtype) -> np.dtype:
 @functools.cache
 def reduce_dtype(op: str, dtype: np.dtype) -> np.dtype:
     """The dtype of ``reduce(op, a, ...)`` (the sum of bools or int32s is int64)."""
-    from torchlight.backends.numpy_backend import NumpyBackend
+    from torchlight.backends.numpy.backend import NumpyBackend
 
     return NumpyBackend().reduce(op, np.ones(1, dtype), (0,), False).dtype

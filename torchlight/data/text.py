@@ -9,7 +9,7 @@ own $B \times T$ tokens (one gather), never the corpus.
 Example:
     >>> from torchlight.data import DataLoader
     >>> from torchlight.data.text import TextWindows, load_text
-    >>> from torchlight.tokenizers import CharTokenizer
+    >>> from torchlight.train.tokenizers import CharTokenizer
     >>> text = load_text("shakespeare")
     >>> tokenizer = CharTokenizer(text)
     >>> windows = TextWindows(tokenizer.encode(text[:1000]), block_size=8)

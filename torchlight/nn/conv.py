@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from torchlight.nn import functional as F
-from torchlight.nn.conv_functions import IntOrPair, as_pair
 from torchlight.nn.conv_general import padding_amounts
 from torchlight.nn.layers import add_weight_and_bias, reset_weight_and_bias, shape_error
 from torchlight.nn.module import Module
+from torchlight.ops.convolution import IntOrPair, as_pair
 from torchlight.tensor import Tensor
 
 __all__ = ["AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d"]

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchlight.creation import arange, cat
-from torchlight.nn.conv_functions import Conv2dFunction, as_pair, output_size
 from torchlight.nn.padding import dilate, pad
+from torchlight.ops.convolution import Conv2dFunction, as_pair, output_size
 from torchlight.tensor import Tensor
 
 __all__ = ["conv2d", "conv_transpose2d", "padding_amounts"]

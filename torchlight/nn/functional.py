@@ -16,7 +16,8 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight.creation import eye, rand
-from torchlight.nn.autograd_ops import (
+from torchlight.ops.convolution import Conv2dFunction, IntOrPair, as_pair, output_size
+from torchlight.ops.losses import (
     BinaryCrossEntropy,
     BinaryCrossEntropyWithLogits,
     CrossEntropy,
@@ -25,7 +26,6 @@ from torchlight.nn.autograd_ops import (
     NLLLossFunction,
     SoftmaxFunction,
 )
-from torchlight.nn.conv_functions import Conv2dFunction, IntOrPair, as_pair, output_size
 from torchlight.shape import normalize_dim
 from torchlight.tensor import Tensor
 

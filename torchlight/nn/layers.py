@@ -15,8 +15,8 @@ from typing import Any, overload
 from torchlight.creation import empty
 from torchlight.nn import functional as F
 from torchlight.nn import init
-from torchlight.nn.autograd_ops import LinearFunction
 from torchlight.nn.module import Module, Parameter
+from torchlight.ops.losses import LinearFunction
 from torchlight.tensor import Tensor
 
 __all__ = [

@@ -23,10 +23,10 @@ import math
 from collections.abc import Sequence
 
 from torchlight.creation import cat, ones
-from torchlight.nn.conv_functions import AvgPool2dFunction, IntOrPair, MaxPool2dFunction, as_pair
 from torchlight.nn.layers import shape_error
 from torchlight.nn.module import Module
 from torchlight.nn.padding import pad
+from torchlight.ops.convolution import AvgPool2dFunction, IntOrPair, MaxPool2dFunction, as_pair
 from torchlight.tensor import Tensor
 
 __all__ = [

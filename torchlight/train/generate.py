@@ -1,10 +1,10 @@
-r"""Sample text from a language model the trainer saved: ``python -m torchlight.generate``.
+r"""Sample text from a language model the trainer saved: ``python -m torchlight.train.generate``.
 
 Examples::
 
     python -m torchlight.train --dataset shakespeare --model gpt --save gpt.ckpt
-    python -m torchlight.generate --checkpoint gpt.ckpt --prompt "ROMEO:" --tokens 300
-    python -m torchlight.generate --checkpoint gpt.ckpt --temperature 0.8 --top-k 10
+    python -m torchlight.train.generate --checkpoint gpt.ckpt --prompt "ROMEO:" --tokens 300
+    python -m torchlight.train.generate --checkpoint gpt.ckpt --temperature 0.8 --top-k 10
 
 Each new token is drawn from $p_i \propto \exp(z_i / \tau)$, the softmax of the model's last
 logits $z$ divided by the temperature $\tau$ (below 1: safer, more repetitive text; above 1:
@@ -24,10 +24,10 @@ import numpy as np
 import torchlight as tl
 from torchlight import nn
 from torchlight.autograd import no_grad
-from torchlight.checkpoint import CheckpointError, checkpoint_extra, load_checkpoint
 from torchlight.creation import generator
 from torchlight.nn import functional as F
-from torchlight.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
+from torchlight.train.checkpoint import CheckpointError, checkpoint_extra, load_checkpoint
+from torchlight.train.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
 
 __all__ = ["generate", "load_language_model", "main"]
 
@@ -73,7 +73,7 @@ def generate(
 def load_language_model(path: str) -> tuple[nn.Module, CharTokenizer | BPETokenizer, int]:
     """(model, tokenizer, block_size) rebuilt from a checkpoint of ``python -m torchlight.train
     --dataset shakespeare``."""
-    from torchlight.train_text import build_text_model
+    from torchlight.train.text import build_text_model
 
     extra = checkpoint_extra(path)
     if "tokenizer" not in extra or "config" not in extra:
@@ -91,7 +91,7 @@ def load_language_model(path: str) -> tuple[nn.Module, CharTokenizer | BPETokeni
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m torchlight.generate",
+        prog="python -m torchlight.train.generate",
         description=__doc__.split("\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -46,7 +46,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from torchlight.backends.numba_kernels import OPTIONS
+from torchlight.backends.numba.kernels import OPTIONS
 
 # Float32 constants: with a Python float (a float64) numba would compute in float64.
 LOG2E = np.float32(1.44269504088896341)  # 1 / ln 2

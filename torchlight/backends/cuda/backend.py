@@ -3,8 +3,8 @@ r"""The CUDA backend: tensors in GPU memory, map / zip / reduce / matmul as Numb
 Storage is :class:`CudaStorage`: the strided reference backend's layout (``shape``,
 ``strides``, ``offset``) over a flat buffer that lives in GPU memory. Layout operations
 (reshape, permute, expand, slicing) therefore never touch the GPU: they are the very functions
-of :mod:`~torchlight.backends.strided_layout`. The kernels
-(:mod:`~torchlight.backends.cuda_kernels`, which describes each) receive the flat buffer plus
+of :mod:`~torchlight.backends.strided.layout`. The kernels
+(:mod:`~torchlight.backends.cuda.kernels`, which describes each) receive the flat buffer plus
 the layout and do the same index arithmetic as the reference loops, in grid-stride loops over
 the output's elements; a reduction gives each output element a block of threads (or one
 thread, when it has few elements), and matmul stages tiles of A and B in shared memory. Before
@@ -16,7 +16,7 @@ Data moves between host and GPU only where you ask: ``tensor.to("cuda")`` and
 boolean arrays computes *which positions* on the host (numpy indexes a table of positions),
 copies that table to the GPU (once: the same table again reuses the copy) and moves the
 elements there. Device buffers come from a caching allocator (``cuda_memory.py``), and kernels
-are launched through :class:`~torchlight.backends.cuda_launch.Launcher`, which plans numba's
+are launched through :class:`~torchlight.backends.cuda.launch.Launcher`, which plans numba's
 argument marshalling once per kernel and kind of arguments (``cuda_launch.py``).
 
 Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before the backend is first used: numba then runs
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from torchlight.backends.base import FusedKernels, Index
-from torchlight.backends.cuda_kernels import (
+from torchlight.backends.cuda.kernels import (
     BK,
     BM,
     BN,
@@ -65,15 +65,15 @@ from torchlight.backends.cuda_kernels import (
     reduce_kernel,
     zip_kernel,
 )
-from torchlight.backends.cuda_launch import Launcher
-from torchlight.backends.cuda_memory import (
+from torchlight.backends.cuda.launch import Launcher
+from torchlight.backends.cuda.memory import (
     CachingAllocator,
     TableCache,
     integer_progression,
     uniform_value,
 )
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
-from torchlight.backends.strided_layout import (
+from torchlight.backends.strided.layout import (
     LayoutOps,
     StridedLayout,
     basic_index,
@@ -110,7 +110,7 @@ __all__ = [
 
 
 class CudaStorage(StridedLayout):
-    """A :class:`~torchlight.backends.strided_layout.StridedLayout` whose buffer lives on the GPU."""
+    """A :class:`~torchlight.backends.strided.layout.StridedLayout` whose buffer lives on the GPU."""
 
     __slots__ = ()
 
@@ -226,7 +226,7 @@ class CudaBackend(LayoutOps, FusedKernels):
 
     def _launch(self, kernel: Any, n: int, *args: Any) -> None:
         """Run the grid-stride ``kernel`` over ``n`` elements (see
-        :func:`~torchlight.backends.cuda_kernels.grid_stride_size`)."""
+        :func:`~torchlight.backends.cuda.kernels.grid_stride_size`)."""
         blocks, threads = grid_stride_size(n, self.max_blocks, self.threads)
         self.launcher(kernel, blocks, threads, args)
 
@@ -238,7 +238,7 @@ class CudaBackend(LayoutOps, FusedKernels):
     # ------------------------------------------------------------------ conversions (explicit transfers)
     def empty(self, shape: Sequence[int], dtype: Any) -> CudaStorage:
         """Fresh contiguous device storage (uninitialized: every caller overwrites it), from the
-        caching allocator (:class:`~torchlight.backends.cuda_memory.CachingAllocator`)."""
+        caching allocator (:class:`~torchlight.backends.cuda.memory.CachingAllocator`)."""
         shape = tuple(shape)
         buffer = self.memory.take(max(math.prod(shape), 1), np.dtype(dtype))
         return CudaStorage(buffer, shape, strides_from_shape(shape), 0, dtype)

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from torchlight.backends.cuda_kernels import cuda
+from torchlight.backends.cuda.kernels import cuda
 
 #: Buffers are handed out in multiples of this many bytes (PyTorch rounds small ones to 512).
 ROUND = 512

@@ -13,7 +13,7 @@ changes nothing.
 Example:
     >>> import os, tempfile
     >>> from torchlight import nn, optim
-    >>> from torchlight.checkpoint import load_checkpoint, save_checkpoint
+    >>> from torchlight.train.checkpoint import load_checkpoint, save_checkpoint
     >>> model = nn.Linear(3, 2); opt = optim.Adam(model.parameters())
     >>> path = os.path.join(tempfile.mkdtemp(), "model.ckpt")
     >>> save_checkpoint(path, model, opt, epoch=3)
@@ -23,18 +23,16 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 import zipfile
-from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from torchlight.nn.module import Module
 from torchlight.optim import Optimizer
+from torchlight.serialization import atomic_write
 from torchlight.tensor import Tensor
 
 __all__ = ["CheckpointError", "checkpoint_extra", "load_checkpoint", "save_checkpoint"]
@@ -99,32 +97,7 @@ def save_checkpoint(
             f"save_checkpoint: extra values must be JSON-serializable ({error})"
         ) from None
     arrays[_HEADER] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    _atomic_write(os.fspath(path), lambda f: np.savez(f, allow_pickle=False, **arrays))
-
-
-def _atomic_write(path: str, write: Callable[[IO[bytes]], None]) -> None:
-    """Write via a temporary file in the same directory, fsync, then rename over ``path``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable (not on every OS)
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    atomic_write(os.fspath(path), lambda f: np.savez(f, allow_pickle=False, **arrays))
 
 
 def _read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

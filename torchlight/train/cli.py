@@ -37,16 +37,16 @@ from tqdm import tqdm
 import torchlight as tl
 from torchlight import nn, optim
 from torchlight.autograd import no_grad
-from torchlight.checkpoint import (
+from torchlight.creation import generator
+from torchlight.data import TOY_DATASETS, DataLoader, TensorDataset, digits
+from torchlight.data.text import CORPORA
+from torchlight.nn import functional as F
+from torchlight.train.checkpoint import (
     CheckpointError,
     checkpoint_extra,
     load_checkpoint,
     save_checkpoint,
 )
-from torchlight.creation import generator
-from torchlight.data import TOY_DATASETS, DataLoader, TensorDataset, digits
-from torchlight.data.text import CORPORA
-from torchlight.nn import functional as F
 
 __all__ = [
     "DEFAULTS",
@@ -65,7 +65,7 @@ DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("digits", "mlp"): {"epochs": 10, "optimizer": "adam", "lr": 1e-2, "batch_size": 64},
     ("digits", "cnn"): {"epochs": 10, "optimizer": "adam", "lr": 1e-2, "batch_size": 64},
     ("toy", "mlp"): {"epochs": 100, "optimizer": "adam", "lr": 2e-2, "batch_size": 32},
-    # language models on a text corpus (torchlight/train_text.py), float32 unless --dtype
+    # language models on a text corpus (torchlight/train/text.py), float32 unless --dtype
     ("text", "gpt"): {"epochs": 5, "optimizer": "adam", "lr": 3e-3, "batch_size": 32},
     ("text", "lstm"): {"epochs": 5, "optimizer": "adam", "lr": 3e-3, "batch_size": 32},
 }
@@ -327,8 +327,8 @@ def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> flo
     ``saved`` (the epoch of the last checkpoint written), for the message after a Ctrl-C.
     """
     progress = {} if progress is None else progress
-    if args.dataset in CORPORA:  # a language model: torchlight/train_text.py
-        from torchlight.train_text import run_text
+    if args.dataset in CORPORA:  # a language model: torchlight/train/text.py
+        from torchlight.train.text import run_text
 
         return run_text(args, progress)
     if args.backend:

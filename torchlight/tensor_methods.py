@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from torchlight import functions as fn
-from torchlight.autograd import _GradMode
+from torchlight.autograd.grad_mode import _GradMode
+from torchlight.ops import arithmetic as fn
 from torchlight.shape import broadcast_shape, normalize_dim
 
 if TYPE_CHECKING:

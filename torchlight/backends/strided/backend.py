@@ -22,10 +22,10 @@ elements themselves are still moved by the Python loops here.
 
 The backend is three modules, read in this order:
 
-- :mod:`~torchlight.backends.strided_layout`: :class:`StridedLayout` and the arithmetic on
+- :mod:`~torchlight.backends.strided.layout`: :class:`StridedLayout` and the arithmetic on
   ``(shape, strides, offset)`` that views and indexing are made of (shared with the CUDA
   backend);
-- :mod:`~torchlight.backends.strided_storage`: :class:`StridedStorage`, the layout over a host
+- :mod:`~torchlight.backends.strided.storage`: :class:`StridedStorage`, the layout over a host
   ``array.array``, and :func:`empty` to allocate one;
 - this module: :class:`StridedBackend`, the loops themselves.
 
@@ -52,7 +52,7 @@ import numpy as np
 from torchlight.backends import scalar_ops
 from torchlight.backends.base import FusedKernels, Index
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
-from torchlight.backends.strided_layout import (
+from torchlight.backends.strided.layout import (
     LayoutOps,
     StridedLayout,
     basic_index,
@@ -62,7 +62,7 @@ from torchlight.backends.strided_layout import (
     position_table,
     view_strides,
 )
-from torchlight.backends.strided_storage import TYPECODES, StridedStorage, converter, empty
+from torchlight.backends.strided.storage import TYPECODES, StridedStorage, converter, empty
 from torchlight.shape import (
     broadcast_index,
     broadcast_shape,
@@ -93,7 +93,7 @@ class StridedBackend(LayoutOps, FusedKernels):
     """Pure-Python strided storage and loops; the reference the fast backends are checked against.
 
     The layout primitives (``view``, ``permute``, ``expand``, ``contiguous``) come from
-    :class:`~torchlight.backends.strided_layout.LayoutOps`: they only compute new strides.
+    :class:`~torchlight.backends.strided.layout.LayoutOps`: they only compute new strides.
     """
 
     name = "strided"

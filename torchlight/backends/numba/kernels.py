@@ -2,9 +2,9 @@ r"""The Numba CPU kernels: ``map``, ``zip``, ``reduce`` and ``matmul`` loops ove
 
 Each elementwise op gets two kernels, built by a factory around its scalar function from
 :mod:`~torchlight.backends.scalar_ops`: a *contiguous* one (``out[i] = f(a[i])``) and a *strided*
-one that walks the rows of a :func:`~torchlight.backends.numba_backend.plan`. Reductions get two
+one that walks the rows of a :func:`~torchlight.backends.numba.backend.plan`. Reductions get two
 loop orders, and ``matmul`` one register-tiled kernel. Where the loops run from, and with which
-layouts, is decided by :class:`~torchlight.backends.numba_backend.NumbaBackend`.
+layouts, is decided by :class:`~torchlight.backends.numba.backend.NumbaBackend`.
 
 Every kernel is compiled with ``parallel=True`` (``prange`` loops are split across the CPU cores)
 and ``cache=True``, which stores the machine code in ``__pycache__`` so that the next process

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from torchlight import dtypes
-from torchlight import functions as fn
 from torchlight.autograd import Context, Function
+from torchlight.ops import arithmetic as fn
 from torchlight.return_types import Median, Sort, TopK
 from torchlight.shape import broadcast_shape, normalize_dim
 

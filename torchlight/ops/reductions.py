@@ -17,9 +17,9 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from torchlight import functions as fn
 from torchlight.autograd import Context, Function
-from torchlight.ops_shape import narrow
+from torchlight.ops import arithmetic as fn
+from torchlight.ops.layout import narrow
 from torchlight.shape import normalize_dim
 
 if TYPE_CHECKING:

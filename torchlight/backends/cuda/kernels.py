@@ -21,11 +21,11 @@ Each kernel is written as a plain Python function (``_map_source`` and friends b
   tiles while it multiplies).
 
 The backend that launches them, and the storage they work on, are in
-:mod:`~torchlight.backends.cuda_backend`. Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before
+:mod:`~torchlight.backends.cuda.backend`. Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before
 this module is first imported: numba then runs the same kernels in its simulator.
 
 Example:
-    >>> from torchlight.backends.cuda_kernels import kernel_sources   # doctest: +SKIP
+    >>> from torchlight.backends.cuda.kernels import kernel_sources   # doctest: +SKIP
     >>> sorted({name.split()[0] for name, _, _ in kernel_sources()})[:6]  # doctest: +SKIP
     ['argfold', 'cat_views', 'copy', 'fill', 'fold', 'gather']
 """

@@ -8,7 +8,7 @@ projected input and writes the gates, $c_t$, $\tanh c_t$ and $h_t$;
 :func:`lstm_cell_backward` writes $\partial L/\partial z_t$ and $\partial L/\partial c_{t-1}$.
 The loops between them, and the matmuls, stay in :class:`NumbaBackend`.
 
-float32 only: its $e^x$ (:func:`~torchlight.backends.numba_expf.exp_float32`) is written so
+float32 only: its $e^x$ (:func:`~torchlight.backends.numba.expf.exp_float32`) is written so
 that LLVM vectorizes it; for float64 Numba would call the C library's scalar ``exp`` per
 element, slower than numpy's passes, so float64 layers take the numpy backend's kernels.
 
@@ -39,8 +39,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from torchlight.backends.numba_expf import exp_float32
-from torchlight.backends.numba_kernels import OPTIONS
+from torchlight.backends.numba.expf import exp_float32
+from torchlight.backends.numba.kernels import OPTIONS
 
 # float32 constants: with a Python float (a float64) Numba would compute in float64.
 ONE, TWO = np.float32(1.0), np.float32(2.0)

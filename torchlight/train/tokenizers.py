@@ -6,7 +6,7 @@ bigger tokens the way GPT-2 does: start from the 256 byte values, then repeatedl
 most frequent adjacent pair into a new token, so frequent words become single tokens.
 
 Example:
-    >>> from torchlight.tokenizers import BPETokenizer, CharTokenizer
+    >>> from torchlight.train.tokenizers import BPETokenizer, CharTokenizer
     >>> chars = CharTokenizer("hello world")
     >>> chars.encode("hold"), chars.decode(chars.encode("hold"))
     ([3, 5, 4, 1], 'hold')

@@ -1,8 +1,8 @@
 r"""The Numba backend: the strided loops of the reference backend, compiled and run in parallel.
 
 Storage is a numpy array (so layout, indexing and conversions are numpy's, inherited from
-:class:`~torchlight.backends.numpy_backend.NumpyBackend`); ``map``, ``zip``, ``reduce`` and
-``matmul`` are our own kernels (:mod:`~torchlight.backends.numba_kernels`), compiled by Numba
+:class:`~torchlight.backends.numpy.backend.NumpyBackend`); ``map``, ``zip``, ``reduce`` and
+``matmul`` are our own kernels (:mod:`~torchlight.backends.numba.kernels`), compiled by Numba
 with ``parallel=True`` so that ``prange`` loops are split across the CPU cores. This file plans
 how the kernels walk their operands and picks the kernel for each call.
 
@@ -15,11 +15,11 @@ How a strided elementwise kernel stays fast:
 3. the parallel loop runs over *rows*; each row computes its start position once, then walks
    the last dimension with a constant stride, a loop LLVM turns into vector instructions;
 4. when all operands are contiguous, an even simpler kernel (``out[i] = f(a[i])``) is used;
-   for float32 ``exp`` that is :mod:`~torchlight.backends.numba_expf`, an ``exp`` that LLVM
+   for float32 ``exp`` that is :mod:`~torchlight.backends.numba.expf`, an ``exp`` that LLVM
    can vectorize (the C library's ``expf``, called one number at a time, is slower than numpy).
 
 The kernels are cached on disk (``cache=True``): a second process loads them instead of
-compiling them again; :mod:`~torchlight.backends.numba_kernels` explains what that takes.
+compiling them again; :mod:`~torchlight.backends.numba.kernels` explains what that takes.
 
 Example:
     >>> import torchlight as tl
@@ -39,8 +39,8 @@ import numpy as np
 from numba import config
 
 from torchlight.backends.base import FusedKernels
-from torchlight.backends.numba_expf import exp_float32_kernel
-from torchlight.backends.numba_kernels import (
+from torchlight.backends.numba.expf import exp_float32_kernel
+from torchlight.backends.numba.kernels import (
     OPTIONS,
     jitable,
     map_kernels,
@@ -49,10 +49,10 @@ from torchlight.backends.numba_kernels import (
     transpose_kernel,
     zip_kernels,
 )
-from torchlight.backends.numba_lstm import lstm_cell_backward, lstm_cell_forward
-from torchlight.backends.numpy_backend import NumpyBackend, lstm_weight_gradients
+from torchlight.backends.numba.lstm import lstm_cell_backward, lstm_cell_forward
+from torchlight.backends.numpy.backend import NumpyBackend, lstm_weight_gradients
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
-from torchlight.backends.strided import expand_strides, position_table
+from torchlight.backends.strided.backend import expand_strides, position_table
 from torchlight.shape import broadcast_shape, reduced_shape
 
 __all__ = [

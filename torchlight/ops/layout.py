@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from torchlight import functions as fn
+from torchlight.ops import arithmetic as fn
 from torchlight.shape import normalize_dim
 
 if TYPE_CHECKING:

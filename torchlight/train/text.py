@@ -1,7 +1,7 @@
 """Train a language model (a small GPT or an LSTM) on the shipped Shakespeare.
 
 Called by ``python -m torchlight.train --dataset shakespeare --model gpt`` (or ``--model lstm``);
-``python -m torchlight.generate --checkpoint PATH`` then samples text from what was saved.
+``python -m torchlight.train.generate --checkpoint PATH`` then samples text from what was saved.
 
 Tokens are characters (``--tokenizer char``, the default: 65 of them) or byte-pair-encoding
 tokens (``--tokenizer bpe --vocab-size 512``: learned from the training part of the text when
@@ -29,18 +29,18 @@ from tqdm import tqdm
 import torchlight as tl
 from torchlight import nn, optim
 from torchlight.autograd import no_grad
-from torchlight.checkpoint import (
+from torchlight.creation import generator
+from torchlight.data import DataLoader
+from torchlight.data.text import TextWindows, load_text
+from torchlight.nn import functional as F
+from torchlight.train.checkpoint import (
     CheckpointError,
     checkpoint_extra,
     load_checkpoint,
     save_checkpoint,
 )
-from torchlight.creation import generator
-from torchlight.data import DataLoader
-from torchlight.data.text import TextWindows, load_text
-from torchlight.nn import functional as F
-from torchlight.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
-from torchlight.train import ctrl_c_deferred
+from torchlight.train.cli import ctrl_c_deferred
+from torchlight.train.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
 
 __all__ = [
     "BPE_VOCAB_SIZE",
@@ -150,7 +150,7 @@ def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -
     ``saved`` (the epoch of the last checkpoint written), for the CLI's message after Ctrl-C.
     """
     progress = {} if progress is None else progress
-    from torchlight.train import TrainingDivergedError  # the CLI's own error; imported late
+    from torchlight.train.cli import TrainingDivergedError  # the CLI's own error; imported late
 
     if args.backend:
         tl.set_default_backend(args.backend)

@@ -1,7 +1,7 @@
-r"""The strided backend's storage: a :class:`~torchlight.backends.strided_layout.StridedLayout`
+r"""The strided backend's storage: a :class:`~torchlight.backends.strided.layout.StridedLayout`
 over an :class:`array.array` in host memory.
 
-This module holds what the strided loops (:mod:`~torchlight.backends.strided`) need to keep
+This module holds what the strided loops (:mod:`~torchlight.backends.strided.backend`) need to keep
 elements: :class:`StridedStorage`, :func:`empty` to allocate a fresh contiguous one, the
 ``array.array`` type code of each dtype (:data:`TYPECODES`), and :func:`converter`, the Python
 function that turns a computed number into an element of the output's dtype.
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from torchlight.backends.strided_layout import StridedLayout
+from torchlight.backends.strided.layout import StridedLayout
 from torchlight.shape import index_to_position, strides_from_shape, to_index
 
 #: numpy dtype name -> ``array.array`` type code holding such elements.

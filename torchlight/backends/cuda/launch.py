@@ -17,7 +17,7 @@ numba's launch, and :attr:`Launcher.rejected` says why. numba's simulator has no
 kernels: there, and with ``TORCHLIGHT_CUDA_FAST_LAUNCH=0``, every launch is numba's.
 
 Example:
-    >>> from torchlight.backends.cuda_launch import Launcher   # doctest: +SKIP
+    >>> from torchlight.backends.cuda.launch import Launcher   # doctest: +SKIP
     >>> launcher = Launcher(enabled=True)                      # doctest: +SKIP
     >>> launcher(kernel, 4, 128, (out, x, 0, (1,), (512,)))    # doctest: +SKIP
 """

@@ -9,8 +9,8 @@ This module holds :class:`StridedLayout`, the :class:`LayoutOps` that make views
 that views and indexing are made of: whether a layout is contiguous, the strides of an
 ``expand`` or a ``reshape`` that needs no copy, the layout of ``a[index]`` for a basic index, and
 a table of every element's position (for advanced indexing). None of them reads or writes an
-element, so the strided backend (:mod:`~torchlight.backends.strided`, buffer in host memory) and
-the CUDA backend (:mod:`~torchlight.backends.cuda_backend`, buffer in GPU memory) share them:
+element, so the strided backend (:mod:`~torchlight.backends.strided.backend`, buffer in host memory) and
+the CUDA backend (:mod:`~torchlight.backends.cuda.backend`, buffer in GPU memory) share them:
 a layout is the same thing wherever the buffer lives.
 
 Example:
@@ -36,8 +36,8 @@ class StridedLayout:
     """A flat buffer plus the ``shape``, ``strides`` and ``offset`` that give it n dimensions.
 
     The layout is the same whatever holds the elements: the strided backend's
-    :class:`~torchlight.backends.strided_storage.StridedStorage` keeps them in host memory, the
-    CUDA backend's :class:`~torchlight.backends.cuda_backend.CudaStorage` in a device buffer.
+    :class:`~torchlight.backends.strided.storage.StridedStorage` keeps them in host memory, the
+    CUDA backend's :class:`~torchlight.backends.cuda.backend.CudaStorage` in a device buffer.
 
     Args:
         buffer: the elements, flat (shared by every view).

@@ -1,0 +1,1 @@
+"""The numba backend: the numpy backend with its hot primitives compiled to parallel loops."""

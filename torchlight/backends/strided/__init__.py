@@ -1,0 +1,1 @@
+"""The pure-Python strided backend: storage, layout (shape, strides, offset) and the primitives as loops."""
