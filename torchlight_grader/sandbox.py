@@ -254,8 +254,9 @@ def command(
     args += ["--size", size, "--perms", "1777", "--tmpfs", "/dev/shm"]  # after /dev, not under it
     # bwrap's own root is an unsized tmpfs, writable by the sandbox's uid when the grader is
     # unprivileged (a user namespace maps it): read-only, so WORK, /tmp and /dev/shm (sized
-    # above) are the only places student code can write, in both deployments
-    args += ["--remount-ro", "/"]
+    # above) are the only places student code can write, in both deployments (device nodes
+    # such as /dev/null are binds of their own and stay as they are)
+    args += ["--remount-ro", "/", "--remount-ro", "/dev"]  # /dev: bwrap's tmpfs too
     args += ["--chdir", WORK, "--"]
     if root:  # as root: a real, unprivileged uid, no capabilities at all, no way back
         args += [SETPRIV, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
