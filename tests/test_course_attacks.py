@@ -276,6 +276,21 @@ def test_feedback_and_autograded_notebooks_are_inert(batch: Batch) -> None:
     assert all(not c.metadata for c in nb.cells if c.cell_type == "raw")
 
 
+def test_what_cannot_be_rendered_is_shown_as_text_and_costs_nothing(batch: Batch) -> None:
+    """Issue 24 items 1-2: a pasted image (a markdown attachment) and 4 MB of markdown beside
+    correct answers keep full marks (checked with the batch) and are shown as escaped text."""
+    pasted = (
+        batch.course / "feedback" / "a1_functions--hazard-pasted-image" / A / f"{A}.html"
+    ).read_text()
+    assert "could not be rendered" in pasted and "attachment:image.png" in pasted
+    huge = batch.course / "feedback" / "a1_functions--hazard-huge-markdown" / A / f"{A}.html"
+    text = huge.read_text()
+    assert "too large to render" in text and "more characters not shown" in text
+    honest = batch.course / "feedback" / HONEST[0].student / A / f"{A}.html"
+    # what is shown of over-budget content is bounded, not the 4 MB handed in
+    assert huge.stat().st_size < honest.stat().st_size + 4 * 1024**2 // 4, huge.stat().st_size
+
+
 def test_refused_files_are_never_followed_or_copied(batch: Batch) -> None:
     student = "a1_functions--attack-symlinks-beside"
     for folder in ("autograded", "feedback"):
@@ -303,6 +318,8 @@ def test_integrity_report_names_what_was_undone_and_honest_students_are_clean(ba
     assert "cell test_tanh was deleted (restored)" in bogus, bogus
     built_in = " ".join(findings["a1_functions--attack-built-in"])
     assert "mul uses torchlight's built-in Functions" in built_in, built_in
+    autograd = " ".join(findings["a1_functions--attack-library-autograd"])
+    assert "Tanh.backward drives torchlight's own autograd" in autograd, autograd
     # no honest student gets nbgrader's checksum warning any more: a warning now means an edit
     assert "Attribute 'checksum'" not in batch.output
     assert "gradebook changed outside the grader" not in batch.output

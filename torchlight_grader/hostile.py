@@ -10,16 +10,25 @@
   (no scripts, event handlers, JavaScript or widget outputs, no MathJax command that makes a
   link, a style or a class); raw HTML in markdown is escaped;
   raw cells lose their format; notebook and cell metadata keep only what nbgrader needs.
+
+Budget (issue 24 item 2): cleaning uses nh3 (the Rust ammonia sanitizer: linear in its input,
+no backtracking), and at most :data:`MARKDOWN_CELL_BYTES` of one cell and
+:data:`MARKDOWN_NOTEBOOK_BYTES` of one notebook are rendered as markdown or cleaned as HTML, in
+autograde and again in generate_feedback. What is over the budget, and any cell the renderer
+cannot render (a pasted image's ``attachment:`` reference, say), is shown as escaped text
+(the first :data:`SHOWN_BYTES` of it), never fails the notebook and never costs points.
 """
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import stat
+import time
 from typing import Any
 
-import bleach
+import nh3
 from nbformat.v4 import new_markdown_cell, new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 
@@ -33,15 +42,56 @@ SAFE_TAGS = {
     "thead", "tr", "u", "ul",
 }  # fmt: skip
 SAFE_ATTRIBUTES = {
-    "a": ["href", "title"],
-    "td": ["colspan", "rowspan"],
-    "th": ["colspan", "rowspan"],
+    "a": {"href", "title"},
+    "td": {"colspan", "rowspan"},
+    "th": {"colspan", "rowspan"},
 }
 SAFE_PROTOCOLS = {"http", "https", "mailto"}
 BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 IMAGES = ("image/png", "image/jpeg", "image/gif")
 MATHJAX_ACTIVE = re.compile(r"\\(href|url|class|style|cssId|require|unicode)\b")
 CELL_ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
+#: Markdown (or HTML output) of one cell that is rendered and cleaned; beyond it, escaped text.
+MARKDOWN_CELL_BYTES = 64 * 1024
+#: Markdown and HTML rendered and cleaned per notebook; once spent, every further cell is
+#: shown as escaped text.
+MARKDOWN_NOTEBOOK_BYTES = 1024**2
+#: Seconds of rendering and cleaning per notebook; once spent, every further cell is shown as
+#: escaped text (so a notebook costs at most this plus one cell's worst case, ~1 s measured).
+MARKDOWN_NOTEBOOK_SECONDS = 4.0
+#: Tags one rendered cell may hold: html5ever (inside nh3) is quadratic in nesting depth
+#: (20000 nested ``<div>``: 2.5 s; 4000: under 0.1 s).
+MARKDOWN_CELL_TAGS = 4000
+#: How much of a cell shown as escaped text is shown at all.
+SHOWN_BYTES = 16 * 1024
+
+
+class Budget:
+    """What is left to render of one notebook (bytes of markdown and HTML)."""
+
+    def __init__(
+        self, total: int = MARKDOWN_NOTEBOOK_BYTES, seconds: float = MARKDOWN_NOTEBOOK_SECONDS
+    ) -> None:
+        self.left = total
+        self.until = time.monotonic() + seconds
+
+    def take(self, text: str) -> bool:
+        """True if ``text`` may be rendered (and charges it), False if it is shown escaped."""
+        size = len(text)  # characters: at least a quarter of the UTF-8 bytes
+        if size > MARKDOWN_CELL_BYTES or size > self.left or time.monotonic() > self.until:
+            return False
+        self.left -= size
+        return True
+
+
+def escaped_text(text: str, why: str) -> str:
+    """``text`` as inert, escaped text (its first :data:`SHOWN_BYTES`), with why it is not
+    rendered: one HTML block that no later markdown renderer changes."""
+    shown = text[:SHOWN_BYTES]
+    more = len(text) - len(shown)
+    note = f"[{why}; shown as text" + (f", {more} more characters not shown]" if more else "]")
+    body = html.escape(shown).replace("\n", "&#10;")
+    return f"<div><p><em>{html.escape(note)}</em></p><pre>{body}</pre></div>"
 
 
 # ------------------------------------------------------------------------------ files
@@ -92,6 +142,12 @@ class CheckSubmission(NbGraderPreprocessor):
     """Refuse a notebook that is not a regular file; drop metadata nbgrader would crash on."""
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        from torchlight_grader.ids import is_safe_student_id, unsafe_student_id_message
+
+        student = resources.get("nbgrader", {}).get("student")
+        if student is not None and not is_safe_student_id(student):
+            # its id would land in folders, the gradebook and the exports: refused, not graded
+            raise ValueError(unsafe_student_id_message(student))
         folder = resources.get("metadata", {}).get("path", "")
         name = f"{resources.get('unique_key', '')}.ipynb"
         problems = []
@@ -148,20 +204,21 @@ class SanitizeNotebook(NbGraderPreprocessor):
                 k: str(kernelspec[k])[:100] for k in ("name", "display_name", "language")
                 if isinstance(kernelspec.get(k), str)
             }  # fmt: skip
+        budget = Budget()
         for cell in nb.cells:
-            self._cell(cell, trusted)
+            self._cell(cell, trusted, budget)
         return nb, resources
 
-    def _cell(self, cell: Any, trusted: set[str]) -> None:
+    def _cell(self, cell: Any, trusted: set[str], budget: Budget) -> None:
         keep = {k: cell.metadata[k] for k in ("nbgrader", "torchlight") if k in cell.metadata}
         cell.metadata = keep
         cell.pop("attachments", None)
         if "id" in cell and not (isinstance(cell["id"], str) and CELL_ID.match(cell["id"])):
             del cell["id"]
         if cell.cell_type == "markdown" and cell.source not in trusted:
-            cell.source = inert_markdown(cell.source)
+            cell.source = inert_markdown(cell.source, budget)
         elif cell.cell_type == "code":
-            cell.outputs = [safe_output(o) for o in cell.get("outputs", [])]
+            cell.outputs = [safe_output(o, budget) for o in cell.get("outputs", [])]
             if not isinstance(cell.get("execution_count"), int | None):
                 cell.execution_count = None
 
@@ -179,26 +236,42 @@ def _instructor_sources(resources: dict[str, Any]) -> set[str]:
         return set()
 
 
-def inert_markdown(source: str) -> str:
+def inert_markdown(source: str, budget: Budget | None = None) -> str:
     """Markdown rendered here, cleaned, and put back as one HTML block that nothing renders
     further: raw HTML is stripped to safe tags, link schemes are checked after entities are
     decoded (``jav&#97;script:`` too), and MathJax commands that make links or styles lose
-    their backslash."""
+    their backslash. Over ``budget``, or when the renderer fails (an ``attachment:`` image whose
+    attachment is gone, say), the cell is shown as escaped text instead."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    cleaned = clean_html(markdown2html_mistune(str(source)))
-    cleaned = MATHJAX_ACTIVE.sub(r"\1", cleaned)
+    source = _text(source)
+    if not (budget or Budget()).take(source):
+        return escaped_text(source, "too large to render")
+    try:
+        rendered = markdown2html_mistune(source)
+    except Exception:  # noqa: BLE001 - whatever the renderer cannot render is shown as text
+        return escaped_text(source, "this cell could not be rendered (a pasted image?)")
+    if rendered.count("<") > MARKDOWN_CELL_TAGS:
+        return escaped_text(source, "too deeply structured to render")
+    cleaned = MATHJAX_ACTIVE.sub(r"\1", clean_html(rendered))
     # one line, so the markdown renderer passes the block through as it is
     return "<div>" + cleaned.replace("\n", "&#10;") + "</div>"
 
 
-def clean_html(html: str) -> str:
-    return bleach.clean(
-        str(html), tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, protocols=SAFE_PROTOCOLS, strip=True
+def clean_html(text: str) -> str:
+    """Safe tags and attributes only, ``http``/``https``/``mailto`` links only (nh3: linear
+    time); comments and the content of ``<script>``/``<style>`` go."""
+    return nh3.clean(
+        str(text),
+        tags=SAFE_TAGS,
+        attributes=SAFE_ATTRIBUTES,
+        url_schemes=SAFE_PROTOCOLS,
+        strip_comments=True,
+        link_rel="noopener noreferrer nofollow",
     )
 
 
-def safe_output(output: Any) -> Any:
+def safe_output(output: Any, budget: Budget | None = None) -> Any:
     """An output rebuilt from checked fields only."""
     try:
         kind = output.get("output_type")
@@ -220,10 +293,13 @@ def safe_output(output: Any) -> Any:
             if mime == "text/plain" or mime in IMAGES and BASE64.fullmatch(text):
                 data[mime] = text
             elif mime == "text/html":
-                # the page's MathJax typesets TeX in HTML too: no links, styles or classes
-                data[mime] = MATHJAX_ACTIVE.sub(r"\1", clean_html(text))
+                if (budget or Budget()).take(text) and text.count("<") <= MARKDOWN_CELL_TAGS:
+                    # the page's MathJax typesets TeX in HTML too: no links, styles or classes
+                    data[mime] = MATHJAX_ACTIVE.sub(r"\1", clean_html(text))
+                else:
+                    data[mime] = escaped_text(text, "HTML output too large to render")
             elif mime == "text/markdown":
-                data[mime] = inert_markdown(text)
+                data[mime] = inert_markdown(text, budget)
             else:
                 dropped.append(str(mime)[:60])
         if not data:

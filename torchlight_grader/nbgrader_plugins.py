@@ -34,6 +34,7 @@ from traitlets import Bool, Float, Integer
 from torchlight_grader import hostile, registry, sandbox
 from torchlight_grader.grader import Cell, grade
 from torchlight_grader.inside import wire
+from torchlight_grader.structure import library_autograd
 
 registry.load_all()  # every check is in memory before any student code runs
 sandbox.ensure_available()  # fail closed: no sandbox, no grading
@@ -387,6 +388,9 @@ class IsolatedGrader(NbGraderPreprocessor):
                     f"{name} uses torchlight's built-in Functions (torchlight.functions): "
                     "review by hand whether it implements the op itself"
                 )
+        written = [c.source for c in cells if c.role in ("answer", "student")]
+        for line in library_autograd(written):  # from the code's structure, outside the sandbox
+            resources.setdefault("torchlight", {}).setdefault("findings", []).append(line)
         seed = self.seed if self.seed is not None else secrets.randbits(31)
         verdicts = grade(
             notebook,

@@ -56,7 +56,43 @@ WORK = "/sandbox"
 OPT_OUT = "TORCHLIGHT_GRADER_UNSAFE_NO_SANDBOX"
 OPT_OUT_VALUE = "students-can-forge-grades"
 MAX_FRAME = 64 * 1024**2
+#: Bytes one sandbox (one notebook run, or one hidden-check run) may send in all frames together.
+MAX_RUN_BYTES = 256 * 1024**2
 _STARTUP_S = 20.0  # importing numpy/torchlight/IPython in a cold sandbox
+
+
+# seccomp (classic BPF, as ``bwrap --seccomp FD`` reads it): x86-64 syscall numbers denied
+# with EPERM so that no process in a sandbox can read or steer another one's memory or file
+# descriptors (another item's inputs, the grader's result pipe), whatever its uid or dumpable flag
+_DENIED_SYSCALLS = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
+                    "pidfd_getfd": 438}  # fmt: skip
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_X32_BIT = 0x40000000
+
+
+def seccomp_program() -> bytes | None:
+    """The filter bwrap installs before the sandboxed program starts, or None where it is not
+    built (not x86-64: documented in assignments/README.md). Other architectures' calling
+    conventions (i386 via ``int 0x80``, x32) are denied outright: Python never uses them."""
+    import platform
+    import struct
+
+    if platform.machine() != "x86_64":
+        return None
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    denied = list(_DENIED_SYSCALLS.values())
+    n = len(denied)
+    prog = [
+        (ld, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 0, n + 3, _AUDIT_ARCH_X86_64),  # not x86-64: deny
+        (ld, 0, 0, 0),  # seccomp_data.nr
+        (jge, n + 1, 0, _X32_BIT),  # x32: deny
+    ]
+    for i, nr in enumerate(denied):
+        prog.append((jeq, n - i, 0, nr))  # to the deny below
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    return b"".join(struct.pack("=HBBI", *insn) for insn in prog)
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -188,6 +224,7 @@ def command(
     forbidden: Sequence[str] = (),
     as_pid_1: bool = False,
     info_fd: int | None = None,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The bwrap command line that runs ``argv`` (a Python program) in a fresh sandbox.
 
@@ -203,6 +240,8 @@ def command(
         args += ["--info-fd", str(info_fd)]
     if as_pid_1:
         args += ["--as-pid-1"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     if not root:  # an unprivileged grader: a user namespace maps the sandbox's own uid
         args += ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID)]
         args += ["--gid", str(SANDBOX_UID)]
@@ -213,6 +252,11 @@ def command(
     args += _binds(forbidden)
     args += ["--ro-bind", str(INSIDE), INSIDE_MOUNT, "--proc", "/proc", "--dev", "/dev"]
     args += ["--size", size, "--perms", "1777", "--tmpfs", "/dev/shm"]  # after /dev, not under it
+    # bwrap's own root is an unsized tmpfs, writable by the sandbox's uid when the grader is
+    # unprivileged (a user namespace maps it): read-only, so WORK, /tmp and /dev/shm (sized
+    # above) are the only places student code can write, in both deployments (device nodes
+    # such as /dev/null are binds of their own and stay as they are)
+    args += ["--remount-ro", "/", "--remount-ro", "/dev"]  # /dev: bwrap's tmpfs too
     args += ["--chdir", WORK, "--"]
     if root:  # as root: a real, unprivileged uid, no capabilities at all, no way back
         args += [SETPRIV, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
@@ -308,10 +352,18 @@ class Sandbox:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         self._pidfd: int | None = None
         info_read, info_write = os.pipe()
+        extra: tuple[int, ...] = ()
         if mode == "bwrap":
             self._tmp = None
             argv = [sys.executable, "-I", "-B", f"{INSIDE_MOUNT}/{script}", str(write_end)]
-            cmd = command(argv, limits, forbidden, as_pid_1, info_fd=info_write)
+            program = seccomp_program()
+            seccomp_fd = None
+            if program is not None:
+                seccomp_fd = os.memfd_create("torchlight-seccomp", 0)
+                os.write(seccomp_fd, program)
+                os.lseek(seccomp_fd, 0, os.SEEK_SET)
+                extra = (seccomp_fd,)
+            cmd = command(argv, limits, forbidden, as_pid_1, info_write, seccomp_fd)
             env = clean_env(WORK)
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="torchlight-unsafe-")
@@ -325,19 +377,22 @@ class Sandbox:
                 stdin=subprocess.PIPE,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
-                pass_fds=(write_end, info_write) if mode == "bwrap" else (write_end,),
+                pass_fds=(write_end, info_write, *extra) if mode == "bwrap" else (write_end,),
                 start_new_session=True,
             )
         finally:
             os.close(write_end)
             os.close(info_write)
+            for fd in extra:
+                os.close(fd)
         try:
             if mode == "bwrap":
                 self._pidfd = _sandboxed_pidfd(info_read)
         finally:
             os.close(info_read)
         self._results = read_end
-        self._buffer = b""
+        self._buffer = bytearray()  # linear: appended at the end, consumed from the front
+        self._received = 0
         self.broken = ""
         self.loads = wire.loads
 
@@ -372,7 +427,8 @@ class Sandbox:
                     self.broken = "an oversized message came from the sandbox"
                     break
                 if len(self._buffer) >= 8 + size:
-                    payload, self._buffer = self._buffer[8 : 8 + size], self._buffer[8 + size :]
+                    payload = bytes(self._buffer[8 : 8 + size])
+                    del self._buffer[: 8 + size]  # O(1) amortized at the front of a bytearray
                     try:
                         message = self.loads(payload.decode("utf-8", errors="replace"))
                     except wire.WireError as exc:
@@ -390,6 +446,12 @@ class Sandbox:
                 chunk = os.read(self._results, 1 << 20)
                 if not chunk:
                     return None  # every writer is gone: the sandbox ended
+                self._received += len(chunk)
+                if self._received > MAX_RUN_BYTES:
+                    self.broken = (
+                        f"the sandbox sent more than {MAX_RUN_BYTES // 1024**2} MiB of results"
+                    )
+                    break
                 self._buffer += chunk
         return None
 

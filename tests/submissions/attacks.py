@@ -242,6 +242,53 @@ def hostile_notebook(nb: object) -> None:
     }
 
 
+# The unprivileged deployment's sandbox root was an unsized, writable tmpfs (issue 24 item 3):
+# every write outside the sized WORK, /tmp and /dev/shm must fail, in both deployments.
+FILL_ROOT = (
+    PRELUDE
+    + """
+
+def fill(path):
+    def action():
+        with open(path, "wb") as f:
+            f.write(b"x" * (8 * 1024**2))
+        os.unlink(path)
+    return action
+
+
+for where in ("/fill", "/etc/fill", "/usr/fill", "/proc/fill", "/dev/fill"):
+    attempt(f"write 8 MiB to {where}", fill(where))
+attempt("make a folder at /", lambda: os.mkdir("/new-folder"))
+"""
+)
+
+# A 1x1 PNG, as JupyterLab stores an image pasted into a markdown cell.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+def pasted_image(nb: object) -> None:
+    """An honest student pastes a picture of their derivation into a markdown cell."""
+    import nbformat
+
+    cell = nbformat.v4.new_markdown_cell("My derivation:\n\n![image.png](attachment:image.png)")
+    cell.pop("id", None)
+    cell["attachments"] = {"image.png": {"image/png": PNG}}
+    nb.cells.insert(1, cell)  # type: ignore[attr-defined]
+
+
+def huge_markdown(nb: object) -> None:
+    """An honest student's notes: 4 MB of markdown, nested markup and HTML, beside correct
+    answers (rendering and cleaning it all would be unbounded grader work)."""
+    import nbformat
+
+    notes = "".join(f"* **note {i}** <b>*x*</b> `{i}` [link](http://example.org/{i})\n"
+                    for i in range(60_000))  # fmt: skip
+    for text in (notes, "> " * 50_000 + "deep", "<div>" * 20_000 + "pwn_md()"):
+        cell = nbformat.v4.new_markdown_cell(text)
+        cell.pop("id", None)
+        nb.cells.insert(1, cell)  # type: ignore[attr-defined]
+
+
 # ------------------------------------------------------------------------------ folder edits
 def notebook_is_symlink_to_source(folder: Path, course: Path) -> None:
     notebook = folder / f"{A}.ipynb"
@@ -312,6 +359,59 @@ ATTACKS = [
         "solution",
         (delete("test_tanh"), bogus_metadata),
         note='`"nbgrader": ["grade"]` on a test cell: dropped, the cell restored, full marks',
+    ),
+]
+
+# Issue 24 item 4: a backward that hands the derivative back to the library's own autograd
+# (no `functions.X` spelled anywhere): passes its tests, flagged for review from its structure.
+LIBRARY_AUTOGRAD = """
+import torchlight as tl
+
+
+def _ask_the_library(x, grad_output):
+    with tl.enable_grad():
+        leaf = x.detach().requires_grad_()
+        leaf.tanh().backward(grad_output)
+    return leaf.grad
+
+
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x._map("tanh")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return _ask_the_library(x, grad_output)
+"""
+
+ATTACKS += [
+    Submission(
+        "attack-library-autograd",
+        A,
+        "cheat",
+        "solution",
+        (replace("tanh", LIBRARY_AUTOGRAD),),
+        note="Tanh.backward runs the library's tanh backward: flagged for review, not zeroed",
+    ),
+    Submission("attack-fill-root", A, "cheat", "release", (add_cell("setup", FILL_ROOT),)),
+    Submission(
+        "hazard-pasted-image",
+        A,
+        "hazard",
+        "solution",
+        (pasted_image,),
+        note="an image pasted in JupyterLab (a markdown attachment): full marks, shown as text",
+    ),
+    Submission(
+        "hazard-huge-markdown",
+        A,
+        "hazard",
+        "solution",
+        (huge_markdown,),
+        note="4 MB of markdown beside correct answers: full marks, over-budget cells as text",
     ),
 ]
 

@@ -43,6 +43,7 @@ _write, _monotonic, _sleep, _select = os.write, time.monotonic, time.sleep, sele
 
 _POLL_S = 0.01
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_DUMPABLE = 4
 _RESULT_FD = -1
 
 
@@ -59,6 +60,11 @@ def send(message: dict[str, Any]) -> None:
 def main(argv: list[str]) -> None:
     global _RESULT_FD
     _RESULT_FD = int(argv[1])
+    # Not dumpable before any student code runs, inherited by every fork: no process of the
+    # sandbox (same uid) may open another's /proc/PID/mem, fd or environ, or ptrace it
+    # (seccomp denies ptrace, process_vm_* and pidfd_getfd too). A student's fork may make
+    # itself dumpable again; its parents, which hold the item inputs to come, stay closed.
+    ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     os.chdir(os.environ.get("TORCHLIGHT_SANDBOX_WORK", "/sandbox"))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     import numpy  # noqa: F401  - imported once here, before the forks

@@ -74,6 +74,11 @@ def shrink(output: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     result_fd = int(argv[1])
+    import ctypes
+
+    # the runner holds the grader's pipe, the kernel (student code, a separate exec'd process,
+    # which never inherits it) runs as the same uid: it may not read this process's memory or fds
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
     # jsonschema imports rfc3987_syntax, if installed, only to validate IRIs; it builds a grammar
     # at import time (~3 s). Notebook validation never needs it.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
