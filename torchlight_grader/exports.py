@@ -11,21 +11,37 @@ writes into the folder ``--to`` (default: the current one):
 - ``items.csv``: one row per student and test cell (``torchlight_grader.export``);
 - ``canvas.csv``: the Canvas gradebook import (``torchlight_grader.canvas``).
 
-Each is exactly what its own plugin writes when run alone.
+Each is exactly what its own plugin writes when run alone, and no cell of any of them starts
+with ``= + - @``, tab or CR (``torchlight_grader.export.spreadsheet_safe``, OWASP's rule): a
+student id is a folder name the student chose.
 """
 
 from __future__ import annotations
 
+import csv
 import os
 
 from nbgrader.api import Gradebook
 from nbgrader.plugins import CsvExportPlugin, ExportPlugin
 
 from torchlight_grader.canvas import CanvasCsvExportPlugin
-from torchlight_grader.export import ItemCsvExportPlugin
+from torchlight_grader.export import ItemCsvExportPlugin, safe_rows
+
+
+class SafeCsvExportPlugin(CsvExportPlugin):
+    """nbgrader's own ``grades.csv``, with no cell a spreadsheet runs as a formula."""
+
+    def export(self, gradebook: Gradebook) -> None:
+        super().export(gradebook)
+        dest = self.to or "grades.csv"
+        with open(dest, newline="", encoding="utf-8") as f:
+            rows: list[list[object]] = list(csv.reader(f))
+        with open(dest, "w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(safe_rows(rows))
+
 
 FILES = {
-    "grades.csv": CsvExportPlugin,
+    "grades.csv": SafeCsvExportPlugin,
     "items.csv": ItemCsvExportPlugin,
     "canvas.csv": CanvasCsvExportPlugin,
 }
