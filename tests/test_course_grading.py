@@ -283,14 +283,15 @@ def test_answers_calling_the_librarys_own_a5_functions_are_flagged() -> None:
 
 
 #: Student ids a student can choose (``nbgrader collect`` takes them from folder names).
-FORMULA_IDS = ('=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx")
+FORMULA_IDS = ('=HYPERLINK("evil.example?x","x")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx")
 
 
 def test_exports_are_safe_mid_term_and_carry_no_formulas(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The three exports from a real gradebook: only graded assignments reach canvas.csv, a
-    missing submission is blank there (Canvas: no change), a mapped assignment carries its
+    missing submission is blank there (Canvas: no change), a submission deleted from
+    ``submitted/`` loses its grade everywhere, a mapped assignment carries its
     Canvas id, students without a Canvas ID are named in a warning, and no cell of any export
     starts with ``= + - @``, tab or CR (OWASP's CSV-injection rule)."""
     import csv
@@ -317,7 +318,18 @@ def test_exports_are_safe_mid_term_and_carry_no_formulas(
             grade.auto_score = 2.0
         gb.db.commit()
 
-        plugin = CourseExportPlugin()
+        # The course folder as nbgrader's export app holds it: every submission is still in
+        # submitted/ except walkin's, deleted after grading (its grade must not be exported).
+        from nbgrader.coursedir import CourseDirectory
+        from traitlets.config import Configurable
+
+        for sid in ("alice", *FORMULA_IDS):
+            (tmp_path / "submitted" / sid / "a1_functions").mkdir(parents=True)
+
+        class ExportApp(Configurable):
+            coursedir = CourseDirectory(root=str(tmp_path))
+
+        plugin = CourseExportPlugin(parent=ExportApp())
         plugin.to = str(tmp_path / "out")
         plugin.log.propagate = True
         canvas_columns = {"a1_functions": "Homework 1 (48213)"}
@@ -344,6 +356,17 @@ def test_exports_are_safe_mid_term_and_carry_no_formulas(
     assert by_id["alice"][1:3] == ["1001", "alice"] and by_id["alice"][5] == "2"
     assert by_id["erin"][5] == "", "a missing submission must be blank (Canvas: no change)"
     assert by_id["'" + FORMULA_IDS[0]][5] == "2", "the formula id is kept, quoted, with its grade"
+    assert by_id["walkin"][5] == "", "a deleted submission must lose its grade"
+    head = tables["grades.csv"][0]
+    rows = [
+        dict(zip(head, r, strict=True)) for r in tables["grades.csv"][1:] if len(r) == len(head)
+    ]
+    grades = {r["student_id"]: r for r in rows if r["assignment"] == "a1_functions"}
+    assert float(grades["alice"]["score"]) == 2.0
+    assert float(grades["walkin"]["score"]) == 0.0, grades["walkin"]
+    assert grades["walkin"]["timestamp"] == "", grades["walkin"]
+    items = {row[1]: row for row in tables["items.csv"][1:] if row[0] == "a1_functions"}
+    assert items["walkin"][4] == "0.0" and items["alice"][4] == "2.0"
     warning = " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
     assert "walkin" in warning, f"the unmatched-students warning misses walkin: {warning!r}"
     assert "alice" not in warning and "erin" not in warning, warning

@@ -21,6 +21,7 @@ Safe to import mid-term:
   assignment without a mapping keeps its nbgrader name, and Canvas creates a new column unless
   a title matches exactly;
 - students without a Canvas ``ID`` (not on the roster) are listed in one warning;
+- a submission deleted from ``submitted/`` is blank, as a missing one;
 - no cell starts with ``= + - @``, tab or CR (``torchlight_grader.export.spreadsheet_safe``).
 
 Scores are the final scores: late penalties already subtracted (the Formgrader's averages are
@@ -61,6 +62,10 @@ class CanvasCsvExportPlugin(ExportPlugin):
         'e.g. {"a1_functions": "Homework 1 (48213)"}.',
     ).tag(config=True)
 
+    #: ``(assignment, student)`` still in ``submitted/`` (set by CourseExportPlugin); any other
+    #: submission of the gradebook was deleted and is exported as missing.
+    present: set[tuple[str, str]] | None = None
+
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "canvas.csv"
         only_students = {str(s) for s in self.student}
@@ -89,6 +94,11 @@ class CanvasCsvExportPlugin(ExportPlugin):
             for assignment in assignments:
                 try:
                     sub = gradebook.find_submission(assignment.name, student.id)
+                    if (
+                        self.present is not None
+                        and (assignment.name, student.id) not in self.present
+                    ):
+                        raise MissingEntry()  # deleted from submitted/: its grade is gone
                 except MissingEntry:
                     row.append("")  # Canvas: no change
                     continue

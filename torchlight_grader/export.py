@@ -47,8 +47,11 @@ COLUMNS = ["assignment", "student_id", "notebook", "grade_id", "score", "max_sco
 class ItemCsvExportPlugin(ExportPlugin):
     """Write ``assignment, student_id, notebook, grade_id, score, max_score, auto_score`` rows.
 
-    A student with no submission gets a row of zeros for every item.
+    A student with no submission gets a row of zeros for every item, and so does a submission
+    deleted from ``submitted/`` (``present``, set by ``CourseExportPlugin``).
     """
+
+    present: set[tuple[str, str]] | None = None
 
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "items.csv"
@@ -64,12 +67,21 @@ class ItemCsvExportPlugin(ExportPlugin):
                 for student in gradebook.students:
                     if students and student.id not in students:
                         continue
-                    writer.writerows(safe_rows(self._rows(gradebook, assignment, student.id)))
+                    gone = (
+                        self.present is not None
+                        and (assignment.name, student.id) not in self.present
+                    )
+                    rows = self._rows(gradebook, assignment, student.id, gone)
+                    writer.writerows(safe_rows(rows))
 
     @staticmethod
-    def _rows(gradebook: Gradebook, assignment: object, student_id: str) -> list[list[object]]:
+    def _rows(
+        gradebook: Gradebook, assignment: object, student_id: str, gone: bool = False
+    ) -> list[list[object]]:
         name = assignment.name  # type: ignore[attr-defined]
         try:
+            if gone:
+                raise MissingEntry()
             submission = gradebook.find_submission(name, student_id)
         except MissingEntry:
             return [
