@@ -3,11 +3,15 @@
 #
 #   make course-build                 jupytext sources -> assignments/source/*/*.ipynb
 #   make course-release               build + nbgrader generate_assignment (release/)
+#   make course-release-exchange ASSIGNMENT=a1_functions   put the release into the exchange
+#   make course-collect ...           (the exchange's submissions into submitted/)
 #   make course-grade                 autograde submitted/, feedback, grades.csv + items.csv
 #   make course-grade ASSIGNMENT=a1_functions   one assignment only
 #   make course-grade JOBS=4          4 students at once (default: the number of cores)
 #   make course-grade DB_URL=postgresql+psycopg2://user@host/db   (also for course-release)
 #   make course-grade CLUSTER=tcp://host:8786 DB_URL=...   on a Dask cluster (or CLUSTER=local:4)
+#   make course-feedback-release ...  (feedback back into the exchange)
+#   make course-export                grades.csv, items.csv, canvas.csv from the gradebook alone
 #   make course-roster ROSTER=roster.csv        students from a CSV (id,first_name,last_name,...)
 #   make course-duedates DUEDATES=duedates.csv  due dates from a CSV (name,duedate)
 #   make course-report                grade statistics + histograms: assignments/report.html
@@ -28,7 +32,7 @@ DUEDATES   ?= duedates.csv
 EXCHANGE   ?= $(abspath $(COURSE))/exchange
 
 .PHONY: course-build course-check course-release course-grade course-roster course-duedates \
-	course-report course-lab
+	course-report course-lab course-release-exchange course-export
 
 course-build: venv
 	$(PY) tools/course.py build
@@ -38,6 +42,19 @@ course-check: venv
 
 course-release: course-build
 	cd $(COURSE) && $(NBGRADER) generate_assignment "$(ASSIGNMENT)" --force
+
+# The released notebooks into the exchange, where students `nbgrader fetch_assignment` them
+# (ASSIGNMENT=* puts every released assignment there; --force replaces an earlier release).
+course-release-exchange: venv
+	mkdir -p "$(EXCHANGE)" && chmod 1777 "$(EXCHANGE)"
+	cd $(COURSE) && for a in release/$(ASSIGNMENT)/; do a=$${a#release/}; a=$${a%/}; \
+		[ -d "release/$$a" ] || { echo "no released assignment '$$a' in $(COURSE)/release/: run make course-release first" >&2; exit 1; }; \
+		$(NBGRADER) release_assignment "$$a" --force --Exchange.root="$(EXCHANGE)" || exit 1; done
+
+# The three exports again from the gradebook, without grading (after manual grading in the
+# Formgrader): grades.csv, items.csv, canvas.csv (torchlight_grader.exports).
+course-export: venv
+	cd $(COURSE) && $(NBGRADER) export --exporter=torchlight_grader.exports.CourseExportPlugin --to=.
 
 # Always every step, for everyone (one broken submission costs only that student; the failures
 # are listed at the end and the target fails). Students in parallel (tools/course_parallel.py: how sqlite and Postgres are serialized), then

@@ -126,12 +126,15 @@ try:
     # renders its math offline, and it travels alone through release_feedback/fetch_feedback).
     from torchlight_grader import feedback
 
-    c.HTMLExporter.template_file = feedback.TEMPLATE_FILE
-    c.HTMLExporter.extra_template_basedirs = [
+    # Only generate_feedback's exporter gets the template: the Formgrader renders submissions with
+    # nbgrader's own HTMLExporter ("formgrade" template), which must stay untouched.
+    c.GenerateFeedback.exporter_class = "torchlight_grader.feedback.FeedbackExporter"
+    c.FeedbackExporter.template_file = feedback.TEMPLATE_FILE
+    c.FeedbackExporter.extra_template_basedirs = [
         str(feedback.TEMPLATES),
         str(feedback.nbgrader_templates()),
     ]
-    c.HTMLExporter.filters = {"mathjax_script": "torchlight_grader.feedback.mathjax_script"}
+    c.FeedbackExporter.filters = {"mathjax_script": "torchlight_grader.feedback.mathjax_script"}
 
 except Exception as error:  # noqa: BLE001 - any failure must fail closed
     refuse_to_grade(c, error)

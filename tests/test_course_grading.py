@@ -7,6 +7,7 @@ pieces it relies on, in seconds.
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -279,3 +280,93 @@ def test_answers_calling_the_librarys_own_a5_functions_are_flagged() -> None:
     for script in sorted((ROOT / "assignments" / "source").glob("*/*.py")):
         for cell in jupytext.read(script).cells:
             assert not BUILT_IN.search(cell.source), (script.name, cell.source[:80])
+
+
+#: Student ids a student can choose (``nbgrader collect`` takes them from folder names).
+FORMULA_IDS = ('=HYPERLINK("evil.example?x","x")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx")
+
+
+def test_exports_are_safe_mid_term_and_carry_no_formulas(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The three exports from a real gradebook: only graded assignments reach canvas.csv, a
+    missing submission is blank there (Canvas: no change), a submission deleted from
+    ``submitted/`` loses its grade everywhere, a mapped assignment carries its
+    Canvas id, students without a Canvas ID are named in a warning, and no cell of any export
+    starts with ``= + - @``, tab or CR (OWASP's CSV-injection rule)."""
+    import csv
+    import logging
+
+    from nbgrader.api import Gradebook
+
+    from torchlight_grader.exports import CourseExportPlugin
+
+    # nbgrader's Gradebook creates its tables with the `alembic` command of this environment.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        for name in ("a1_functions", "a2_broadcasting"):  # a2 is not due yet: no submission
+            gb.update_or_create_assignment(name)
+            gb.add_notebook(name, name)
+            gb.add_grade_cell("test_mul", name, name, max_score=2.0, cell_type="code")
+        gb.add_student("alice", first_name="Alice", last_name="Archer", lms_user_id="1001")
+        gb.add_student("erin", lms_user_id="1005")  # on the roster, hands nothing in
+        for sid in ("walkin", *FORMULA_IDS):
+            gb.add_student(sid)
+        for sid in ("alice", "walkin", *FORMULA_IDS):
+            gb.add_submission("a1_functions", sid)
+            grade = gb.find_grade("test_mul", "a1_functions", "a1_functions", sid)
+            grade.auto_score = 2.0
+        gb.db.commit()
+
+        # The course folder as nbgrader's export app holds it: every submission is still in
+        # submitted/ except walkin's, deleted after grading (its grade must not be exported).
+        from nbgrader.coursedir import CourseDirectory
+        from traitlets.config import Configurable
+
+        for sid in ("alice", *FORMULA_IDS):
+            (tmp_path / "submitted" / sid / "a1_functions").mkdir(parents=True)
+
+        class ExportApp(Configurable):
+            coursedir = CourseDirectory(root=str(tmp_path))
+
+        plugin = CourseExportPlugin(parent=ExportApp())
+        plugin.to = str(tmp_path / "out")
+        plugin.log.propagate = True
+        canvas_columns = {"a1_functions": "Homework 1 (48213)"}
+        from traitlets.config import Config
+
+        config = Config()
+        config.CanvasCsvExportPlugin.columns = canvas_columns
+        plugin.update_config(config)
+        with caplog.at_level(logging.WARNING):
+            plugin.export(gb)
+
+    tables = {}
+    for name in ("grades.csv", "items.csv", "canvas.csv"):
+        with open(tmp_path / "out" / name, newline="", encoding="utf-8") as f:
+            tables[name] = list(csv.reader(f))
+        unsafe = [
+            c for row in tables[name] for c in row if c[:1] in ("=", "+", "-", "@", "\t", "\r")
+        ]
+        assert unsafe == [], f"{name}: cells a spreadsheet would run as formulas: {unsafe}"
+    canvas = tables["canvas.csv"]
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                         "Homework 1 (48213)"]  # fmt: skip
+    by_id = {row[2]: row for row in canvas[2:]}
+    assert by_id["alice"][1:3] == ["1001", "alice"] and by_id["alice"][5] == "2"
+    assert by_id["erin"][5] == "", "a missing submission must be blank (Canvas: no change)"
+    assert by_id["'" + FORMULA_IDS[0]][5] == "2", "the formula id is kept, quoted, with its grade"
+    assert by_id["walkin"][5] == "", "a deleted submission must lose its grade"
+    head = tables["grades.csv"][0]
+    rows = [
+        dict(zip(head, r, strict=True)) for r in tables["grades.csv"][1:] if len(r) == len(head)
+    ]
+    grades = {r["student_id"]: r for r in rows if r["assignment"] == "a1_functions"}
+    assert float(grades["alice"]["score"]) == 2.0
+    assert float(grades["walkin"]["score"]) == 0.0, grades["walkin"]
+    assert grades["walkin"]["timestamp"] == "", grades["walkin"]
+    items = {row[1]: row for row in tables["items.csv"][1:] if row[0] == "a1_functions"}
+    assert items["walkin"][4] == "0.0" and items["alice"][4] == "2.0"
+    warning = " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+    assert "walkin" in warning, f"the unmatched-students warning misses walkin: {warning!r}"
+    assert "alice" not in warning and "erin" not in warning, warning

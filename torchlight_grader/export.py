@@ -13,14 +13,45 @@ import csv
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
 
+#: What a spreadsheet reads as the start of a formula (OWASP's CSV-injection rule): ``= + - @``,
+#: tab and carriage return.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: object) -> object:
+    """A CSV cell no spreadsheet runs as a formula: text starting with ``= + - @``, tab or CR
+    gets a leading ``'`` (OWASP's rule); numbers and other text pass unchanged.
+
+    A student id comes from the name of a folder the student chose (``nbgrader collect`` takes
+    it from the exchange), so ``=HYPERLINK(...)`` as an id must not reach Excel or Canvas as a
+    formula.
+
+    Example::
+
+        spreadsheet_safe("=1+1")  # "'=1+1"
+        spreadsheet_safe(2.5)     # 2.5
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+def safe_rows(rows: list[list[object]]) -> list[list[object]]:
+    """Every cell of ``rows`` through :func:`spreadsheet_safe`."""
+    return [[spreadsheet_safe(cell) for cell in row] for row in rows]
+
+
 COLUMNS = ["assignment", "student_id", "notebook", "grade_id", "score", "max_score", "auto_score"]
 
 
 class ItemCsvExportPlugin(ExportPlugin):
     """Write ``assignment, student_id, notebook, grade_id, score, max_score, auto_score`` rows.
 
-    A student with no submission gets a row of zeros for every item.
+    A student with no submission gets a row of zeros for every item, and so does a submission
+    deleted from ``submitted/`` (``present``, set by ``CourseExportPlugin``).
     """
+
+    present: set[tuple[str, str]] | None = None
 
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "items.csv"
@@ -36,13 +67,21 @@ class ItemCsvExportPlugin(ExportPlugin):
                 for student in gradebook.students:
                     if students and student.id not in students:
                         continue
-                    for row in self._rows(gradebook, assignment, student.id):
-                        writer.writerow(row)
+                    gone = (
+                        self.present is not None
+                        and (assignment.name, student.id) not in self.present
+                    )
+                    rows = self._rows(gradebook, assignment, student.id, gone)
+                    writer.writerows(safe_rows(rows))
 
     @staticmethod
-    def _rows(gradebook: Gradebook, assignment: object, student_id: str) -> list[list[object]]:
+    def _rows(
+        gradebook: Gradebook, assignment: object, student_id: str, gone: bool = False
+    ) -> list[list[object]]:
         name = assignment.name  # type: ignore[attr-defined]
         try:
+            if gone:
+                raise MissingEntry()
             submission = gradebook.find_submission(name, student_id)
         except MissingEntry:
             return [

@@ -26,13 +26,24 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import markupsafe
+from nbconvert.exporters import HTMLExporter
 
-#: ``c.HTMLExporter.extra_template_basedirs`` holds this folder (and nbgrader's templates).
+#: ``c.FeedbackExporter.extra_template_basedirs`` holds this folder (and nbgrader's templates).
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: The page's template, in ``templates/feedback/``.
 TEMPLATE_FILE = "torchlight.html.j2"
 #: What a script element's text must not contain: it would end or confuse the element.
 _BREAKS_SCRIPT = re.compile(r"</script|<script", re.IGNORECASE)
+
+
+class FeedbackExporter(HTMLExporter):
+    """The feedback page's exporter (``c.GenerateFeedback.exporter_class``).
+
+    A class of its own so that the course config sets its template on it alone: the
+    Formgrader renders each submission with nbgrader's plain ``HTMLExporter`` and its
+    ``formgrade`` template, and a template forced on every ``HTMLExporter`` broke manual
+    grading (``TemplateNotFound: torchlight.html.j2``).
+    """
 
 
 def nbgrader_templates() -> Path:
