@@ -50,6 +50,12 @@ from torchlight.functional_forms import *  # noqa: F403 - each name is listed in
 from torchlight.functional_forms import __all__ as _FUNCTION_FORMS
 from torchlight.tensor import Tensor
 from torchlight.tensor_ops import ExpandedViewWriteError
+from torchlight.threads import (
+    get_num_interop_threads,
+    get_num_threads,
+    set_num_interop_threads,
+    set_num_threads,
+)
 
 bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
 float, double, long, int = float32, float64, int64, int32  # noqa: A001 - PyTorch's aliases
@@ -76,4 +82,12 @@ __all__ = [
     "randn_like", "set_default_backend", "set_default_dtype", "shape", "stack", "tensor", "where",
     "zeros", "zeros_like",
 ]  # fmt: skip
+__all__ += [
+    "get_num_interop_threads",
+    "get_num_threads",
+    "set_num_interop_threads",
+    "set_num_threads",
+]
 __all__ += ["cuda", "device", "double", "float", "int", "long", *_FUNCTION_FORMS]  # noqa: F405
+
+get_num_threads()  # PyTorch's default from the start: one BLAS thread per physical core
