@@ -127,7 +127,8 @@ def threads_for(work: int) -> int:
     """Threads worth using for ``work`` multiply-adds: one per ``GRAIN_SIZE``, at most
     :func:`get_num_threads` (PyTorch's ``parallel_for`` rule).
 
-    >>> threads_for(64 * 64 * 64) <= get_num_threads()
+    >>> import torchlight as tl
+    >>> tl.threads.threads_for(64 * 64 * 64) <= tl.get_num_threads()
     True
     """
     return max(1, min(get_num_threads(), work // GRAIN_SIZE))
