@@ -9,7 +9,8 @@ HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
 # One BLAS thread for tests and builds: the suite's matrices are small, and on 2 busy cores
 # OpenBLAS's spinning threads made a notebook's training cell 5x slower (147 s vs 29 s).
-# (`make lab` keeps the machine's default.)
+# (`make lab` keeps torchlight's default, `tl.set_num_threads`: one thread per physical core;
+# `make lab TORCHLIGHT_NUM_THREADS=1` on a machine other jobs share.)
 test pytest notebooks: export OPENBLAS_NUM_THREADS ?= 1
 test pytest notebooks: export OMP_NUM_THREADS ?= 1
 
@@ -51,7 +52,8 @@ docs: venv
 	@echo "built docs/_build/html/index.html (make docs-serve serves it)"
 
 DOCS_PORT ?= 8000
-docs-serve: docs
+# Serves what `make docs` built; builds only when nothing is built yet (`make docs` rebuilds).
+docs-serve: $(if $(wildcard docs/_build/html/index.html),,docs)
 	$(PY) -m http.server $(DOCS_PORT) --bind 127.0.0.1 --directory docs/_build/html
 
 bench: venv

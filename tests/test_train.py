@@ -211,3 +211,30 @@ def test_help_names_the_command_used_without_rst_markup():
     assert shown.returncode == 0 and shown.stdout.startswith("usage: torchlight-train ")
     assert "``" not in shown.stdout and "python -m" not in shown.stdout
     assert run(["--help"]).stdout.startswith("usage: python -m torchlight.train ")
+
+
+def test_resume_alone_saves_back_into_the_checkpoint_unless_no_save(tmp_path):
+    ckpt = tmp_path / "circle.ckpt"
+    flags = ["--dataset", "circle", "--points", "32", "--batch-size", "16"]
+    assert run([*flags, "--epochs", "1", "--save", str(ckpt)]).returncode == 0
+    resumed = run(["--epochs", "2", "--resume", str(ckpt)])  # the README's "alone"
+    assert resumed.returncode == 0, resumed.stderr
+    assert load_checkpoint(ckpt, build_model("mlp", "circle"))["epoch"] == 2
+    kept = run(["--epochs", "3", "--resume", str(ckpt), "--no-save"])
+    assert kept.returncode == 0, kept.stderr
+    assert load_checkpoint(ckpt, build_model("mlp", "circle"))["epoch"] == 2  # unchanged
+    both = run(["--resume", str(ckpt), "--no-save", "--save", str(ckpt)], timeout=60)
+    assert both.returncode == 2 and "contradict" in both.stderr
+
+
+def test_resume_from_a_file_that_is_no_checkpoint_says_what_it_is(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a checkpoint\n")
+    array = tmp_path / "weights.npy"
+    np.save(array, np.arange(3.0))
+    for path, what in ((text, "a text file"), (array, "a single numpy array (.npy)")):
+        result = run(["--dataset", "xor", "--epochs", "1", "--resume", str(path)], timeout=60)
+        assert result.returncode == 1, result.stderr
+        assert f"{path} is not a torchlight checkpoint" in result.stderr
+        assert what in result.stderr and "pickle" not in result.stderr
+        assert "Traceback" not in result.stderr

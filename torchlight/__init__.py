@@ -51,6 +51,12 @@ from torchlight.functional_forms import __all__ as _FUNCTION_FORMS
 from torchlight.ops import arithmetic as functions
 from torchlight.tensor import Tensor
 from torchlight.tensor_methods import ExpandedViewWriteError
+from torchlight.threads import (
+    get_num_interop_threads,
+    get_num_threads,
+    set_num_interop_threads,
+    set_num_threads,
+)
 
 bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
 float, double, long, int = float32, float64, int64, int32  # noqa: A001 - PyTorch's aliases
@@ -111,4 +117,12 @@ __all__ = [
     "zeros", "zeros_like",
 ]  # fmt: skip
 __all__ += ["Generator", "autocast", "multinomial", "randperm", *_PYTORCH_NAMES]
+__all__ += [
+    "get_num_interop_threads",
+    "get_num_threads",
+    "set_num_interop_threads",
+    "set_num_threads",
+]
 __all__ += ["cuda", "device", "double", "float", "int", "long", *_FUNCTION_FORMS]  # noqa: F405
+
+get_num_threads()  # PyTorch's default from the start: one BLAS thread per physical core

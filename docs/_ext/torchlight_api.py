@@ -207,7 +207,19 @@ def dollars_to_math(text: str) -> str:
     # Inline math that a docstring wraps over two lines of one paragraph: join it first.
     text = _join_wrapped_math(text)
     out = []
+    code_indent: int | None = None  # inside a literal block ("::") at more than this indent
     for line in text.split("\n"):
+        indent = len(line) - len(line.lstrip())
+        if code_indent is not None and line.strip() and indent <= code_indent:
+            code_indent = None
+        if line.rstrip().endswith("::") and not line.lstrip().startswith(".. math::"):
+            out.append(line)
+            code_indent = indent
+            continue
+        # Code is left as written: a reader pastes it (``>>>`` lines, literal blocks).
+        if code_indent is not None or line.lstrip().startswith((">>>", "... ")):
+            out.append(line)
+            continue
         if line.lstrip().startswith(".. math::"):
             out.append(line)
             continue

@@ -17,7 +17,7 @@
 # the same system that powers training in every deep learning framework, built from scratch
 # in ~200 lines.
 #
-# This notebook follows the published docs page *Tutorial 2: Autograd* section by section,
+# This notebook follows the original *Tutorial 2: Autograd* page section by section,
 # with the same headings and the same examples, and runs every one of them. Where the page
 # prints a value that is not what the code computes, the notebook shows the true value and
 # explains why, in a box marked **Erratum**. Each example is also drawn by the **graph
@@ -205,7 +205,7 @@ except RuntimeError as error:
 a = tl.tensor([1.0, 2.0], requires_grad=True)  # leaf
 b = a * 2                                       # intermediate
 b.backward()
-a.grad    # [2.0, 4.0]
+a.grad    # [2., 2.] (the page printed [2.0, 4.0]: see the erratum below)
 
 # %% [markdown]
 # > **Erratum.** The page prints `[2.0, 4.0]`; the true gradient is `[2.0, 2.0]`, as printed
@@ -363,11 +363,12 @@ backpropagate(c, tl.ones(2))
 a.grad
 
 # %% [markdown]
-# See [Autograd API](../docs/autograd.md) for full signatures (or `help(tl.autograd)` here).
+# See the docs site's Autograd API page for full signatures (`make docs-serve`, then
+# <http://127.0.0.1:8000/autograd.html>), or `help(tl.autograd)` here.
 
 # %% [markdown]
 # ---
-# # Going further
+# ## Going further
 #
 # The page ends here. The rest of this notebook opens the engine up.
 #

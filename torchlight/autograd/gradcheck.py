@@ -139,6 +139,7 @@ def central_difference(
     The error is $O(\epsilon^2)$ from truncation plus $O(\text{machine eps}/\epsilon)$ from rounding.
 
     Example:
+        >>> from torchlight.autograd import central_difference
         >>> round(central_difference(lambda x, y: x * y, 3.0, 4.0, arg=0), 6)
         4.0
     """

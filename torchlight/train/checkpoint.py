@@ -100,8 +100,38 @@ def save_checkpoint(
     atomic_write(os.fspath(path), lambda f: np.savez(f, allow_pickle=False, **arrays))
 
 
+def _starts_like_a_zip(path: str) -> bool:
+    """Whether the file begins as a zip archive does (a truncated checkpoint still does)."""
+    with open(path, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
+
+
+def _what_file(path: str) -> str:
+    """A few words on what a file that is not a zip archive looks like, for the error."""
+    with open(path, "rb") as f:
+        start = f.read(512)
+    if not start:
+        return "an empty file"
+    if start.startswith(b"\x93NUMPY"):
+        return "a single numpy array (.npy), not a checkpoint"
+    if start.startswith(b"\x80"):
+        return "a Python pickle (torch.save's format?), which torchlight never loads"
+    try:
+        start.decode("utf-8")
+    except UnicodeDecodeError:
+        return "a binary file that is not a zip archive"
+    return "a text file"
+
+
 def _read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The header and every array, each checked against the header (raises CheckpointError)."""
+    if os.path.isfile(path) and not _starts_like_a_zip(path):
+        # Checked before numpy reads it: numpy would answer a text file with advice to allow
+        # pickle loading, which a checkpoint never needs.
+        raise CheckpointError(
+            f"{path} is not a torchlight checkpoint: expected the .npz file that --save (or "
+            f"save_checkpoint) writes, got {_what_file(path)}"
+        )
     try:
         with np.load(path, allow_pickle=False) as npz:
             if _HEADER not in npz.files:

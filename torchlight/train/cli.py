@@ -4,14 +4,15 @@ Examples::
 
     torchlight-train                                  # digits, MLP, its defaults
     torchlight-train --model cnn --save digits.ckpt   # a CNN, saved every epoch
-    torchlight-train --epochs 12 --resume digits.ckpt # continue it: the checkpoint knows the model
+    torchlight-train --epochs 12 --resume digits.ckpt # continue it (saved back to digits.ckpt)
     torchlight-train --dataset spiral --epochs 200
     torchlight-train --dataset shakespeare --model gpt --save gpt.ckpt   # a tiny GPT (or lstm)
     torchlight-train --dataset shakespeare --model gpt --tokenizer bpe --vocab-size 512
 
 ``--resume`` takes the data set and the model from the checkpoint (giving other ones is an
-error). A ``--save`` path is checked before training starts. Ctrl-C stops training with one
-line naming the last checkpoint saved.
+error) and saves every new epoch back into that checkpoint, unless ``--save PATH`` names
+another file or ``--no-save`` keeps it unchanged. A ``--save`` path is checked before
+training starts. Ctrl-C stops training with one line naming the last checkpoint saved.
 
 Each data set and model has defaults (epochs, optimizer, learning rate) that reach good
 accuracy quickly; flags override them. The last line printed is the accuracy on the test set
@@ -209,7 +210,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume",
         metavar="PATH",
-        help="continue from a checkpoint written by --save (its data set and model come with it)",
+        help="continue from a checkpoint written by --save (its data set and model come with it); "
+        "the new epochs are saved back into it unless --save or --no-save says otherwise",
+    )
+    p.add_argument(
+        "--no-save",
+        action="store_true",
+        help="with --resume: do not write the new epochs into the resumed checkpoint",
     )
     return p
 
@@ -287,6 +294,10 @@ def _settings(args: argparse.Namespace) -> argparse.Namespace:
     problems += _tokenizer_problems(args, kind)
     if problems:
         raise ValueError("\nerror: ".join(problems))  # one line for each bad flag
+    if args.no_save and args.save:
+        raise ValueError(f"--no-save and --save {args.save} contradict each other; give one")
+    if args.resume and not args.save and not args.no_save:
+        args.save = args.resume  # a resumed run goes on saving where it came from
     if args.save:
         _check_save_path(args.save)
     if args.backend:
@@ -434,7 +445,7 @@ def _interrupted_line(args: argparse.Namespace, progress: dict[str, Any], prog: 
     if args.save and "saved" in progress:
         return (
             f"interrupted after epoch {done}/{args.epochs}; the last checkpoint is {args.save} "
-            f"(epoch {progress['saved']}): continue with {prog} --resume {args.save} --save {args.save}"
+            f"(epoch {progress['saved']}): continue with {prog} --resume {args.save}"
         )
     if args.resume:
         return (

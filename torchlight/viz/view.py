@@ -228,11 +228,14 @@ class GraphPicture:
     Args:
         svg: the SVG text.
         message: shown above the picture (e.g. why this is not the interactive viewer).
+        view: the :class:`GraphView` it was drawn from, as the interactive viewer's ``.view``
+            (so ``picture.view.step_text(1)`` works in a plain Python console too).
     """
 
-    def __init__(self, svg: str, message: str = "") -> None:
+    def __init__(self, svg: str, message: str = "", view: GraphView | None = None) -> None:
         self.svg = svg
         self.message = message
+        self.view = view
 
     def _repr_svg_(self) -> str:
         return self.svg
@@ -284,4 +287,5 @@ def draw(
     tensor: Any, names: Mapping[str, Any] | None = None, step: int | None = None, message: str = ""
 ) -> GraphPicture:
     """Like :func:`to_svg`, wrapped in a :class:`GraphPicture` that Jupyter displays."""
-    return GraphPicture(to_svg(tensor, names=names, step=step), message)
+    view = GraphView(tensor, names=names)
+    return GraphPicture(view.svg(view.n_steps if step is None else step), message, view)

@@ -16,10 +16,12 @@ they differ (another numba-cuda version, a type the packers do not know), that k
 numba's launch, and :attr:`Launcher.rejected` says why. numba's simulator has no compiled
 kernels: there, and with ``TORCHLIGHT_CUDA_FAST_LAUNCH=0``, every launch is numba's.
 
-Example:
-    >>> from torchlight.backends.cuda.launch import Launcher   # doctest: +SKIP
-    >>> launcher = Launcher(enabled=True)                      # doctest: +SKIP
-    >>> launcher(kernel, 4, 128, (out, x, 0, (1,), (512,)))    # doctest: +SKIP
+How the backend calls it (a sketch, not runnable alone: ``kernel``, ``out`` and ``x`` are a
+compiled kernel and device arrays, which need a GPU)::
+
+    from torchlight.backends.cuda.launch import Launcher
+    launcher = Launcher(enabled=True)
+    launcher(kernel, 4, 128, (out, x, 0, (1,), (512,)))
 """
 
 from __future__ import annotations

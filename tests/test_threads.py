@@ -1,0 +1,64 @@
+"""``tl.set_num_threads`` / ``get_num_threads`` (PyTorch's names) reach the BLAS that numpy
+runs, through threadpoolctl; the default is the physical cores or the environment's choice."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from threadpoolctl import threadpool_info
+
+import torchlight as tl
+
+
+def blas_threads() -> list[int]:
+    return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+
+def test_set_num_threads_reaches_numpys_blas():
+    before = tl.get_num_threads()
+    try:
+        tl.set_num_threads(1)
+        assert tl.get_num_threads() == 1 and blas_threads() and set(blas_threads()) == {1}
+    finally:
+        tl.set_num_threads(before)
+    assert tl.get_num_threads() == before
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_set_num_threads_rejects_what_is_not_a_thread_count(bad):
+    with pytest.raises(ValueError, match="whole number of threads >= 1"):
+        tl.set_num_threads(bad)
+
+
+def test_interop_threads_are_recorded():
+    tl.set_num_interop_threads(3)
+    assert tl.get_num_interop_threads() == 3
+
+
+def test_default_is_physical_cores_or_the_environment():
+    code = (
+        "import torchlight as tl; from threadpoolctl import threadpool_info as i; "
+        "print(tl.get_num_threads(), {x['num_threads'] for x in i() if x['user_api'] == 'blas'})"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+    }
+    env.pop("TORCHLIGHT_NUM_THREADS", None)
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    cores = tl.threads.physical_cores()
+    assert plain.stdout.split(maxsplit=1) == [str(cores), f"{{{cores}}}\n"], plain.stderr
+    one = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "TORCHLIGHT_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+    )
+    assert one.stdout == "1 {1}\n", one.stderr
+
+
+def test_threads_for_small_work_is_one():
+    assert tl.threads.threads_for(8 * 8 * 8) == 1
+    assert 1 <= tl.threads.threads_for(2048 * 96 * 96) <= tl.get_num_threads()
