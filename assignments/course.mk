@@ -9,6 +9,9 @@
 #   make course-grade DB_URL=postgresql+psycopg2://user@host/db   (also for course-release)
 #   make course-roster ROSTER=roster.csv        students from a CSV (id,first_name,last_name,...)
 #   make course-duedates DUEDATES=duedates.csv  due dates from a CSV (name,duedate)
+#   make course-collect ASSIGNMENT=a1_functions [EXCHANGE=/srv/nbgrader/exchange] [ACCOUNTS=yes]
+#                                     the exchange's submissions into submitted/, safely
+#   make course-feedback-release ASSIGNMENT=a1_functions   feedback pages back into the exchange
 #   make course-report                grade statistics + histograms: assignments/report.html
 #   make course-lab                   JupyterLab + Formgrader on the course, local exchange
 #   make course-lab LAB_ARGS="--no-browser --port=8899"   more options for jupyter lab
@@ -27,7 +30,22 @@ DUEDATES   ?= duedates.csv
 EXCHANGE   ?= $(abspath $(COURSE))/exchange
 
 .PHONY: course-build course-check course-release course-grade course-roster course-duedates \
-	course-report course-lab
+	course-report course-lab course-collect course-feedback-release
+
+# The course's own collect and feedback release (torchlight_grader/collect.py), never nbgrader's
+# bare `collect` / `release_feedback`: no links followed, an allow-list, size limits, the owner
+# check where students have OS accounts (ACCOUNTS=auto|yes|no), the instructor-observed time,
+# latest wins. See assignments/README.md, "The exchange".
+ACCOUNTS   ?= auto
+course-collect: venv
+	@test "$(ASSIGNMENT)" != "*" || { echo "course-collect: name one assignment, e.g. ASSIGNMENT=a1_functions" >&2; exit 2; }
+	$(PY) -m torchlight_grader.collect collect --course $(COURSE) --exchange "$(EXCHANGE)" \
+		--assignment "$(ASSIGNMENT)" --accounts $(ACCOUNTS) $(if $(DB_URL),--db-url '$(DB_URL)',)
+
+course-feedback-release: venv
+	@test "$(ASSIGNMENT)" != "*" || { echo "course-feedback-release: name one assignment, e.g. ASSIGNMENT=a1_functions" >&2; exit 2; }
+	$(PY) -m torchlight_grader.collect release-feedback --course $(COURSE) --exchange "$(EXCHANGE)" \
+		--assignment "$(ASSIGNMENT)" $(if $(DB_URL),--db-url '$(DB_URL)',)
 
 course-build: venv
 	$(PY) tools/course.py build
