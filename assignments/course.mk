@@ -16,8 +16,8 @@
 #   make course-lab                   JupyterLab + Formgrader on the course, local exchange
 #   make course-lab LAB_ARGS="--no-browser --port=8899"   more options for jupyter lab
 #
-# Submissions go in assignments/submitted/<student>/<assignment>/ (nbgrader collect puts them
-# there, or copy them by hand). The gradebook is assignments/gradebook.db (sqlite).
+# Submissions go in assignments/submitted/<student>/<assignment>/ (make course-collect puts them
+# there, or copy them by hand; never nbgrader's bare collect, see README "The exchange"). The gradebook is assignments/gradebook.db (sqlite).
 
 COURSE     := assignments
 # nbgrader runs `alembic` from PATH when it creates the gradebook: put the venv's bin first.
