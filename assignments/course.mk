@@ -10,16 +10,18 @@
 #   make course-grade JOBS=4          4 students at once (default: the number of cores)
 #   make course-grade DB_URL=postgresql+psycopg2://user@host/db   (also for course-release)
 #   make course-grade CLUSTER=tcp://host:8786 DB_URL=...   on a Dask cluster (or CLUSTER=local:4)
-#   make course-feedback-release ...  (feedback back into the exchange)
 #   make course-export                grades.csv, items.csv, canvas.csv from the gradebook alone
 #   make course-roster ROSTER=roster.csv        students from a CSV (id,first_name,last_name,...)
 #   make course-duedates DUEDATES=duedates.csv  due dates from a CSV (name,duedate)
+#   make course-collect ASSIGNMENT=a1_functions [EXCHANGE=/srv/nbgrader/exchange] [ACCOUNTS=yes]
+#                                     the exchange's submissions into submitted/, safely
+#   make course-feedback-release ASSIGNMENT=a1_functions   feedback pages back into the exchange
 #   make course-report                grade statistics + histograms: assignments/report.html
 #   make course-lab                   JupyterLab + Formgrader on the course, local exchange
 #   make course-lab LAB_ARGS="--no-browser --port=8899"   more options for jupyter lab
 #
-# Submissions go in assignments/submitted/<student>/<assignment>/ (nbgrader collect puts them
-# there, or copy them by hand). The gradebook is assignments/gradebook.db (sqlite).
+# Submissions go in assignments/submitted/<student>/<assignment>/ (make course-collect puts them
+# there, or copy them by hand; never nbgrader's bare collect, see README "The exchange"). The gradebook is assignments/gradebook.db (sqlite).
 
 COURSE     := assignments
 # nbgrader runs `alembic` from PATH when it creates the gradebook: put the venv's bin first.
@@ -32,7 +34,23 @@ DUEDATES   ?= duedates.csv
 EXCHANGE   ?= $(abspath $(COURSE))/exchange
 
 .PHONY: course-build course-check course-release course-grade course-roster course-duedates \
-	course-report course-lab course-release-exchange course-export
+	course-report course-lab course-release-exchange course-export course-collect \
+	course-feedback-release
+
+# The course's own collect and feedback release (torchlight_grader/collect.py), never nbgrader's
+# bare `collect` / `release_feedback`: no links followed, an allow-list, size limits, the owner
+# check where students have OS accounts (ACCOUNTS=auto|yes|no), the instructor-observed time,
+# latest wins. See assignments/README.md, "The exchange".
+ACCOUNTS   ?= auto
+course-collect: venv
+	@test "$(ASSIGNMENT)" != "*" || { echo "course-collect: name one assignment, e.g. ASSIGNMENT=a1_functions" >&2; exit 2; }
+	$(PY) -m torchlight_grader.collect collect --course $(COURSE) --exchange "$(EXCHANGE)" \
+		--assignment "$(ASSIGNMENT)" --accounts $(ACCOUNTS) $(if $(DB_URL),--db-url '$(DB_URL)',)
+
+course-feedback-release: venv
+	@test "$(ASSIGNMENT)" != "*" || { echo "course-feedback-release: name one assignment, e.g. ASSIGNMENT=a1_functions" >&2; exit 2; }
+	$(PY) -m torchlight_grader.collect release-feedback --course $(COURSE) --exchange "$(EXCHANGE)" \
+		--assignment "$(ASSIGNMENT)" $(if $(DB_URL),--db-url '$(DB_URL)',)
 
 course-build: venv
 	$(PY) tools/course.py build
