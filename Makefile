@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.torchlight-installed
-LINT_PATHS := $(wildcard torchlight tests benchmarks tools docs/conf.py docs/_ext)
+LINT_PATHS := $(wildcard torchlight torchlight_grader tests benchmarks tools docs/conf.py docs/_ext)
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
 # One BLAS thread for tests and builds: the suite's matrices are small, and on 2 busy cores
@@ -41,7 +41,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
 typecheck: venv
-	$(VENV)/bin/mypy torchlight
+	$(VENV)/bin/mypy torchlight torchlight_grader
 
 notebooks: venv
 	$(PY) tools/build_notebooks.py

@@ -152,6 +152,7 @@ def offset_gradient(sample: Sampler, offset: float = 2.0**20) -> Sampler:
         e = np.exp(x - x.max(-1, keepdims=True))
         s = e / e.sum(-1, keepdims=True)
         atol = {0: 2 * EPS * offset * (x.shape[-1] + 2) * s}
+        assert case.grad_output is not None, "sample() always gives a grad_output"
         return mark(replace(case, grad_output=case.grad_output + offset), ROUNDING, atol)
 
     return adversarial

@@ -84,8 +84,8 @@ class CanvasCsvExportPlugin(ExportPlugin):
         ]
         self.log.info("Exporting Canvas grades to %s", dest)
         rows: list[list[object]] = [
-            FIXED + [self.columns.get(a.name, a.name) for a in assignments],
-            ["    Points Possible", "", "", "", ""] + [number(a.max_score) for a in assignments],
+            [*FIXED, *(self.columns.get(a.name, a.name) for a in assignments)],
+            ["    Points Possible", "", "", "", "", *(number(a.max_score) for a in assignments)],
         ]
         for student in students:
             name = ", ".join(p for p in (student.last_name, student.first_name) if p)

@@ -210,7 +210,7 @@ def central_vjp(forward: Callable[..., np.ndarray], case: Case, index: int) -> n
 
 
 def mismatch(
-    expected: np.ndarray, received: Any, *, atol: float, rtol: float
+    expected: np.ndarray, received: Any, *, atol: float | np.ndarray, rtol: float
 ) -> tuple[str, tuple[int, ...], int] | None:
     """``(kind, index, count)`` of the first disagreement, or None when all entries agree."""
     if not isinstance(received, np.ndarray):

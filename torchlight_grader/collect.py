@@ -272,7 +272,9 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
                                 "secret": _secret_from(Path(dirent.path)),
                                 "notebooks": notebooks})  # fmt: skip
             continue
-        assert entry.time is not None
+        assert entry.time is not None, (
+            f"{dirent.name}: an accepted entry always has its observed time"
+        )
         digest = entry.digest()
         first = seen.get(entry.name)
         if first and first["digest"] == digest:
@@ -284,6 +286,9 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
             accepted[student] = entry
     stale: list[list[str]] = []
     for student, entry in sorted(accepted.items()):
+        assert entry.time is not None, (
+            f"{entry.name}: an accepted entry always has its observed time"
+        )
         replaced = _install(course, assignment, entry)
         verdict = "collected" if replaced is not None else "unchanged"
         if replaced:

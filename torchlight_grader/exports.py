@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import os
+from typing import Any
 
 from nbgrader.api import Gradebook
 from nbgrader.plugins import CsvExportPlugin, ExportPlugin
@@ -58,7 +59,7 @@ class SafeCsvExportPlugin(CsvExportPlugin):
         super().export(gradebook)
         dest = self.to or "grades.csv"
         with open(dest, newline="", encoding="utf-8") as f:
-            rows: list[list[object]] = list(csv.reader(f))
+            rows: list[list[object]] = [list(r) for r in csv.reader(f)]
         if self.present is not None and rows:
             head = [str(h) for h in rows[0]]
             at = {name: head.index(name) for name in head}
@@ -93,7 +94,7 @@ class CourseExportPlugin(ExportPlugin):
         os.makedirs(folder, exist_ok=True)
         present = submitted(self.parent)
         for name, plugin_class in FILES.items():
-            plugin = plugin_class(parent=self)
+            plugin: Any = plugin_class(parent=self)
             plugin.present = present
             plugin.to = os.path.join(folder, name)
             plugin.student = self.student
