@@ -8,6 +8,10 @@ Example:
 """
 
 from torchlight import autograd, backends, shape
+
+# PyTorch compatibility (issue 25): names PyTorch programs use, in files of their own
+# (random's randint, which also takes PyTorch's randint(high, size), replaces creation's)
+from torchlight import tensor_compat as _tensor_compat
 from torchlight.autograd import enable_grad, is_grad_enabled, no_grad
 from torchlight.backends import get_default_backend, set_default_backend
 from torchlight.creation import (
@@ -49,6 +53,9 @@ from torchlight.dtypes import (
 from torchlight.functional_forms import *  # noqa: F403 - each name is listed in __all__ below
 from torchlight.functional_forms import __all__ as _FUNCTION_FORMS
 from torchlight.ops import arithmetic as functions
+from torchlight.pytorch_names import *  # noqa: F403 - each name is listed in __all__ below
+from torchlight.pytorch_names import __all__ as _PYTORCH_NAMES
+from torchlight.random import Generator, multinomial, randint, randperm  # noqa: F811
 from torchlight.tensor import Tensor
 from torchlight.tensor_methods import ExpandedViewWriteError
 from torchlight.threads import (
@@ -63,11 +70,6 @@ float, double, long, int = float32, float64, int64, int32  # noqa: A001 - PyTorc
 __version__ = "0.1.0"
 
 # ---- PyTorch compatibility (issue 25): names PyTorch programs use, in files of their own
-from torchlight import tensor_compat as _tensor_compat  # noqa: E402
-from torchlight.pytorch_names import *  # noqa: E402, F403
-from torchlight.pytorch_names import __all__ as _PYTORCH_NAMES  # noqa: E402
-from torchlight.random import Generator, multinomial, randint, randperm  # noqa: E402, F811
-
 _tensor_compat.attach()
 
 

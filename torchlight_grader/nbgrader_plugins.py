@@ -163,7 +163,8 @@ HIDDEN_TESTS = re.compile(
 
 #: An answer that reaches for the library's own Functions (flagged for review, never zeroed).
 BUILT_IN = re.compile(
-    r"\bfunctions\s*\.\s*[A-Z]|from\s+torchlight\.functions\s+import|import\s+torchlight\.functions"
+    r"\bfunctions\s*\.\s*[A-Z]|from\s+torchlight\.(functions|ops)\b[\w.]*\s+import"
+    r"|import\s+torchlight\.(functions|ops)\b"
     # a5: the library's normalization, softmax, attention and LSTM Functions and functional forms
     r"|\b(?:LayerNormFunction|SoftmaxFunction|LogSoftmaxFunction|LSTMCellFunction)\b"
     r"|\.\s*(?:scaled_dot_product_attention|attention_weights|layer_norm|batch_norm|softmax"
@@ -385,7 +386,7 @@ class IsolatedGrader(NbGraderPreprocessor):
             if role in ("answer", "student") and BUILT_IN.search(cell.source):
                 name = grade_id if role == "answer" else "a cell the student added"
                 resources.setdefault("torchlight", {}).setdefault("findings", []).append(
-                    f"{name} uses torchlight's built-in Functions (torchlight.functions): "
+                    f"{name} uses torchlight's built-in Functions (torchlight.ops): "
                     "review by hand whether it implements the op itself"
                 )
         written = [c.source for c in cells if c.role in ("answer", "student")]

@@ -12,11 +12,11 @@ Example:
 from torchlight.nn import (
     functional,
     init,
-    parallel,  # noqa: E402
+    parallel,
     utils,
 )
 from torchlight.nn.activation import ELU, GELU, LeakyReLU, SiLU, Softplus
-from torchlight.nn.attention import MultiheadAttention  # noqa: E402 - sequence models (issue 14)
+from torchlight.nn.attention import MultiheadAttention  # sequence models (issue 14)
 from torchlight.nn.container import (
     ModuleDict,
     ModuleList,
@@ -46,26 +46,26 @@ from torchlight.nn.layers import (
 )
 from torchlight.nn.loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from torchlight.nn.module import Module, Parameter
-from torchlight.nn.normalization import (  # noqa: E402
+from torchlight.nn.normalization import (
     BatchNorm1d,
     BatchNorm2d,
     Dropout2d,
     GroupNorm,
     LayerNorm,
 )
-from torchlight.nn.parallel import DataParallel  # noqa: E402
-from torchlight.nn.pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: E402
+from torchlight.nn.parallel import DataParallel
+from torchlight.nn.pixelshuffle import PixelShuffle, PixelUnshuffle
 from torchlight.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, MaxPool1d
-from torchlight.nn.recurrent import GRU, LSTM, RNN, LSTMLanguageModel  # noqa: E402
-from torchlight.nn.rnncell import GRUCell, LSTMCell, RNNCell  # noqa: E402
-from torchlight.nn.transformer import (  # noqa: E402
+from torchlight.nn.recurrent import GRU, LSTM, RNN, LSTMLanguageModel
+from torchlight.nn.rnncell import GRUCell, LSTMCell, RNNCell
+from torchlight.nn.transformer import (
     GPT,
     GPTBlock,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     TransformerEncoderLayer,
 )
-from torchlight.nn.transformer_full import (  # noqa: E402
+from torchlight.nn.transformer_full import (
     Transformer,
     TransformerDecoder,
     TransformerDecoderLayer,

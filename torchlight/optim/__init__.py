@@ -17,10 +17,10 @@ Example:
 from torchlight.optim import lr_scheduler
 
 # PyTorch compatibility (issue 25)
-from torchlight.optim.adadelta import Adadelta  # noqa: E402
+from torchlight.optim.adadelta import Adadelta
 from torchlight.optim.adagrad import Adagrad
 from torchlight.optim.adam import Adam, AdamW
-from torchlight.optim.lbfgs import LBFGS  # noqa: E402
+from torchlight.optim.lbfgs import LBFGS
 from torchlight.optim.optimizer import Optimizer
 from torchlight.optim.rmsprop import RMSprop
 from torchlight.optim.sgd import SGD
