@@ -5,13 +5,15 @@ One module-scoped fixture runs a term on assignment 1 with four students:
 - roster import from CSV and due dates from CSV (``nbgrader db student/assignment import``);
 - ``release_assignment`` into a local exchange; alice and bob ``fetch_assignment``, write their
   answers (the solution; the solution with a planted mistake) and ``submit``; the instructor
-  ``collect``s; carol's untouched release and dave's late solution are put into ``submitted/``
+  collects them with the course's own step (``make course-collect``, never nbgrader's bare
+  ``collect``); carol's untouched release and dave's late solution are put into ``submitted/``
   by hand (dave's timestamp is two started days after the due date);
 - the same course graded three times by ``tools/course_parallel.py``: serially (``--jobs 1``,
   nbgrader's own one-command pipeline), with two workers on the sqlite gradebook, and with
   two workers into a real PostgreSQL server (``tests/pg_server.py``: Debian's binaries, a
   temporary cluster owned by an unprivileged user, a Unix socket, stopped at the end);
-- feedback released through the exchange and fetched by alice and bob.
+- feedback released through the exchange (``make course-feedback-release``) and fetched by
+  alice and bob.
 
 The tests compare the three runs' exports and feedback byte for byte, and the serial run's grades
 with the catalog's expectations.
@@ -87,6 +89,15 @@ def grade(course: Path, jobs: int, db_url: str | None = None) -> None:
     print(f"{course}: --jobs {jobs}: {time.perf_counter() - start:.1f} s")
 
 
+def course_step(target: str, course: Path, exchange: Path) -> None:
+    """``make course-collect`` / ``make course-feedback-release`` (torchlight_grader/collect.py)."""
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), target, f"COURSE={course}",
+                           f"EXCHANGE={exchange}", f"ASSIGNMENT={A}"],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, f"make {target}:\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    print(proc.stdout)
+
+
 def setup_gradebook(course: Path, db: list[str]) -> None:
     """Roster, release (into the gradebook) and due dates: the instructor's first week."""
     nbgrader(course, "db", "student", "import", "roster.csv", *db)
@@ -122,7 +133,7 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
         assert fetched.exists(), f"fetch_assignment gave {name} nothing"
         nbformat.write(build(STUDENTS[name], source, release), fetched)
         as_student(home, "submit", A, f"--student={name}", exchange=exchange)
-    nbgrader(course, "collect", A, f"--Exchange.root={exchange}")
+    course_step("course-collect", course, exchange)  # the course's own collect, never bare
     for name in ("carol", "dave"):
         folder = course / "submitted" / name / A
         folder.mkdir(parents=True)
@@ -140,8 +151,7 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
     grade(course, jobs=1)
     grade(parallel, jobs=2)
     # Only what came through the exchange goes back (carol's and dave's have no secret).
-    nbgrader(parallel, "release_feedback", A, "--student=*", f"--Exchange.root={exchange}",
-             "--CourseDirectory.student_id_exclude=carol,dave")  # fmt: skip
+    course_step("course-feedback-release", parallel, exchange)
     for name, home in homes.items():
         as_student(home, "fetch_feedback", A, f"--student={name}", exchange=exchange)
     return Term(

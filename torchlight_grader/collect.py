@@ -12,7 +12,8 @@ instructor with symlinks followed and trusts the student's ``timestamp.txt`` and
   ``--allow`` declares) is refused whole, with a report line;
 - sizes are checked against :data:`LIMITS` (per file, per submission, cells per notebook, JSON
   nesting depth) before anything is parsed by nbgrader;
-- the student id must match :data:`torchlight_grader.ids.SAFE_STUDENT_ID`;
+- the student id must match :data:`torchlight_grader.ids.SAFE_STUDENT_ID` (an entry whose id
+  holds a ``+``, ``a+b+<assignment>+...``, is refused too, not skipped);
 - with ``--accounts yes`` (one OS account per student; ``auto``, the default, turns it on as
   soon as one entry is not owned by the collecting user) the entry and every file in it must be
   owned by the OS user the entry names: a folder named after a classmate is refused;
@@ -94,45 +95,27 @@ def json_depth(value: object) -> int:
     return deepest
 
 
-def bracket_depth(data: bytes) -> int:
-    """Deepest ``[``/``{`` nesting of JSON text (outside strings), before ``json.loads`` would
-    recurse into it."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in data:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
-
-
 def check_notebook(name: str, data: bytes, limits: dict[str, int]) -> None:
-    if bracket_depth(data) > limits["json_depth"]:
-        raise RefusedError(
-            f"{name}: JSON nested deeper than {limits['json_depth']} levels (a notebook "
-            "needs fewer than 10)"
-        )
+    """Refuse (:class:`RefusedError`) what is not a notebook within ``limits``: parsed by the C
+    decoder (which stops at Python's recursion limit rather than recursing deeper), then its
+    cells counted and its nesting measured without recursion."""
+    too_deep = (
+        f"{name}: JSON nested deeper than {limits['json_depth']} levels (a notebook needs "
+        "fewer than 10)"
+    )
     try:
         nb = json.loads(data)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise RefusedError(too_deep) from None
+    except ValueError as exc:
         raise RefusedError(f"{name}: not a notebook (expected JSON: {exc})") from None
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
         raise RefusedError(f"{name}: not a notebook (expected a JSON object with a 'cells' list)")
     if len(cells) > limits["cells"]:
         raise RefusedError(f"{name}: {len(cells)} cells, more than the limit of {limits['cells']}")
-    assert json_depth(nb) <= limits["json_depth"] + 1
+    if json_depth(nb) > limits["json_depth"]:
+        raise RefusedError(too_deep)
 
 
 def read_entry(entry: Entry, allowed: set[str], limits: dict[str, int], owner: int | None) -> None:
@@ -237,6 +220,8 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         parts = dirent.name.split("+")
         if len(parts) >= 3 and parts[1] == assignment:
             raw.append((dirent, parts[0]))
+        elif assignment in parts[2:-1]:  # an id holding '+' ("a+b+A+time+random"): refused below
+            raw.append((dirent, "+".join(parts[: parts.index(assignment, 2)])))
     if accounts == "auto":
         accounts = (
             "yes" if any(d.stat(follow_symlinks=False).st_uid != me for d, _ in raw) else "no"
