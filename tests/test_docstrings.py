@@ -28,7 +28,12 @@ MODULES = [
     "torchlight.ops.layout",
     "torchlight.return_types",
     "torchlight.serialization",
-    "torchlight.tensor_extras",
+    "torchlight.tensor_methods",
+    "torchlight.ops.activations",
+    "torchlight.ops.linear",
+    "torchlight.ops.losses",
+    "torchlight.ops.normalization",
+    "torchlight.ops.recurrent",
     # backends
     "torchlight.backends.scalar_ops",
     "torchlight.backends.strided.backend",

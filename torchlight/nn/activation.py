@@ -2,8 +2,7 @@ r"""More activation functions, as Modules and in functional form (``F.gelu`` ...
 GELU, SiLU and Softplus.
 
 Each is a composition of differentiable tensor ops (autograd derives the backward), except
-``Softplus``, a Function of its own: its stable form $\max(x, 0) + \log(1 + e^{-|x|})$ has kinks
-whose gradients would cancel wrongly at 0, while the true derivative is simply $\sigma(x)$.
+GELU's tanh form and ``Softplus``, whose Functions are in :mod:`torchlight.ops.activations`.
 
 Example:
     >>> import torchlight as tl
@@ -16,14 +15,13 @@ from __future__ import annotations
 
 import math
 
-from torchlight.autograd import Context, Function, is_grad_enabled
 from torchlight.creation import where
 from torchlight.nn.module import Module
+from torchlight.ops.activations import GELUFunction, SoftplusFunction
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "ELU", "GELU", "GELUFunction", "LeakyReLU", "SiLU", "Softplus", "SoftplusFunction", "elu", "gelu",
-    "leaky_relu", "silu", "softplus",
+    "ELU", "GELU", "LeakyReLU", "SiLU", "Softplus", "elu", "gelu", "leaky_relu", "silu", "softplus",
 ]  # fmt: skip
 
 
@@ -48,33 +46,6 @@ def elu(input: Tensor, alpha: float = 1.0) -> Tensor:  # noqa: A002
     return where(input > 0, input, (input.clamp(max=0.0).exp() - 1) * alpha)
 
 
-_GELU_C = math.sqrt(2.0 / math.pi)
-
-
-class GELUFunction(Function):
-    r"""$\mathrm{GELU}(x) = \frac{x}{2}(1 + t)$, $t = \tanh(c\,(x + 0.044715 x^3))$, $c = \sqrt{2/\pi}$
-    (the tanh form, as GPT-2 uses it).
-
-    Backward: $\frac{d}{dx} = \frac{1 + t}{2} + \frac{x}{2}(1 - t^2)\,c\,(1 + 3 \cdot 0.044715
-    x^2)$. One node instead of eight (it runs on the largest activations of a transformer);
-    $x^3$ is written $x \cdot x \cdot x$, as ``pow`` with a float exponent is slow.
-    """
-
-    @staticmethod
-    def forward(ctx: Context, x: Tensor) -> Tensor:
-        t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
-        ctx.save_for_backward(x, t)
-        return 0.5 * x * (1.0 + t)
-
-    @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        x, t = ctx.saved_tensors
-        if is_grad_enabled():  # create_graph: t as recorded math, differentiable in x
-            t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
-        slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 0.134145 * x * x)
-        return grad_output * slope
-
-
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
     r"""$x\,\Phi(x) = \tfrac{x}{2}\,(1 + \mathrm{erf}(x / \sqrt 2))$, the Gaussian error linear unit;
     with ``approximate="tanh"``: $\tfrac{x}{2}\,(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715 x^3)))$.
@@ -94,23 +65,6 @@ def silu(input: Tensor) -> Tensor:  # noqa: A002
     Shape: any; the output has the input's shape.
     """
     return input * input.sigmoid()
-
-
-class SoftplusFunction(Function):
-    r"""$\mathrm{softplus}(x) = \log(1 + e^x) = \max(x, 0) + \log(1 + e^{-|x|})$ (never overflows).
-
-    Backward: $\partial L/\partial x = G\,\sigma(x)$.
-    """
-
-    @staticmethod
-    def forward(ctx: Context, x: Tensor) -> Tensor:
-        ctx.save_for_backward(x)
-        return x.relu() + ((-x.abs()).exp() + 1).log()
-
-    @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        (x,) = ctx.saved_tensors
-        return grad_output * x.sigmoid()
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: A002

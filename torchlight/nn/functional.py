@@ -17,16 +17,15 @@ import numpy as np
 from torchlight import dtypes
 from torchlight.creation import eye, rand
 from torchlight.ops.convolution import Conv2dFunction, IntOrPair, as_pair, output_size
+from torchlight.ops.linear import linear
 from torchlight.ops.losses import (
     BinaryCrossEntropy,
     BinaryCrossEntropyWithLogits,
     CrossEntropy,
-    LinearFunction,
-    LogSoftmaxFunction,
     NLLLossFunction,
-    SoftmaxFunction,
+    log_softmax,
+    softmax,
 )
-from torchlight.shape import normalize_dim
 from torchlight.tensor import Tensor
 
 __all__ = [
@@ -62,43 +61,7 @@ def tanh(input: Tensor) -> Tensor:  # noqa: A002
     return input.tanh()
 
 
-def softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
-    r"""$e^{x_i} / \sum_j e^{x_j}$ along ``dim``, computed without overflow.
-
-    Shape: any; the output has the input's shape and sums to 1 along ``dim``.
-    """
-    return SoftmaxFunction.apply(input, normalize_dim(dim, input.ndim))
-
-
-def log_softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
-    r"""$x_i - \log \sum_j e^{x_j}$ along ``dim``, stable for large $|x|$ (no $\log 0$, no overflow).
-
-    Shape: any; the output has the input's shape.
-
-    Example:
-        >>> import torchlight as tl
-        >>> F = tl.nn.functional
-        >>> F.log_softmax(tl.tensor([1000.0, 0.0]), dim=0)
-        tensor([    0., -1000.])
-    """
-    return LogSoftmaxFunction.apply(input, normalize_dim(dim, input.ndim))
-
-
 # --------------------------------------------------------------------------- layers
-def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:  # noqa: A002
-    r"""$y = x W^T + b$.
-
-    Shape: input $(*, \text{in})$, weight $(\text{out}, \text{in})$, bias $(\text{out})$,
-    output $(*, \text{out})$.
-    """
-    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
-        raise ValueError(
-            f"linear: the weight has shape {weight.shape}, so the input's last dimension must be "
-            f"{weight.shape[-1]}; got an input of shape {input.shape}"
-        )
-    return LinearFunction.apply(input, weight, bias)
-
-
 def conv2d(
     input: Tensor,  # noqa: A002
     weight: Tensor,

@@ -16,7 +16,7 @@ from torchlight.creation import empty
 from torchlight.nn import functional as F
 from torchlight.nn import init
 from torchlight.nn.module import Module, Parameter
-from torchlight.ops.losses import LinearFunction
+from torchlight.ops.linear import LinearFunction
 from torchlight.tensor import Tensor
 
 __all__ = [

@@ -24,8 +24,8 @@ import numpy as np
 
 from torchlight.creation import arange, tensor, where
 from torchlight.nn import functional as F  # (functional re-exports this module's functions)
-from torchlight.nn.activation import SoftplusFunction
 from torchlight.nn.module import Module
+from torchlight.ops.activations import SoftplusFunction
 from torchlight.tensor import Tensor
 
 __all__ = [

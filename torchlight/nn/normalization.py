@@ -9,9 +9,10 @@ $\mu$ and $\sigma^2$:
 - LayerNorm: all features of one sample (one token, in a transformer),
 - GroupNorm: the channels of one group in one sample.
 
-LayerNorm is one Function (it runs twice per transformer block, so one graph node instead of
-ten pays off, and its backward is the formula derived on paper); BatchNorm and GroupNorm are
-compositions of tensor ops that autograd differentiates.
+LayerNorm is one Function (:class:`~torchlight.ops.normalization.LayerNormFunction`: it runs
+twice per transformer block, so one graph node instead of ten pays off, and its backward is the
+formula derived on paper); BatchNorm is a composition of tensor ops that autograd
+differentiates, GroupNorm a layer norm of each group.
 
 Example:
     >>> import torchlight as tl
@@ -25,64 +26,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from torchlight.autograd import Context, Function, is_grad_enabled, no_grad
+from torchlight.autograd import no_grad
 from torchlight.creation import ones, rand, zeros
 from torchlight.nn.module import Module, Parameter
+from torchlight.ops.normalization import LayerNormFunction
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "BatchNorm1d", "BatchNorm2d", "Dropout2d", "GroupNorm", "LayerNorm", "LayerNormFunction",
-    "batch_norm", "dropout2d", "group_norm", "layer_norm",
+    "BatchNorm1d", "BatchNorm2d", "Dropout2d", "GroupNorm", "LayerNorm", "batch_norm", "dropout2d",
+    "group_norm", "layer_norm",
 ]  # fmt: skip
-
-
-def _normalized(x: Tensor, dims: tuple[int, ...], eps: float) -> tuple[Tensor, Tensor]:
-    r"""$\hat x = (x - \mu)\, r$ and $r = 1/\sqrt{\sigma^2 + \epsilon}$ over ``dims``."""
-    centred = x - x.mean(dims, keepdim=True)
-    rstd = 1.0 / ((centred * centred).mean(dims, keepdim=True) + eps).sqrt()
-    return centred * rstd, rstd
-
-
-class LayerNormFunction(Function):
-    r"""$y = \hat x \gamma + \beta$ with $\hat x = (x - \mu)\, r$, $r = 1/\sqrt{\sigma^2 + \epsilon}$,
-    $\mu$ and $\sigma^2$ (biased) over the last ``ndim`` dimensions.
-
-    Backward, with $g = G\gamma$ and means $\langle\cdot\rangle$ over the normalized dimensions:
-    $\partial L/\partial x = r\,(g - \langle g\rangle - \hat x \langle g \hat x\rangle)$,
-    $\partial L/\partial\gamma = \sum G\hat x$, $\partial L/\partial\beta = \sum G$ (the engine sums
-    over the leading dimensions). Called as ``LayerNormFunction.apply(x, ndim, eps[, weight,
-    bias])``.
-    """
-
-    @staticmethod
-    def forward(
-        ctx: Context,
-        x: Tensor,
-        ndim: int,
-        eps: float,
-        weight: Tensor | None = None,
-        bias: Tensor | None = None,
-    ) -> Tensor:
-        dims = tuple(range(x.ndim - ndim, x.ndim))
-        x_hat, rstd = _normalized(x, dims, eps)
-        ctx.save_for_backward(x_hat, rstd, weight, x)
-        ctx.dims, ctx.eps, ctx.has = dims, eps, (weight is not None, bias is not None)
-        out = x_hat if weight is None else x_hat * weight
-        return out if bias is None else out + bias
-
-    @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
-        x_hat, rstd, weight, x = ctx.saved_tensors
-        if is_grad_enabled():  # create_graph: the statistics again, as recorded math in x
-            x_hat, rstd = _normalized(x, ctx.dims, ctx.eps)
-        g = grad_output if weight is None else grad_output * weight
-        mean_g, mean_gx = g.mean(ctx.dims, keepdim=True), (g * x_hat).mean(ctx.dims, keepdim=True)
-        grads = [rstd * (g - mean_g - x_hat * mean_gx)]
-        if ctx.has[0]:
-            grads.append(grad_output * x_hat)  # the engine sums it to the weight's shape
-        if ctx.has[1]:
-            grads.append(grad_output)
-        return tuple(grads)
 
 
 def layer_norm(
