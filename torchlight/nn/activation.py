@@ -1,8 +1,10 @@
-r"""More activation functions, as Modules and in functional form (``F.gelu`` ...): LeakyReLU, ELU,
-GELU, SiLU and Softplus.
+r"""Activations, as Modules (``nn.ReLU`` ...) and in functional form (``F.relu`` ...): ReLU,
+Sigmoid, Tanh, Softmax, LogSoftmax, LeakyReLU, ELU, GELU, SiLU and Softplus.
 
-Each is a composition of differentiable tensor ops (autograd derives the backward), except
-GELU's tanh form and ``Softplus``, whose Functions are in :mod:`torchlight.ops.activations`.
+Each is a Tensor method (``x.relu()``, ``x.softmax(dim)``), a composition of differentiable
+tensor ops (autograd derives the backward), or a Function of :mod:`torchlight.ops`: softmax and
+log-softmax (:mod:`~torchlight.ops.losses`), GELU's tanh form and Softplus
+(:mod:`~torchlight.ops.activations`).
 
 Example:
     >>> import torchlight as tl
@@ -18,14 +20,31 @@ import math
 from torchlight.creation import where
 from torchlight.nn.module import Module
 from torchlight.ops.activations import GELUFunction, SoftplusFunction
+from torchlight.ops.losses import log_softmax, softmax
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "ELU", "GELU", "LeakyReLU", "SiLU", "Softplus", "elu", "gelu", "leaky_relu", "silu", "softplus",
+    "ELU", "GELU", "LeakyReLU", "LogSoftmax", "ReLU", "SiLU", "Sigmoid", "Softmax", "Softplus",
+    "Tanh", "elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh",
 ]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- functional forms
+def relu(input: Tensor) -> Tensor:  # noqa: A002 - PyTorch's argument name
+    r"""$\max(x, 0)$ elementwise."""
+    return input.relu()
+
+
+def sigmoid(input: Tensor) -> Tensor:  # noqa: A002
+    r"""$1 / (1 + e^{-x})$ elementwise."""
+    return input.sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:  # noqa: A002
+    r"""$\tanh x$ elementwise."""
+    return input.tanh()
+
+
 def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:  # noqa: A002
     r"""$x$ for $x > 0$, else $a x$ (slope $a$ = ``negative_slope``); the gradient at 0 is $a$,
     as in PyTorch.
@@ -84,6 +103,63 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 
 # --------------------------------------------------------------------------- modules
+class ReLU(Module):
+    r"""$\max(x, 0)$ elementwise. Shape: any. ``inplace=True`` overwrites the input (recorded
+    in the graph, as PyTorch's ``relu_``)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.clamp_(min=0.0) if self.inplace else x.relu()
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class Sigmoid(Module):
+    r"""$1 / (1 + e^{-x})$ elementwise. Shape: any."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.sigmoid()
+
+
+class Tanh(Module):
+    r"""$\tanh x$ elementwise. Shape: any."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+
+class Softmax(Module):
+    r"""$e^{x_i} / \sum_j e^{x_j}$ along ``dim``. Shape: any."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return softmax(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    r"""$x_i - \log\sum_j e^{x_j}$ along ``dim``. Shape: any."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return log_softmax(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
 class LeakyReLU(Module):
     r"""$x$ for $x > 0$, else ``negative_slope`` $\cdot x$. Shape: any."""
 

@@ -1,5 +1,6 @@
 r"""Recurrent layers: RNN, LSTM and GRU (multi-layer, bidirectional, ``batch_first``, initial
-states), as in PyTorch, and a small LSTM language model.
+states), one step of each (RNNCell, LSTMCell, GRUCell), as in PyTorch, and a small LSTM
+language model.
 
 A recurrent layer reads a sequence one step at a time, carrying a hidden state $h_t$ from
 step to step: $h_t = \text{cell}(x_t W_{ih}^T + b_{ih},\ h_{t-1} W_{hh}^T + b_{hh},\ h_{t-1})$.
@@ -39,14 +40,17 @@ import math
 from typing import Any
 
 from torchlight.creation import cat, empty, stack, zeros
-from torchlight.nn import functional as F
+from torchlight.dtypes import check_same_dtype
 from torchlight.nn import init
-from torchlight.nn.layers import Embedding, Linear
+from torchlight.nn.dropout import dropout
+from torchlight.nn.linear import Linear
 from torchlight.nn.module import Module, Parameter
+from torchlight.nn.sparse import Embedding
+from torchlight.ops.linear import linear
 from torchlight.ops.recurrent import GRUStep, LSTMLayer, LSTMStep, Recurrence, RNNStep, State, Step
 from torchlight.tensor import Tensor
 
-__all__ = ["GRU", "LSTM", "RNN", "LSTMLanguageModel"]
+__all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "LSTMLanguageModel", "RNN", "RNNCell"]
 
 
 class _RNNBase(Module):
@@ -124,7 +128,7 @@ class _RNNBase(Module):
         for layer in range(self.num_layers):
             outputs = []
             for direction, sfx in enumerate(self._suffixes(layer)):
-                xp = F.linear(x, get(f"weight_ih{sfx}"), get(f"bias_ih{sfx}"))  # all steps at once
+                xp = linear(x, get(f"weight_ih{sfx}"), get(f"bias_ih{sfx}"))  # all steps at once
                 if direction == 1:
                     xp = xp.flip(0)  # the reverse direction reads the sequence from its end
                 initial = states[layer * self.num_directions + direction]
@@ -135,7 +139,7 @@ class _RNNBase(Module):
                 outputs.append(out[0].flip(0) if direction == 1 else out[0])
             x = outputs[0] if len(outputs) == 1 else cat(outputs, dim=-1)
             if self.dropout > 0.0 and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout)
+                x = dropout(x, self.dropout)
         return x, finals
 
     def _recurrence(
@@ -153,8 +157,6 @@ class _RNNBase(Module):
                 f"{self.input_size}, got {x.shape}"
             )
         batched = x.ndim == 3
-        from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
-
         check_same_dtype(f"{type(self).__name__}", x, self.weight_ih_l0)
         if x.shape[1 if batched and self.batch_first else 0] == 0:
             raise ValueError(f"{self!r}: expected a sequence of at least one step, got {x.shape}")
@@ -314,3 +316,120 @@ class LSTMLanguageModel(Module):
     def forward(self, idx: Tensor) -> Tensor:
         out, _ = self.lstm(self.embedding(idx))
         return self.head(out)
+
+
+# --------------------------------------------------------------------------- one step: the cells
+class _CellBase(Module):
+    _gates = 1
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, dtype: Any = None
+    ) -> None:
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        g = self._gates * hidden_size
+        self.weight_ih = Parameter(empty(g, input_size, dtype=dtype))
+        self.weight_hh = Parameter(empty(g, hidden_size, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(empty(g, dtype=dtype))
+            self.bias_hh = Parameter(empty(g, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def _input(self, x: Tensor) -> tuple[Tensor, bool]:
+        if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
+            raise ValueError(
+                f"{type(self).__name__}: expected input of shape (N, {self.input_size}) or "
+                f"({self.input_size},), got {tuple(x.shape)}"
+            )
+        check_same_dtype(type(self).__name__, x, self.weight_ih)
+        return (x, True) if x.ndim == 2 else (x.unsqueeze(0), False)
+
+    def _state(self, h: Tensor | None, x: Tensor, batched: bool) -> Tensor:
+        if h is None:
+            return zeros(x.shape[0], self.hidden_size, dtype=x.dtype, backend=x.backend)
+        h = h if batched else h.unsqueeze(0)
+        if tuple(h.shape) != (x.shape[0], self.hidden_size):
+            raise ValueError(
+                f"{type(self).__name__}: expected a hidden state of shape {(x.shape[0], self.hidden_size)}, "
+                f"got {tuple(h.shape)}"
+            )
+        return h
+
+    def _gi_gh(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        gi, gh = x @ self.weight_ih.T, h @ self.weight_hh.T
+        if self.bias_ih is not None and self.bias_hh is not None:
+            gi, gh = gi + self.bias_ih, gh + self.bias_hh
+        return gi, gh
+
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+
+
+class RNNCell(_CellBase):
+    r"""$h' = \tanh(x W_{ih}^T + b_{ih} + h W_{hh}^T + b_{hh})$ (``nonlinearity="relu"``: ReLU)."""
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        dtype: Any = None,
+    ) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity: {nonlinearity!r} (expected 'tanh' or 'relu')")
+        self.nonlinearity = nonlinearity
+        super().__init__(input_size, hidden_size, bias, dtype)
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:  # noqa: A002
+        x, batched = self._input(input)
+        gi, gh = self._gi_gh(x, self._state(hx, x, batched))
+        h = (gi + gh).tanh() if self.nonlinearity == "tanh" else (gi + gh).relu()
+        return h if batched else h.squeeze(0)
+
+
+class LSTMCell(_CellBase):
+    r"""$i, f, g, o$ = chunks of $x W_{ih}^T + b_{ih} + h W_{hh}^T + b_{hh}$;
+    $c' = \sigma(f) c + \sigma(i)\tanh(g)$, $h' = \sigma(o)\tanh(c')$. Returns $(h', c')$."""
+
+    _gates = 4
+
+    def forward(self, input: Tensor, hx: Any = None) -> tuple[Tensor, Tensor]:  # noqa: A002
+        x, batched = self._input(input)
+        if hx is None:
+            h = c = self._state(None, x, batched)
+        else:
+            if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+                raise TypeError(f"LSTMCell: hx must be a pair (h_0, c_0), got {type(hx).__name__}")
+            h, c = self._state(hx[0], x, batched), self._state(hx[1], x, batched)
+        gi, gh = self._gi_gh(x, h)
+        i, f, g, o = (gi + gh).chunk(4, dim=1)
+        c_new = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        h_new = o.sigmoid() * c_new.tanh()
+        return (h_new, c_new) if batched else (h_new.squeeze(0), c_new.squeeze(0))
+
+
+class GRUCell(_CellBase):
+    r"""$r, z$ = $\sigma$ of the first two chunks, $n = \tanh(x W_{in}^T + b_{in} + r \odot
+    (h W_{hn}^T + b_{hn}))$, $h' = (1 - z) \odot n + z \odot h$."""
+
+    _gates = 3
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:  # noqa: A002
+        x, batched = self._input(input)
+        h = self._state(hx, x, batched)
+        gi, gh = self._gi_gh(x, h)
+        i_r, i_z, i_n = gi.chunk(3, dim=1)
+        h_r, h_z, h_n = gh.chunk(3, dim=1)
+        r, z = (i_r + h_r).sigmoid(), (i_z + h_z).sigmoid()
+        n = (i_n + r * h_n).tanh()
+        out = (1 - z) * n + z * h
+        return out if batched else out.squeeze(0)
