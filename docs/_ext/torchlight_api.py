@@ -36,7 +36,7 @@ def discover_public_modules() -> list[str]:
 
     The Autograd API comes first, then by depth: an object is documented on the first page
     that exports it, so ``torchlight.nn.Linear`` is documented there and
-    ``torchlight.nn.layers`` links to it. A new module gets a page by itself.
+    ``torchlight.nn.linear`` links to it. A new module gets a page by itself.
     """
     import pkgutil
 

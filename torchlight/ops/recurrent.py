@@ -17,9 +17,7 @@ from torchlight.creation import cat, stack
 from torchlight.ops.linear import linear
 from torchlight.tensor import Tensor
 
-__all__ = [
-    "GRUStep", "LSTMCellFunction", "LSTMLayer", "LSTMStep", "RNNStep", "Recurrence", "State", "Step",
-]  # fmt: skip
+__all__ = ["GRUStep", "LSTMCellFunction", "LSTMLayer", "LSTMStep", "RNNStep", "Recurrence"]
 
 #: A cell's state: ``(h,)`` for RNN and GRU, ``(h, c)`` for LSTM; ``state[0]`` is always $h$.
 State = tuple[Tensor, ...]
