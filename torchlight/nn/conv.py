@@ -79,7 +79,7 @@ def conv2d(
     r"""$\mathrm{out}[n, o] = b_o + \sum_c W[o, c] \star x[n, c]$ (cross-correlation, as in PyTorch).
 
     ``padding`` may also be ``"same"`` or ``"valid"``; ``dilation`` and ``groups`` as in PyTorch
-    (those cases are composed in :func:`_general_conv2d`).
+    (those cases are composed in ``_general_conv2d``).
 
     Shape: input $(N, C, H, W)$, weight $(O, C, k_h, k_w)$, bias $(O)$, output $(N, O, H_o, W_o)$
     with $H_o = \lfloor (H + 2p_h - k_h) / s_h \rfloor + 1$ (likewise $W_o$).

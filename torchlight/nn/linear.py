@@ -1,7 +1,7 @@
 r"""Linear layers: ``Linear`` ($y = x W^T + b$) and ``Identity``, as in PyTorch.
 
 ``Linear`` holds the weight and bias (PyTorch's shapes and initialization, which the
-convolutions share through :func:`add_weight_and_bias`); its Function, with the backward derived
+convolutions share through ``add_weight_and_bias``); its Function, with the backward derived
 on paper, is :class:`~torchlight.ops.linear.LinearFunction`. Every layer checks the shape of its
 input and, when it is wrong, says which layer it is, what shape it expected and what it got.
 

@@ -2,7 +2,7 @@
 
 :class:`GraphView` traces a tensor's graph once, lays it out once, replays backward once, and
 then answers "what does step ``k`` look like" and "what do we say about node ``n``". Every
-redraw goes through one place, :meth:`GraphView.frame`: the picture, the step's sentence and
+redraw goes through one place, ``GraphView.frame``: the picture, the step's sentence and
 the info panel for one (step, selected node), which the widget (:mod:`torchlight.viz.widgets`),
 its static copy and the static picture (:func:`to_svg`, :func:`draw`) all show.
 
@@ -72,7 +72,7 @@ def _box(color: str, head: str, lines: list[str], rows: list[tuple[str, str]]) -
 
 
 class Frame(NamedTuple):
-    """What the viewer shows for one (step, selected node): see :meth:`GraphView.frame`."""
+    """What the viewer shows for one (step, selected node): see ``GraphView.frame``."""
 
     svg: str  # the picture
     status: str  # one sentence on what backward does at this step (plain text)
