@@ -20,6 +20,7 @@ Run: ``python tools/import_graph.py`` (exit status 1 when a rule of issue 23 is 
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 import sys
 
@@ -94,13 +95,21 @@ def _in_function(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     return False
 
 
+@functools.cache
+def _parsed(path: pathlib.Path) -> tuple[ast.Module, dict[ast.AST, ast.AST]]:
+    """The file's syntax tree and each node's parent (parsed once per run)."""
+    tree = ast.parse(path.read_text())
+    return tree, {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
 def imports(path: pathlib.Path, known: set[str], inner_only: bool = False) -> list[tuple[str, int]]:
     """(imported torchlight module, line) for each import in ``path`` (``inner_only``: only
     those inside a function)."""
-    tree = ast.parse(path.read_text())
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    tree, parents = _parsed(path)
     found = []
     for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
         if _type_checking_only(node, parents) or (inner_only and not _in_function(node, parents)):
             continue
         if isinstance(node, ast.Import):
