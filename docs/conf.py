@@ -50,7 +50,7 @@ nitpick_ignore_regex = [
     ("py:class", r"(collections|t|np|npt)\..*"),  # collections.OrderedDict, `import typing as t`
     ("py:class", r".*\[.*"),  # a generic alias the signature parser split (list[tuple[str, ...)
     # Internal classes that appear as base classes or return types of public API.
-    ("py:class", r"torchlight\.(tensor_ops\.TensorOps|nn\.module\.IncompatibleKeys)"),
+    ("py:class", r"torchlight\.(tensor_methods\.TensorOps|nn\.module\.IncompatibleKeys)"),
 ]
 
 # ---------------------------------------------------------------- autodoc + napoleon

@@ -70,7 +70,7 @@ def test_init_works_on_parameters_that_require_grad():
 
 
 def test_linear_and_every_convolution_share_pytorchs_default_weight_and_bias_init():
-    # One set-up (nn/layers.py add_weight_and_bias + reset_weight_and_bias) serves them all:
+    # One set-up (nn/linear.py add_weight_and_bias + reset_weight_and_bias) serves them all:
     # weight and bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the bias one value per output.
     tl.manual_seed(0)
     layers = {
