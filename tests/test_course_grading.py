@@ -95,6 +95,97 @@ def test_finite_difference_backwards_fail_at_every_step_size(step: float) -> Non
     assert all("numerically estimated" in v.message for v in verdicts.values()), verdicts
 
 
+LIBRARY_TANH = """
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x._map("tanh")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        with tl.enable_grad():
+            leaf = x.detach().requires_grad_()
+            leaf.tanh().backward(grad_output)
+        return leaf.grad
+"""
+LIBRARY_MUL = """
+import importlib
+import torchlight.ops
+importlib.reload(torchlight.ops.arithmetic)  # the module's file is the grader's copy too
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a._zip("mul", b)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        with tl.enable_grad():
+            a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+            (a * b).backward(grad_output)
+        return a.grad, b.grad
+"""
+PYTORCH_LOG = """
+class Log(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x._map("log")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        import torch  # real PyTorch, when the environment has it
+
+        (x,) = ctx.saved_tensors
+        leaf = torch.tensor(x.numpy(), requires_grad=True)
+        leaf.log().backward(torch.tensor(grad_output.numpy()))
+        return tl.tensor(leaf.grad.numpy())
+"""
+
+
+def test_the_graded_ops_own_backward_is_not_reachable_from_graded_code() -> None:
+    """Issue 24 item 4: the hidden checks run against a grader-built torchlight without the
+    graded ops' backward (and without real PyTorch); honest answers are unaffected."""
+    verdicts = a1(
+        [("tanh", LIBRARY_TANH), ("mul", LIBRARY_MUL), ("log", PYTORCH_LOG),
+         ("exp", unary("Exp", 'x._map("exp")', "grad_output * x.exp()"))],
+        ["test_tanh", "test_mul", "test_log", "test_exp"],
+    )  # fmt: skip
+    for item in ("test_tanh", "test_mul"):
+        assert not verdicts[item].passed, verdicts[item].message
+        assert "write it yourself" in verdicts[item].message, verdicts[item].message
+    assert not verdicts["test_log"].passed and "torch" in verdicts["test_log"].message
+    assert verdicts["test_exp"].passed, verdicts["test_exp"].message
+    # outside the hidden checks the library is whole: the same answers pass in a plain process
+    namespace: dict = {}
+    exec(SETUP.source + LIBRARY_TANH + LIBRARY_MUL, namespace)
+    import torchlight as tl
+
+    x = tl.tensor([0.5, -1.0], requires_grad=True)
+    namespace["Tanh"].apply(x).sum().backward()
+    assert np.allclose(x.grad.numpy(), 1 - np.tanh([0.5, -1.0]) ** 2)
+
+
+def test_student_code_cannot_write_a_frame_the_grader_reads() -> None:
+    """Issue 24 item 7: a thread the last cell left running in the process that receives the
+    items forges Tanh's result and status into every pipe and socket it has; the slow, wrong
+    Tanh still scores zero, and the honest Exp beside it is graded as usual."""
+    from submissions.attacks import FORGE_FRAMES, SLOW_WRONG_TANH
+
+    verdicts = a1(
+        [("exp", unary("Exp", 'x._map("exp")', "grad_output * x.exp()")),
+         ("tanh", SLOW_WRONG_TANH), ("expression", FORGE_FRAMES)],
+        ["test_tanh", "test_exp"],
+    )  # fmt: skip
+    assert not verdicts["test_tanh"].passed, verdicts["test_tanh"].message
+    assert verdicts["test_exp"].passed, verdicts["test_exp"].message
+
+
 def test_failure_message_names_input_index_expected_and_received() -> None:
     mul = """
 class Mul(Function):

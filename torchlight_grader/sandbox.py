@@ -225,12 +225,17 @@ def command(
     as_pid_1: bool = False,
     info_fd: int | None = None,
     seccomp_fd: int | None = None,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
 ) -> list[str]:
     """The bwrap command line that runs ``argv`` (a Python program) in a fresh sandbox.
 
     ``as_pid_1``: the program is the PID namespace's init (which no process in the sandbox can
     kill); it must reap orphans itself. ``info_fd``: bwrap writes the sandboxed program's host
     PID there (``--info-fd``), so that :meth:`Sandbox.close` can kill it directly.
+    ``overlays``: ``(source, target)`` folders bound read-only over what the sandbox would see
+    at ``target`` (the grader-built library, :mod:`torchlight_grader.graded_library`);
+    ``masks``: folders hidden behind an empty, read-only one (a package no check needs).
     """
     root = os.geteuid() == 0
     size = str(limits.tmpfs)
@@ -250,6 +255,10 @@ def command(
     for where in (WORK, "/tmp"):
         args += ["--size", size, "--perms", "1777", "--tmpfs", where]
     args += _binds(forbidden)
+    for source, target in overlays:  # after the environment's binds: these win
+        args += ["--ro-bind", source, target]
+    for folder in masks:
+        args += ["--size", "4096", "--perms", "0555", "--tmpfs", folder, "--remount-ro", folder]
     args += ["--ro-bind", str(INSIDE), INSIDE_MOUNT, "--proc", "/proc", "--dev", "/dev"]
     args += ["--size", size, "--perms", "1777", "--tmpfs", "/dev/shm"]  # after /dev, not under it
     # bwrap's own root is an unsized tmpfs, writable by the sandbox's uid when the grader is
@@ -345,7 +354,13 @@ class Sandbox:
     """One running sandbox: its process, its stdin, and the result pipe this process reads."""
 
     def __init__(
-        self, script: str, limits: Limits, forbidden: Sequence[str] = (), as_pid_1: bool = False
+        self,
+        script: str,
+        limits: Limits,
+        forbidden: Sequence[str] = (),
+        as_pid_1: bool = False,
+        overlays: Sequence[tuple[str, str]] = (),
+        masks: Sequence[str] = (),
     ) -> None:
         mode = ensure_available()
         read_end, write_end = os.pipe()
@@ -363,7 +378,9 @@ class Sandbox:
                 os.write(seccomp_fd, program)
                 os.lseek(seccomp_fd, 0, os.SEEK_SET)
                 extra = (seccomp_fd,)
-            cmd = command(argv, limits, forbidden, as_pid_1, info_write, seccomp_fd)
+            cmd = command(
+                argv, limits, forbidden, as_pid_1, info_write, seccomp_fd, overlays, masks
+            )
             env = clean_env(WORK)
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="torchlight-unsafe-")
@@ -533,6 +550,8 @@ def open_sandbox(
     as_pid_1: bool = False,
     settings: dict[str, Any] | None = None,
     ahead: bool = False,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
 ) -> Sandbox:
     """A fresh sandbox running ``script``, used by nobody before, with ``settings`` (if any)
     already sent as its first line.
@@ -542,7 +561,8 @@ def open_sandbox(
     whose arguments differ, or that has ended, is closed instead of used. Only the main thread
     keeps spares (``--die-with-parent`` ends a sandbox when the thread that started it ends).
     """
-    key = (script, limits, tuple(forbidden), as_pid_1, wire.dumps(settings), ensure_available())
+    key = (script, limits, tuple(forbidden), as_pid_1, wire.dumps(settings), ensure_available(),
+           tuple(overlays), tuple(masks))  # fmt: skip
     opened = _PLAN["opened"][script] = _PLAN["opened"].get(script, 0) + 1
     more = _PLAN["notebooks"] is None or opened < _PLAN["notebooks"]
     box = None
@@ -553,9 +573,10 @@ def open_sandbox(
         else:
             spare.close()
     if box is None:
-        box = _started(script, limits, forbidden, as_pid_1, settings)
+        box = _started(script, limits, forbidden, as_pid_1, settings, overlays, masks)
     if ahead and more and threading.current_thread() is threading.main_thread():
-        _SPARES[script] = (key, _started(script, limits, forbidden, as_pid_1, settings))
+        spare = _started(script, limits, forbidden, as_pid_1, settings, overlays, masks)
+        _SPARES[script] = (key, spare)
     return box
 
 
@@ -565,8 +586,10 @@ def _started(
     forbidden: Sequence[str],
     as_pid_1: bool,
     settings: dict[str, Any] | None,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
 ) -> Sandbox:
-    box = Sandbox(script, limits, forbidden, as_pid_1)
+    box = Sandbox(script, limits, forbidden, as_pid_1, overlays, masks)
     if settings is not None:
         box.send(settings, time.monotonic() + _STARTUP_S)
     return box
@@ -588,13 +611,16 @@ def run_items(
     limits: Limits,
     forbidden: Sequence[str] = (),
     ahead: bool = False,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
 ) -> Run:
     """Run the cells once and then each item, in one sandbox, within ``limits.budget`` seconds.
 
     ``cells`` are ``{"name", "source"}`` in notebook order; ``items`` are
     ``{"id", "spec", "cases", "timeout"}``. Items the sandbox never reached because it died get
     one more try in a fresh sandbox, within the same budget. ``ahead``: start the next
-    notebook's sandbox now (:func:`open_sandbox`).
+    notebook's sandbox now (:func:`open_sandbox`). ``overlays``, ``masks``: see :func:`command`
+    (the grader-built library the checks run against).
     """
     run = Run()
     deadline = time.monotonic() + limits.budget
@@ -603,7 +629,7 @@ def run_items(
         if not remaining or time.monotonic() >= deadline:
             break
         remaining = _one_sandbox(
-            notebook, cells, remaining, limits, forbidden, deadline, run, ahead
+            notebook, cells, remaining, limits, forbidden, deadline, run, ahead, overlays, masks
         )
     for item in remaining:
         if item["id"] not in run.outcomes:
@@ -627,9 +653,13 @@ def _one_sandbox(
     deadline: float,
     run: Run,
     ahead: bool,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """One sandbox over ``items``; returns the items it never reached."""
-    box = open_sandbox("child.py", limits, forbidden, as_pid_1=True, ahead=ahead)
+    box = open_sandbox(
+        "child.py", limits, forbidden, as_pid_1=True, ahead=ahead, overlays=overlays, masks=masks
+    )
     try:
         request = {
             "notebook": notebook,
