@@ -186,6 +186,64 @@ def test_student_code_cannot_write_a_frame_the_grader_reads() -> None:
     assert verdicts["test_exp"].passed, verdicts["test_exp"].message
 
 
+HOGS = """
+import os, select
+
+_ready_r, _ready_w = os.pipe()
+_go_r, _go_w = os.pipe()
+_pids = []
+for _ in range(3):  # three processes of 300 MiB each, every one far below its RLIMIT_AS
+    _pid = os.fork()
+    if _pid == 0:
+        os.close(_go_w)
+        _block = bytearray(300 * 1024**2)  # zero-filled: every page touched
+        os.write(_ready_w, b"+")
+        os.read(_go_r, 1)  # all three hold their memory at once
+        os._exit(0)
+    _pids.append(_pid)
+os.close(_ready_w)
+_ready = b""
+while len(_ready) < 3 and select.select([_ready_r], [], [], 15)[0]:
+    _chunk = os.read(_ready_r, 3)
+    if not _chunk:
+        break  # every child has ended
+    _ready += _chunk
+os.close(_go_w)
+_killed = [os.waitpid(p, 0)[1] for p in _pids]
+assert not any(_killed), f"a process was killed: {_killed}"
+""" + unary("Exp", 'x._map("exp")', "grad_output * x.exp()")
+
+
+def test_all_sandboxes_together_stay_inside_one_memory_cgroup() -> None:
+    """Issue 24 item 3, with a real allocation: 900 MiB in three processes, each far below its
+    RLIMIT_AS, is killed under a 512 MiB cgroup (it passes under the default 8 GiB: measured,
+    not repeated here). This host allows cgroups: the test fails where it does not, see the
+    next test for the fallback."""
+    procs, why = sandbox.memory_cgroup(512 * 1024**2)
+    assert procs is not None, f"this host allows no memory cgroup here: {why}"
+    verdicts = grade(
+        "a1_functions",
+        [SETUP, Cell("answer", "exp", HOGS)],
+        ["test_exp"],
+        seed=0,
+        limits=Limits(cell_timeout=20, total_memory=512 * 1024**2),
+    )
+    message = verdicts["test_exp"].message
+    assert not verdicts["test_exp"].passed and "a process was killed: [" in message, message
+
+
+def test_without_a_memory_cgroup_the_grader_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sandbox, "_CGROUP_ROOT", "/nonexistent-cgroup-root")
+    limits = Limits(total_memory=123 * 1024**2 + 1)  # a limit no other test asked for
+    procs, why = sandbox.memory_cgroup(limits.total_memory)
+    assert procs is None and "cannot create a memory cgroup" in why, why
+    sandbox._join_cgroup(limits, None)
+    err = capsys.readouterr().err
+    assert "no memory cgroup" in err and "systemd-run --scope -p MemoryMax" in err, err
+
+
 def test_failure_message_names_input_index_expected_and_received() -> None:
     mul = """
 class Mul(Function):

@@ -109,6 +109,9 @@ class Limits:
     budget: float = 300.0  # wall-clock seconds for the whole notebook, however many cells
     processes: int = 256  # RLIMIT_NPROC
     tmpfs: int = 256 * 1024**2  # size of each private tmpfs (work dir, /tmp, /dev/shm)
+    #: memory (resident, tmpfs files included) of all sandboxes of this grading process
+    #: together, enforced by a memory cgroup where the host allows one (:func:`memory_cgroup`)
+    total_memory: int = field(default_factory=lambda: _total_memory_default())
 
 
 @dataclass
@@ -140,6 +143,102 @@ class Run:
 
     cells: list[CellRecord] = field(default_factory=list)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------ memory cgroup
+MEMORY_ENV = "TORCHLIGHT_GRADER_MEMORY_MAX"
+_CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def _total_memory_default() -> int:
+    """``TORCHLIGHT_GRADER_MEMORY_MAX`` (bytes, or with a K/M/G suffix), else 8 GiB."""
+    value = os.environ.get(MEMORY_ENV, "").strip().upper()
+    if not value:
+        return 8 * 1024**3
+    scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(value[-1:], 1)
+    try:
+        return int(float(value.rstrip("KMG")) * scale)
+    except ValueError:
+        raise SandboxUnavailableError(
+            f"{MEMORY_ENV}={value!r}: expected bytes or a size such as 8G"
+        ) from None
+
+
+@functools.cache
+def memory_cgroup(limit: int) -> tuple[str | None, str]:
+    """A memory cgroup of ``limit`` bytes for this process's sandboxes: ``(its cgroup.procs,
+    "")``, or ``(None, why there is none)``. cgroup v2: a child of this process's own cgroup
+    (it must be delegated to this user with the memory controller enabled, as
+    ``systemd-run --user --scope -p Delegate=yes`` or an administrator gives it); v1: a child
+    of this process's cgroup in the memory hierarchy (writable by root)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError as exc:
+        return None, f"cannot read /proc/self/cgroup ({exc})"
+    parts = [line.split(":", 2) for line in lines if line.count(":") >= 2]
+    v1 = [p for h, c, p in parts if "memory" in c.split(",")]
+    v2 = [p for h, c, p in parts if h == "0" and c == ""]
+    if v1:
+        base, limit_file = Path(_CGROUP_ROOT, "memory", v1[0].lstrip("/")), "memory.limit_in_bytes"
+    elif v2 and "memory" in _read(Path(_CGROUP_ROOT, "cgroup.controllers")):
+        base, limit_file = Path(_CGROUP_ROOT, v2[0].lstrip("/")), "memory.max"
+    else:
+        return None, "the host has no memory controller for this process's cgroup"
+    group = base / f"torchlight-grader-{os.getpid()}-{limit}"
+    try:
+        group.mkdir(exist_ok=True)
+        (group / limit_file).write_text(str(limit))
+        if limit_file == "memory.max":
+            (group / "memory.swap.max").write_text("0")
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            group.rmdir()
+        return None, f"cannot create a memory cgroup under {base} ({exc.strerror or exc})"
+    atexit.register(_remove_cgroup, group)
+    return str(group / "cgroup.procs"), ""
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _remove_cgroup(group: Path) -> None:
+    close_spares()  # its last members first
+    for _ in range(50):
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)  # killed members are still leaving
+
+
+_WARNED: set[str] = set()
+
+
+def _join_cgroup(limits: Limits, *pids: int | None) -> None:
+    """Move ``pids`` (a sandbox's bwrap and its program, before any student code) into the
+    memory cgroup, or say once why there is none."""
+    procs, why = memory_cgroup(limits.total_memory)
+    if procs is None:
+        if why not in _WARNED:
+            _WARNED.add(why)
+            print(
+                f"torchlight grader: no memory cgroup ({why}): each sandbox process is limited "
+                f"(RLIMIT_AS {limits.memory // 1024**2} MiB), not all of them together. Run the "
+                "grader in one: `systemd-run --scope -p MemoryMax=8G make course-grade`, or in "
+                "a cgroup v2 subtree delegated to the grading user.",
+                file=sys.stderr,
+            )
+        return
+    for pid in pids:
+        if pid is not None:
+            with contextlib.suppress(OSError):  # it has ended already
+                Path(procs).write_text(str(pid))
 
 
 # ------------------------------------------------------------------------------ building it
@@ -404,7 +503,8 @@ class Sandbox:
                 os.close(fd)
         try:
             if mode == "bwrap":
-                self._pidfd = _sandboxed_pidfd(info_read)
+                self._pidfd, child_pid = _sandboxed_pidfd(info_read)
+                _join_cgroup(limits, self.proc.pid, child_pid)
         finally:
             os.close(info_read)
         self._results = read_end
@@ -508,9 +608,9 @@ class Sandbox:
         return killed
 
 
-def _sandboxed_pidfd(info: int) -> int | None:
-    """A pidfd of the sandboxed program, from bwrap's ``--info-fd`` JSON (``child-pid``); None
-    if bwrap ended before it started one."""
+def _sandboxed_pidfd(info: int) -> tuple[int | None, int | None]:
+    """A pidfd of the sandboxed program and its PID, from bwrap's ``--info-fd`` JSON
+    (``child-pid``); None if bwrap ended before it started one."""
     data = b""
     deadline = time.monotonic() + _STARTUP_S
     while time.monotonic() < deadline:
@@ -520,13 +620,13 @@ def _sandboxed_pidfd(info: int) -> int | None:
             break
         data += chunk
     try:
-        pid = json.loads(data)["child-pid"]
+        pid = int(json.loads(data)["child-pid"])
     except (ValueError, KeyError, TypeError):
-        return None
+        return None, None
     try:
-        return os.pidfd_open(int(pid))
+        return os.pidfd_open(pid), pid
     except (OSError, ValueError):
-        return None  # it has ended already
+        return None, None  # it has ended already
 
 
 # ------------------------------------------------------------------------------ spares
