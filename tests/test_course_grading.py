@@ -171,6 +171,21 @@ def test_the_graded_ops_own_backward_is_not_reachable_from_graded_code() -> None
     assert np.allclose(x.grad.numpy(), 1 - np.tanh([0.5, -1.0]) ** 2)
 
 
+def test_every_graded_function_exists_and_no_solution_is_flagged() -> None:
+    """The grader-built library's table names Functions torchlight defines (found by class name,
+    wherever the library keeps them), and the structure check flags none of the solutions."""
+    from torchlight_grader.graded_library import GRADED, library_functions
+    from torchlight_grader.structure import library_autograd
+
+    functions = library_functions()
+    assert set(GRADED) == set(NOTEBOOKS)
+    missing = {nb: [n for n in names if n not in functions] for nb, names in GRADED.items()}
+    assert not any(missing.values()), missing
+    for notebook in NOTEBOOKS:
+        source = (ROOT / "assignments" / "source" / notebook / f"{notebook}.py").read_text()
+        assert library_autograd([source]) == [], notebook
+
+
 def test_student_code_cannot_write_a_frame_the_grader_reads() -> None:
     """Issue 24 item 7: a thread the last cell left running in the process that receives the
     items forges Tanh's result and status into every pipe and socket it has; the slow, wrong

@@ -119,6 +119,42 @@ def _without_backward(source: str, classes: Iterable[str], path: str) -> str:
     return "".join(lines)
 
 
+def _copy(src: Path) -> Path:
+    """A fresh folder holding a copy of ``src`` (removed when this process ends)."""
+    root = Path(tempfile.mkdtemp(prefix="torchlight-graded-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    os.chmod(root, 0o755)
+    dst = root / src.name
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dst
+
+
+def _compile(paths: Iterable[Path]) -> None:
+    for path in paths:
+        py_compile.compile(str(path), cfile=importlib.util.cache_from_source(str(path)),
+                           doraise=True)  # fmt: skip
+
+
+def _read_only(dst: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(dst):
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o444)
+
+
+@functools.cache
+def compiled() -> Path:
+    """The whole library, unchanged, with its byte code: the sandbox cannot write byte code
+    (read-only, ``-B``) and would otherwise compile the package at every start (the feedback
+    kernel runs get this one)."""
+    import torchlight
+
+    dst = _copy(Path(torchlight.__file__).resolve().parent)
+    _compile(dst.rglob("*.py"))
+    _read_only(dst)
+    return dst
+
+
 @functools.cache
 def build(names: frozenset[str]) -> Path:
     """A read-only copy of the torchlight package without the backward of ``names`` (cached for
@@ -141,24 +177,26 @@ def build(names: frozenset[str]) -> Path:
             if src not in file.parents:
                 raise GradedLibraryError(f"{cls.__qualname__} is defined outside {src}: {file}")
             by_file.setdefault(file.relative_to(src), set()).add(cls.__name__)
+    base = compiled()
     root = Path(tempfile.mkdtemp(prefix="torchlight-graded-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     os.chmod(root, 0o755)
     dst = root / src.name
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(base, dst)  # byte code included: copy2 keeps the mtimes it was checked by
     for rel, classes in sorted(by_file.items()):
         text = _without_backward((src / rel).read_text(encoding="utf-8"), classes, str(rel))
+        os.chmod(dst / rel, 0o644)
         (dst / rel).write_text(text, encoding="utf-8")
-    # Compiled once here: the sandbox cannot write byte code (read-only, ``-B``) and would
-    # otherwise compile the whole package at every start.
-    for path in dst.rglob("*.py"):
-        py_compile.compile(str(path), cfile=importlib.util.cache_from_source(str(path)),
-                           doraise=True)  # fmt: skip
-    for dirpath, _dirnames, filenames in os.walk(dst):
-        os.chmod(dirpath, 0o755)
-        for name in filenames:
-            os.chmod(os.path.join(dirpath, name), 0o444)
+    _compile(dst / rel for rel in by_file)
+    _read_only(dst)
     return dst
+
+
+def whole() -> tuple[tuple[str, str], ...]:
+    """The read-only bind that gives a sandbox the unchanged library with its byte code."""
+    import torchlight
+
+    return ((str(compiled()), str(Path(torchlight.__file__).resolve().parent)),)
 
 
 def for_notebook(notebook: str) -> tuple[tuple[str, str], ...]:
