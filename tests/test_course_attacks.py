@@ -320,9 +320,25 @@ def test_integrity_report_names_what_was_undone_and_honest_students_are_clean(ba
     assert "mul uses torchlight's built-in Functions" in built_in, built_in
     autograd = " ".join(findings["a1_functions--attack-library-autograd"])
     assert "Tanh.backward drives torchlight's own autograd" in autograd, autograd
+    assert "Mul.backward drives" in autograd and "Exp.backward drives" in autograd, autograd
+    numeric = " ".join(findings["a1_functions--attack-relative-step"])
+    for op in ("Mul", "Div", "Log", "ReLU"):  # issue 24 item 5: flagged, whatever they score
+        assert f"{op}.backward computes a numerical derivative" in numeric, numeric
     # no honest student gets nbgrader's checksum warning any more: a warning now means an edit
     assert "Attribute 'checksum'" not in batch.output
     assert "gradebook changed outside the grader" not in batch.output
+
+
+def test_graded_ops_own_backward_is_unreachable_from_graded_code(batch: Batch) -> None:
+    """Issue 24 item 4: the hidden checks ran against the grader-built library: the backwards
+    that handed the derivative to the library (or to PyTorch) were told to write it."""
+    page = (
+        batch.course / "feedback" / "a1_functions--attack-library-autograd" / A / f"{A}.html"
+    ).read_text()
+    for op in ("Tanh", "Mul"):
+        assert f"write it yourself: {op}&#x27;s backward" in page or (
+            f"write it yourself: {op}'s backward" in page
+        ), page[-3000:]
 
 
 def test_a_change_to_the_gradebook_is_reported_naming_the_student() -> None:

@@ -109,6 +109,9 @@ class Limits:
     budget: float = 300.0  # wall-clock seconds for the whole notebook, however many cells
     processes: int = 256  # RLIMIT_NPROC
     tmpfs: int = 256 * 1024**2  # size of each private tmpfs (work dir, /tmp, /dev/shm)
+    #: memory (resident, tmpfs files included) of all sandboxes of this grading process
+    #: together, enforced by a memory cgroup where the host allows one (:func:`memory_cgroup`)
+    total_memory: int = field(default_factory=lambda: _total_memory_default())
 
 
 @dataclass
@@ -140,6 +143,102 @@ class Run:
 
     cells: list[CellRecord] = field(default_factory=list)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------ memory cgroup
+MEMORY_ENV = "TORCHLIGHT_GRADER_MEMORY_MAX"
+_CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def _total_memory_default() -> int:
+    """``TORCHLIGHT_GRADER_MEMORY_MAX`` (bytes, or with a K/M/G suffix), else 8 GiB."""
+    value = os.environ.get(MEMORY_ENV, "").strip().upper()
+    if not value:
+        return 8 * 1024**3
+    scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(value[-1:], 1)
+    try:
+        return int(float(value.rstrip("KMG")) * scale)
+    except ValueError:
+        raise SandboxUnavailableError(
+            f"{MEMORY_ENV}={value!r}: expected bytes or a size such as 8G"
+        ) from None
+
+
+@functools.cache
+def memory_cgroup(limit: int) -> tuple[str | None, str]:
+    """A memory cgroup of ``limit`` bytes for this process's sandboxes: ``(its cgroup.procs,
+    "")``, or ``(None, why there is none)``. cgroup v2: a child of this process's own cgroup
+    (it must be delegated to this user with the memory controller enabled, as
+    ``systemd-run --user --scope -p Delegate=yes`` or an administrator gives it); v1: a child
+    of this process's cgroup in the memory hierarchy (writable by root)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError as exc:
+        return None, f"cannot read /proc/self/cgroup ({exc})"
+    parts = [line.split(":", 2) for line in lines if line.count(":") >= 2]
+    v1 = [p for h, c, p in parts if "memory" in c.split(",")]
+    v2 = [p for h, c, p in parts if h == "0" and c == ""]
+    if v1:
+        base, limit_file = Path(_CGROUP_ROOT, "memory", v1[0].lstrip("/")), "memory.limit_in_bytes"
+    elif v2 and "memory" in _read(Path(_CGROUP_ROOT, "cgroup.controllers")):
+        base, limit_file = Path(_CGROUP_ROOT, v2[0].lstrip("/")), "memory.max"
+    else:
+        return None, "the host has no memory controller for this process's cgroup"
+    group = base / f"torchlight-grader-{os.getpid()}-{limit}"
+    try:
+        group.mkdir(exist_ok=True)
+        (group / limit_file).write_text(str(limit))
+        if limit_file == "memory.max":
+            (group / "memory.swap.max").write_text("0")
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            group.rmdir()
+        return None, f"cannot create a memory cgroup under {base} ({exc.strerror or exc})"
+    atexit.register(_remove_cgroup, group)
+    return str(group / "cgroup.procs"), ""
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _remove_cgroup(group: Path) -> None:
+    close_spares()  # its last members first
+    for _ in range(50):
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)  # killed members are still leaving
+
+
+_WARNED: set[str] = set()
+
+
+def _join_cgroup(limits: Limits, *pids: int | None) -> None:
+    """Move ``pids`` (a sandbox's bwrap and its program, before any student code) into the
+    memory cgroup, or say once why there is none."""
+    procs, why = memory_cgroup(limits.total_memory)
+    if procs is None:
+        if why not in _WARNED:
+            _WARNED.add(why)
+            print(
+                f"torchlight grader: no memory cgroup ({why}): each sandbox process is limited "
+                f"(RLIMIT_AS {limits.memory // 1024**2} MiB), not all of them together. Run the "
+                "grader in one: `systemd-run --scope -p MemoryMax=8G make course-grade`, or in "
+                "a cgroup v2 subtree delegated to the grading user.",
+                file=sys.stderr,
+            )
+        return
+    for pid in pids:
+        if pid is not None:
+            with contextlib.suppress(OSError):  # it has ended already
+                Path(procs).write_text(str(pid))
 
 
 # ------------------------------------------------------------------------------ building it
@@ -225,12 +324,17 @@ def command(
     as_pid_1: bool = False,
     info_fd: int | None = None,
     seccomp_fd: int | None = None,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
 ) -> list[str]:
     """The bwrap command line that runs ``argv`` (a Python program) in a fresh sandbox.
 
     ``as_pid_1``: the program is the PID namespace's init (which no process in the sandbox can
     kill); it must reap orphans itself. ``info_fd``: bwrap writes the sandboxed program's host
     PID there (``--info-fd``), so that :meth:`Sandbox.close` can kill it directly.
+    ``overlays``: ``(source, target)`` folders bound read-only over what the sandbox would see
+    at ``target`` (the grader-built library, :mod:`torchlight_grader.graded_library`);
+    ``masks``: folders hidden behind an empty, read-only one (a package no check needs).
     """
     root = os.geteuid() == 0
     size = str(limits.tmpfs)
@@ -250,6 +354,10 @@ def command(
     for where in (WORK, "/tmp"):
         args += ["--size", size, "--perms", "1777", "--tmpfs", where]
     args += _binds(forbidden)
+    for source, target in overlays:  # after the environment's binds: these win
+        args += ["--ro-bind", source, target]
+    for folder in masks:
+        args += ["--size", "4096", "--perms", "0555", "--tmpfs", folder, "--remount-ro", folder]
     args += ["--ro-bind", str(INSIDE), INSIDE_MOUNT, "--proc", "/proc", "--dev", "/dev"]
     args += ["--size", size, "--perms", "1777", "--tmpfs", "/dev/shm"]  # after /dev, not under it
     # bwrap's own root is an unsized tmpfs, writable by the sandbox's uid when the grader is
@@ -345,7 +453,13 @@ class Sandbox:
     """One running sandbox: its process, its stdin, and the result pipe this process reads."""
 
     def __init__(
-        self, script: str, limits: Limits, forbidden: Sequence[str] = (), as_pid_1: bool = False
+        self,
+        script: str,
+        limits: Limits,
+        forbidden: Sequence[str] = (),
+        as_pid_1: bool = False,
+        overlays: Sequence[tuple[str, str]] = (),
+        masks: Sequence[str] = (),
     ) -> None:
         mode = ensure_available()
         read_end, write_end = os.pipe()
@@ -363,7 +477,9 @@ class Sandbox:
                 os.write(seccomp_fd, program)
                 os.lseek(seccomp_fd, 0, os.SEEK_SET)
                 extra = (seccomp_fd,)
-            cmd = command(argv, limits, forbidden, as_pid_1, info_write, seccomp_fd)
+            cmd = command(
+                argv, limits, forbidden, as_pid_1, info_write, seccomp_fd, overlays, masks
+            )
             env = clean_env(WORK)
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="torchlight-unsafe-")
@@ -387,7 +503,8 @@ class Sandbox:
                 os.close(fd)
         try:
             if mode == "bwrap":
-                self._pidfd = _sandboxed_pidfd(info_read)
+                self._pidfd, child_pid = _sandboxed_pidfd(info_read)
+                _join_cgroup(limits, self.proc.pid, child_pid)
         finally:
             os.close(info_read)
         self._results = read_end
@@ -491,9 +608,9 @@ class Sandbox:
         return killed
 
 
-def _sandboxed_pidfd(info: int) -> int | None:
-    """A pidfd of the sandboxed program, from bwrap's ``--info-fd`` JSON (``child-pid``); None
-    if bwrap ended before it started one."""
+def _sandboxed_pidfd(info: int) -> tuple[int | None, int | None]:
+    """A pidfd of the sandboxed program and its PID, from bwrap's ``--info-fd`` JSON
+    (``child-pid``); None if bwrap ended before it started one."""
     data = b""
     deadline = time.monotonic() + _STARTUP_S
     while time.monotonic() < deadline:
@@ -503,13 +620,13 @@ def _sandboxed_pidfd(info: int) -> int | None:
             break
         data += chunk
     try:
-        pid = json.loads(data)["child-pid"]
+        pid = int(json.loads(data)["child-pid"])
     except (ValueError, KeyError, TypeError):
-        return None
+        return None, None
     try:
-        return os.pidfd_open(int(pid))
+        return os.pidfd_open(pid), pid
     except (OSError, ValueError):
-        return None  # it has ended already
+        return None, None  # it has ended already
 
 
 # ------------------------------------------------------------------------------ spares
@@ -533,6 +650,8 @@ def open_sandbox(
     as_pid_1: bool = False,
     settings: dict[str, Any] | None = None,
     ahead: bool = False,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
 ) -> Sandbox:
     """A fresh sandbox running ``script``, used by nobody before, with ``settings`` (if any)
     already sent as its first line.
@@ -542,7 +661,8 @@ def open_sandbox(
     whose arguments differ, or that has ended, is closed instead of used. Only the main thread
     keeps spares (``--die-with-parent`` ends a sandbox when the thread that started it ends).
     """
-    key = (script, limits, tuple(forbidden), as_pid_1, wire.dumps(settings), ensure_available())
+    key = (script, limits, tuple(forbidden), as_pid_1, wire.dumps(settings), ensure_available(),
+           tuple(overlays), tuple(masks))  # fmt: skip
     opened = _PLAN["opened"][script] = _PLAN["opened"].get(script, 0) + 1
     more = _PLAN["notebooks"] is None or opened < _PLAN["notebooks"]
     box = None
@@ -553,9 +673,10 @@ def open_sandbox(
         else:
             spare.close()
     if box is None:
-        box = _started(script, limits, forbidden, as_pid_1, settings)
+        box = _started(script, limits, forbidden, as_pid_1, settings, overlays, masks)
     if ahead and more and threading.current_thread() is threading.main_thread():
-        _SPARES[script] = (key, _started(script, limits, forbidden, as_pid_1, settings))
+        spare = _started(script, limits, forbidden, as_pid_1, settings, overlays, masks)
+        _SPARES[script] = (key, spare)
     return box
 
 
@@ -565,8 +686,10 @@ def _started(
     forbidden: Sequence[str],
     as_pid_1: bool,
     settings: dict[str, Any] | None,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
 ) -> Sandbox:
-    box = Sandbox(script, limits, forbidden, as_pid_1)
+    box = Sandbox(script, limits, forbidden, as_pid_1, overlays, masks)
     if settings is not None:
         box.send(settings, time.monotonic() + _STARTUP_S)
     return box
@@ -588,13 +711,16 @@ def run_items(
     limits: Limits,
     forbidden: Sequence[str] = (),
     ahead: bool = False,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
 ) -> Run:
     """Run the cells once and then each item, in one sandbox, within ``limits.budget`` seconds.
 
     ``cells`` are ``{"name", "source"}`` in notebook order; ``items`` are
     ``{"id", "spec", "cases", "timeout"}``. Items the sandbox never reached because it died get
     one more try in a fresh sandbox, within the same budget. ``ahead``: start the next
-    notebook's sandbox now (:func:`open_sandbox`).
+    notebook's sandbox now (:func:`open_sandbox`). ``overlays``, ``masks``: see :func:`command`
+    (the grader-built library the checks run against).
     """
     run = Run()
     deadline = time.monotonic() + limits.budget
@@ -603,7 +729,7 @@ def run_items(
         if not remaining or time.monotonic() >= deadline:
             break
         remaining = _one_sandbox(
-            notebook, cells, remaining, limits, forbidden, deadline, run, ahead
+            notebook, cells, remaining, limits, forbidden, deadline, run, ahead, overlays, masks
         )
     for item in remaining:
         if item["id"] not in run.outcomes:
@@ -627,9 +753,13 @@ def _one_sandbox(
     deadline: float,
     run: Run,
     ahead: bool,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """One sandbox over ``items``; returns the items it never reached."""
-    box = open_sandbox("child.py", limits, forbidden, as_pid_1=True, ahead=ahead)
+    box = open_sandbox(
+        "child.py", limits, forbidden, as_pid_1=True, ahead=ahead, overlays=overlays, masks=masks
+    )
     try:
         request = {
             "notebook": notebook,

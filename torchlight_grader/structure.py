@@ -7,7 +7,10 @@ code) that drives autograd itself -- calls ``.backward(...)``, ``.requires_grad_
 ``enable_grad``/``set_grad_enabled``, uses a ``.grad``, passes ``requires_grad=``, or names any
 of these through ``getattr`` with a constant -- is flagged; so is a ``backward`` that evaluates
 the op again (calls ``forward``, ``apply`` or its own class: a difference quotient), and one that
-calls ``eval``/``exec``/``compile``/``__import__``. What no static check can see (a name
+calls ``eval``/``exec``/``compile``/``__import__``; so is one that computes a difference
+quotient (the same function or operator subtracted at two arguments, ``f(x + h) - f(x - h)``,
+Richardson's combinations of them, or a numerical-derivative helper such as ``np.gradient``),
+whatever its step (issue 24 item 5). What no static check can see (a name
 built at run time, ``eval`` of a string) is not covered: see assignments/README.md.
 """
 
@@ -57,7 +60,47 @@ def _uses(fn: ast.AST) -> tuple[list[str], set[str]]:
                     found.append("passes requires_grad=")
         elif isinstance(node, ast.Attribute) and node.attr in ("grad", "grad_fn"):
             found.append(f"uses .{node.attr}")
+        if isinstance(node, ast.Call) and _name(node.func) in NUMERIC:
+            found.append(f"calls {_name(node.func)}() (a numerical derivative)")
+        elif _difference(node):
+            found.append("subtracts the same expression at two points (a difference quotient)")
     return found, called
+
+
+#: Library calls that compute a numerical derivative (numpy, scipy, mpmath, torchlight.testing).
+NUMERIC = {"gradient", "diff", "derivative", "approx_fprime", "central_difference", "diffs",
+           "numerical_gradient", "approx_derivative"}  # fmt: skip
+
+
+def _difference(node: ast.AST) -> bool:
+    """``f(u) - f(v)`` or ``(u op w) - (v op w)``: one function or operator on both sides of a
+    subtraction at arguments that differ (what every difference quotient, Richardson's too,
+    computes). ``1 - s``, ``g - g.mean()``, ``x - m`` are not of this shape."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
+        return False
+    left, right = node.left, node.right
+    if isinstance(left, ast.UnaryOp) and isinstance(right, ast.UnaryOp):
+        left, right = left.operand, right.operand
+    if isinstance(left, ast.Call) and isinstance(right, ast.Call):
+        same = ast.dump(left.func) == ast.dump(right.func)
+        return same and bool(left.args) and _dump(left.args) != _dump(right.args)
+    if isinstance(left, ast.BinOp) and isinstance(right, ast.BinOp):
+        if type(left.op) is not type(right.op) or isinstance(left.op, ast.Add | ast.Sub):
+            return False
+        pairs = ((left.left, right.left), (left.right, right.right))
+        differ = [ast.dump(u) != ast.dump(v) for u, v in pairs]
+        # one operand shared, the other shifted: (a + h) * b - (a - h) * b
+        shifted = [
+            isinstance(u, ast.BinOp) and isinstance(u.op, ast.Add | ast.Sub)
+            for (u, v), d in zip(pairs, differ, strict=True)
+            if d
+        ]
+        return sum(differ) == 1 and all(shifted)
+    return False
+
+
+def _dump(nodes: list[ast.expr]) -> list[str]:
+    return [ast.dump(n) for n in nodes]
 
 
 #: What a backward calls when it evaluates the op again (a difference quotient, issue 24 item 5).
@@ -93,13 +136,19 @@ def library_autograd(sources: Iterable[str]) -> list[str]:
             uses, called = _uses(here)
             found += uses
             for name in sorted(called & (REEVALUATES | {owner})):
-                found.append(f"evaluates the op again ({name}(), as a numerical gradient does)")
+                found.append(f"evaluates the op again ({name}(), as a numerical derivative does)")
             for name in called:
                 todo += defs.get(name, [])
-        if found:
-            what = ", ".join(sorted(set(found)))
+        numeric = sorted({f for f in found if "numerical" in f or "difference quotient" in f})
+        autograd = sorted(set(found) - set(numeric))
+        if autograd:
             lines.append(
-                f"{owner}.backward drives torchlight's own autograd ({what}): review by hand "
-                "whether the student wrote the derivative"
+                f"{owner}.backward drives torchlight's own autograd ({', '.join(autograd)}): "
+                "review by hand whether the student wrote the derivative"
+            )
+        if numeric:
+            lines.append(
+                f"{owner}.backward computes a numerical derivative ({', '.join(numeric)}): "
+                "review by hand whether the student wrote the derivative"
             )
     return lines

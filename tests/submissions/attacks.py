@@ -362,8 +362,9 @@ ATTACKS = [
     ),
 ]
 
-# Issue 24 item 4: a backward that hands the derivative back to the library's own autograd
-# (no `functions.X` spelled anywhere): passes its tests, flagged for review from its structure.
+# Issue 24 item 4: backwards that hand the derivative back to an autograd (no `functions.X`
+# spelled anywhere): the hidden checks run against a grader-built torchlight whose graded ops
+# have no backward, and without real PyTorch; still flagged for review from their structure.
 LIBRARY_AUTOGRAD = """
 import torchlight as tl
 
@@ -387,14 +388,195 @@ class Tanh(Function):
         return _ask_the_library(x, grad_output)
 """
 
+LIBRARY_MUL = """
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a._zip("mul", b)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        with tl.enable_grad():
+            a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+            (a * b).backward(grad_output)
+        return a.grad, b.grad
+"""
+
+PYTORCH_EXP = """
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x._map("exp")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        import torch  # real PyTorch, installed beside torchlight
+
+        (x,) = ctx.saved_tensors
+        leaf = torch.tensor(x.detach().numpy(), requires_grad=True)
+        leaf.exp().backward(torch.tensor(grad_output.numpy()))
+        return tl.tensor(leaf.grad.numpy())
+"""
+
+# Issue 24 item 5: Romberg's table of central differences on a relative step, inline in numpy:
+# exact for the linear and piecewise-linear items (Mul, ReLU) and within 1e-12 for Div on the
+# random trials; Log fails its huge-input trial (and so `expression`). All four are flagged.
+RICHARDSON = """
+import numpy as np
+
+
+def _richardson(f, x, levels=4):
+    h = 1e-2 * np.maximum(1.0, np.abs(x))
+    table = [(f(x + h / 2**k) - f(x - h / 2**k)) / (2 * h / 2**k) for k in range(levels)]
+    for m in range(1, levels):
+        table = [(4**m * fine - coarse) / (4**m - 1) for coarse, fine in zip(table, table[1:])]
+    return table[0]
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a._zip("mul", b)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = (t.detach().numpy() for t in ctx.saved_tensors)
+        g = grad_output.numpy()
+        return tl.tensor(g * _richardson(lambda z: z * b, a)), tl.tensor(g * _richardson(lambda z: a * z, b))
+"""
+
+
+# Issue 24 item 7: a thread left running by the last cell lives on in the process that then
+# receives the items. It watches that process's frames for the item being run (and its nonce,
+# where there is one) and writes a correct-looking result and an "exit 0" status for Tanh into
+# every pipe and socket it holds (the grader's result pipe among them, before the broker),
+# while the real Tanh is slow and wrong.
+SLOW_WRONG_TANH = """
+import time
+
+
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x._map("tanh")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        time.sleep(0.5)  # the forged frames come first
+        return grad_output * 0.0
+"""
+
+FORGE_FRAMES = """
+import os as _os, stat as _stat, sys as _sys, threading as _threading, time as _time
+
+
+def _forge():
+    import wire  # the sandbox's own encoder, next to child.py
+
+    main = _threading.main_thread().ident
+    while True:
+        frame = _sys._current_frames().get(main)
+        while frame is not None:
+            item = frame.f_locals.get("item")
+            if isinstance(item, dict) and item.get("id") == "test_tanh":
+                cases = []
+                for case in item["cases"]:
+                    t = np.tanh(np.asarray(case["args"][0]))
+                    grad = np.asarray(case["grad_output"]) * (1 - t * t)
+                    cases.append({"forward": t, "forward_type": "Tensor", "grads": [grad],
+                                  "grad_types": ["Tensor"]})
+                nonce = item.get("nonce", "")
+                frames = [{"result": "test_tanh", "nonce": nonce, "cases": cases},
+                          {"status": "test_tanh", "nonce": nonce, "pid": _os.getpid() + 1,
+                           "timed_out": False, "signal": None, "exit_code": 0,
+                           "output_bytes": 0, "output_tail": ""}]
+                for message in frames:
+                    payload = wire.dumps(message).encode()
+                    for fd in range(3, 64):
+                        try:
+                            mode = _os.fstat(fd).st_mode
+                            if _stat.S_ISFIFO(mode) or _stat.S_ISSOCK(mode):
+                                _os.write(fd, b"%08x" % len(payload) + payload)
+                        except OSError:
+                            pass
+                return
+            frame = frame.f_back
+        _time.sleep(0.001)
+
+
+_threading.Thread(target=_forge, daemon=True).start()
+"""
+
+
+def _numeric(name, f):
+    return f"""
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x._map("{name.lower()}")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return tl.tensor(grad_output.numpy() * _richardson({f}, x.detach().numpy()))
+"""
+
+
+RICHARDSON_DIV = """
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a._zip("div", b)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = (t.detach().numpy() for t in ctx.saved_tensors)
+        g = grad_output.numpy()
+        return tl.tensor(g * _richardson(lambda z: z / b, a)), tl.tensor(g * _richardson(lambda z: a / z, b))
+"""
+
 ATTACKS += [
     Submission(
         "attack-library-autograd",
         A,
         "cheat",
         "solution",
-        (replace("tanh", LIBRARY_AUTOGRAD),),
-        note="Tanh.backward runs the library's tanh backward: flagged for review, not zeroed",
+        (
+            replace("tanh", LIBRARY_AUTOGRAD),
+            replace("mul", LIBRARY_MUL),
+            replace("exp", PYTORCH_EXP),
+        ),  # fmt: skip
+        zero=("test_tanh", "test_mul", "test_exp", "test_expression"),
+        note="backwards through the library's tanh and mul and through PyTorch: zero, flagged",
+    ),
+    Submission(
+        "attack-forge-frames",
+        A,
+        "cheat",
+        "solution",
+        (replace("tanh", SLOW_WRONG_TANH), append("expression", FORGE_FRAMES)),
+        zero=("test_tanh",),
+        note="a thread in the item-receiving process forges Tanh's result and status: zero",
+    ),
+    Submission(
+        "attack-relative-step",
+        A,
+        "cheat",
+        "solution",
+        (
+            replace("mul", RICHARDSON),
+            replace("div", RICHARDSON_DIV),
+            replace("log", _numeric("Log", "np.log")),
+            replace("relu", _numeric("ReLU", "lambda z: np.maximum(z, 0)")),
+        ),  # fmt: skip
+        zero=("test_log", "test_expression"),
+        note="Romberg differences on a relative step: Mul, ReLU, Div pass, flagged for review",
     ),
     Submission("attack-fill-root", A, "cheat", "release", (add_cell("setup", FILL_ROOT),)),
     Submission(

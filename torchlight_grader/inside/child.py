@@ -10,9 +10,19 @@ Protocol (everything untrusted by the grader):
 - stdin, one JSON line each: first ``{"cells", "limits", "budget"}``; then, one at a time,
   ``{"id", "nonce", "spec", "cases", "timeout"}`` for the next item, or ``{"end": true}``;
 - file descriptor ``FD`` (a pipe the grader holds), length-prefixed frames: ``{"cells": [...]}``
-  once the cells ran, then per item ``{"result": id, "nonce", "cases"}`` written by the item's
-  own process after its calls returned, and ``{"status": id, "nonce", ...}`` from the main line
-  once that process has ended.
+  once the cells ran, then per item ``{"result": id, "nonce", "cases"}`` (the outputs of the
+  item's own process, after its calls returned) and ``{"status": id, "nonce", ...}`` once that
+  process has ended.
+
+Only this program's first process, the *broker* (PID 1 of the sandbox), ever holds the grader's
+stdin and ``FD``, and no student code ever runs in it (issue 24 item 7). Before the first cell
+it forks the student side, which gets neither: stdin is ``/dev/null`` there and ``FD`` is
+closed. The broker passes each item on without its nonce, through a pipe of its own, only once
+the grader sends it (after the last item's status), and reads what the student side sends back
+through another pipe: the first ``cells`` frame, then for the item being run its first result
+frame and its status frame, which it forwards to the grader with the nonce added. A frame for
+any other item, a second result, anything sent outside an item is dropped. So no student
+process can learn a nonce, read an item before it runs, or write a frame the grader reads.
 
 The cells run in notebook order, as in Jupyter, each in a fork of the process that ran the cells
 before it (a *checkpoint*): if a cell finishes, its process carries on with the next cell; if it
@@ -31,6 +41,8 @@ import os
 import resource
 import select
 import signal
+import socket
+import struct
 import sys
 import time
 from typing import Any
@@ -44,17 +56,26 @@ _write, _monotonic, _sleep, _select = os.write, time.monotonic, time.sleep, sele
 _POLL_S = 0.01
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_DUMPABLE = 4
-_RESULT_FD = -1
+_RESULT_FD = -1  # the grader's result pipe: held by the broker only
+_UP = -1  # the student side's frames to the broker
+_MAX_FRAME = 64 * 1024**2
+_MAX_RUN_BYTES = 256 * 1024**2  # what the grader reads of one sandbox (sandbox.MAX_RUN_BYTES)
+
+
+def _frame(payload: bytes) -> bytes:
+    return b"%08x" % len(payload) + payload
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[_write(fd, data) :]
 
 
 def send(message: dict[str, Any]) -> None:
-    """One frame to the grader: 8 hex digits of length, then the JSON text."""
+    """One frame from the student side to the broker: 8 hex digits of length, then JSON."""
     import wire
 
-    payload = wire.dumps(message).encode()
-    data = b"%08x" % len(payload) + payload
-    while data:
-        data = data[_write(_RESULT_FD, data) :]
+    _write_all(_UP, _frame(wire.dumps(message).encode()))
 
 
 def main(argv: list[str]) -> None:
@@ -81,29 +102,174 @@ def main(argv: list[str]) -> None:
     shell = InteractiveShell.instance(config=config)
     with contextlib.suppress(OSError, AttributeError):  # orphans come back to us
         ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    if _fork() == 0:
-        _mainline(shell, request, deadline)  # never returns
-    _reap_until_the_grader_is_gone()
+    down_r, down_w = os.pipe()
+    up_broker, up_student = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    # every chunk the broker receives carries its sender's PID, stamped by the kernel
+    up_broker.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    up_r, up_w = up_broker.detach(), up_student.detach()
+    if _fork() == 0:  # the student side: neither the grader's stdin nor its result pipe
+        global _UP
+        os.close(down_w)
+        os.close(up_r)
+        os.close(_RESULT_FD)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        _UP = up_w
+        _mainline(shell, request, deadline, os.fdopen(down_r, "rb"))  # never returns
+    os.close(down_r)
+    os.close(up_w)
+    _broker(down_w, up_r)
 
 
-def _reap_until_the_grader_is_gone() -> None:
-    """Reap every process that ends (ours and orphans) until none is left, or until the
-    grader closes its end of stdin (it is done, or it died): then return, and the kernel kills
-    every process left in this PID namespace (a daemon an answer started) with this one.
+class _Broker:
+    """What the broker knows: the main line's PID (the sender of the ``cells`` frame), the item
+    being run (its id and nonce) and the result frames that came for it, by sender PID."""
+
+    def __init__(self) -> None:
+        self.mainline: int | None = None
+        self.item: tuple[str, str] | None = None  # (id, nonce) of the item being run
+        self.results: dict[int, Any] = {}  # sender PID -> its first result frame for the item
+
+    def from_grader(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A grader line as the student side gets it: an item without its nonce."""
+        if "nonce" in message:
+            self.item, self.results = (str(message["id"]), str(message["nonce"])), {}
+            return {k: v for k, v in message.items() if k != "nonce"}
+        return message
+
+    def to_grader(self, message: Any, sender: int) -> list[dict[str, Any]]:
+        """The frames to forward for one frame of the student side from PID ``sender``.
+
+        The first ``cells`` frame (before any item) names the main line. While an item runs,
+        result frames are kept by sender; the main line's status frame names the PID of the
+        item's process, and only that process's first result goes on, then the status."""
+        if not isinstance(message, dict):
+            return []
+        if "cells" in message and self.mainline is None and self.item is None:
+            self.mainline = sender
+            return [{"cells": message["cells"]}]
+        if self.item is None:
+            return []
+        ident, nonce = self.item
+        if message.get("result") == ident and sender != self.mainline:
+            self.results.setdefault(sender, message.get("cases"))
+            return []
+        if message.get("status") == ident and sender == self.mainline:
+            self.item = None
+            out = []
+            pid = message.get("pid")
+            if isinstance(pid, int) and pid != self.mainline and pid in self.results:
+                out.append({"result": ident, "nonce": nonce, "cases": self.results[pid]})
+            status = {k: message.get(k) for k in
+                      ("timed_out", "signal", "exit_code", "output_bytes", "output_tail")}  # fmt: skip
+            return [*out, {**status, "status": ident, "nonce": nonce}]
+        return []
+
+
+def _broker(down: int, up: int) -> None:
+    """Carry lines from the grader to the student side and frames back (see the module's
+    docstring), and reap every process that ends (ours and orphans), until the grader closes
+    its end of stdin (it is done, or it died) or no process is left: then return, and the
+    kernel kills every process left in this PID namespace (a daemon an answer started).
 
     As the namespace's first process this one ignores the parent-death signal bwrap's
-    ``--die-with-parent`` relies on, so it watches stdin instead (without reading it: the
-    main line reads the items from it)."""
+    ``--die-with-parent`` relies on, so it watches stdin instead."""
+    os.set_blocking(down, False)
+    state, inbox, outbox = _Broker(), bytearray(), bytearray()
+    upbox: dict[int, bytearray] = {}  # sender PID -> what it sent that is not a frame yet
+    dropped: set[int] = set()
+    received = 0
+    sock = socket.socket(fileno=up)
+    ucred = struct.calcsize("iII")
+    reading_up, writing = True, False
     watch = select.poll()
-    watch.register(0, 0)  # POLLHUP and POLLERR are always reported
+    watch.register(0, select.POLLIN)
+    watch.register(up, select.POLLIN)
     while True:
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
         except ChildProcessError:
             return
-        if watch.poll(100):
-            return
+        if bool(outbox) != writing:  # watch the main line's pipe only while there is news
+            writing = bool(outbox)
+            if writing:
+                watch.register(down, select.POLLOUT)
+            else:
+                watch.unregister(down)
+        for fd, event in watch.poll(100):
+            if fd == 0:
+                chunk = os.read(0, 1 << 20) if event & select.POLLIN else b""
+                if not chunk:
+                    return  # the grader is done, or gone
+                inbox += chunk
+                while (end := inbox.find(b"\n")) >= 0:
+                    outbox += _line_for_student(state, bytes(inbox[:end]))
+                    del inbox[: end + 1]
+            elif fd == up and reading_up:
+                chunk, sender = b"", 0
+                if event & select.POLLIN:
+                    chunk, ancillary, _, _ = sock.recvmsg(1 << 20, socket.CMSG_SPACE(ucred))
+                    for level, kind, data in ancillary:
+                        if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS):
+                            sender = struct.unpack("iII", data[:ucred])[0]
+                if not chunk:
+                    reading_up = False  # every copy of the student side's end is closed
+                    watch.unregister(up)
+                    continue
+                received += len(chunk)
+                if received > _MAX_RUN_BYTES:  # as the grader would: nothing more is read
+                    reading_up = False
+                    watch.unregister(up)
+                    continue
+                if sender in dropped:
+                    continue
+                box = upbox.setdefault(sender, bytearray())
+                box += chunk
+                if not _forward(state, box, sender):
+                    dropped.add(sender)  # a malformed frame: nothing more of it is read
+                    del upbox[sender]
+            elif fd == down:
+                try:
+                    del outbox[: os.write(down, outbox)]
+                except BlockingIOError:
+                    pass
+                except OSError:  # the main line is gone: nobody will read it
+                    outbox.clear()
+
+
+def _line_for_student(state: _Broker, line: bytes) -> bytes:
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return b""
+    if not isinstance(message, dict):
+        return b""
+    return json.dumps(state.from_grader(message)).encode() + b"\n"
+
+
+def _forward(state: _Broker, upbox: bytearray, sender: int) -> bool:
+    """Forward what the frames complete in ``upbox`` (from PID ``sender``) call for; False
+    once a malformed one came."""
+    while len(upbox) >= 8:
+        try:
+            size = int(upbox[:8], 16)
+        except ValueError:
+            return False
+        if size > _MAX_FRAME:
+            return False
+        if len(upbox) < 8 + size:
+            return True
+        payload = bytes(upbox[8 : 8 + size])
+        del upbox[: 8 + size]
+        try:
+            message = json.loads(payload)
+        except (ValueError, RecursionError):
+            return False
+        for out in state.to_grader(message, sender):
+            _write_all(_RESULT_FD, _frame(json.dumps(out).encode()))
+    return True
 
 
 def _limit(cpu_seconds: float, limits: dict[str, Any]) -> None:
@@ -142,7 +308,7 @@ def _tail(path: str, n: int = 1500) -> str:
         return ""
 
 
-def _mainline(shell: Any, request: dict[str, Any], deadline: float) -> None:
+def _mainline(shell: Any, request: dict[str, Any], deadline: float, items: Any) -> None:
     """Run the cells with a checkpoint fork per cell, then the items the grader sends."""
     try:
         limits = request["limits"]
@@ -182,7 +348,7 @@ def _mainline(shell: Any, request: dict[str, Any], deadline: float) -> None:
 
         send({"cells": records})
         while True:
-            line = sys.stdin.buffer.readline()
+            line = items.readline()  # from the broker: the next item, without its nonce
             if not line:
                 break
             item = wire.loads(line.decode())
@@ -227,7 +393,7 @@ def _run_cell(shell: Any, index: int, cell: dict[str, str]) -> dict[str, Any]:
 
 
 def _run_item(shell: Any, item: dict[str, Any], limits: dict[str, Any]) -> None:
-    ident, nonce, timeout = item["id"], item["nonce"], float(item["timeout"])
+    ident, timeout = item["id"], float(item["timeout"])
     output = f"output-{ident}.txt"
     pid = _fork()
     if pid == 0:
@@ -237,16 +403,16 @@ def _run_item(shell: Any, item: dict[str, Any], limits: dict[str, Any]) -> None:
             _limit(timeout, limits)
             cases = _call(shell, item)
             try:
-                send({"result": ident, "nonce": nonce, "cases": cases})
+                send({"result": ident, "cases": cases})
             except BaseException as exc:  # e.g. a value wire cannot encode
                 error = {"error": f"the grader could not read your result: {exc}"}
-                send({"result": ident, "nonce": nonce, "cases": [error] * len(cases)})
+                send({"result": ident, "cases": [error] * len(cases)})
         finally:
             _exit(0)
     with contextlib.suppress(OSError):
         _setpgid(pid, pid)
     status = _wait(pid, timeout)
-    status.update(status=ident, nonce=nonce, output_bytes=_size(output), output_tail=_tail(output))
+    status.update(status=ident, pid=pid, output_bytes=_size(output), output_tail=_tail(output))
     send(status)
 
 

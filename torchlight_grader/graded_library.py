@@ -1,0 +1,229 @@
+"""The grader-built copy of torchlight that the hidden checks run against (issue 24 item 4).
+
+An item that asks the student to write a derivative must score only a derivative the student
+wrote. The library's own Functions compute those derivatives, and a ``backward`` can hand the
+work back to them (``x.detach().requires_grad_()``, the library's ``x.tanh()`` or ``a * b``,
+``.backward(G)`` under ``enable_grad``). So the hidden-check sandbox does not see the library
+as installed: it sees a copy, built here once per grading process and notebook, in which the
+``backward`` of every Function the notebook grades (:data:`GRADED`) is replaced by a ``raise``
+that says "write it yourself". The copy is bound read-only over the library's own folder, so no
+student code in that sandbox can reach the original ``backward`` (not by reloading a module,
+not from a file: the code is not there). Honest answers call their own Functions and never
+reach the library's ``backward`` of these ops, so nothing changes for them.
+
+The Functions are found by their class names among torchlight's own ``Function`` subclasses
+after ``import torchlight`` (wherever the library keeps them), and the file to rewrite is the
+one Python reports for each class.
+
+What stays reachable: every other Function's backward (a student can rebuild a derivative out
+of ops this notebook does not grade: flagged from the code's structure by
+:mod:`torchlight_grader.structure`, see assignments/README.md). Real PyTorch, when it is
+installed in the environment, is hidden from the same sandbox (:func:`hidden_packages`).
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import functools
+import importlib.util
+import inspect
+import os
+import py_compile
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+#: notebook -> the class names of the library Functions whose backward the notebook grades.
+#: Every item of a notebook asks for these derivatives (a1-a2: the elementary ops; a3: the
+#: linear layer and the loss; a4: convolution and pooling; a5: normalization, softmax, LSTM).
+GRADED: dict[str, tuple[str, ...]] = {
+    "a1_functions": ("Mul", "Div", "Exp", "Log", "Sigmoid", "ReLU", "Tanh", "Pow"),
+    "a2_broadcasting": ("Add", "Mul", "Sum", "MatMul", "Permute", "View", "Expand"),
+    "a3_networks": ("LinearFunction", "CrossEntropy", "LogSoftmaxFunction", "NLLLossFunction"),
+    "a4_convolutions": ("Conv2dFunction", "AvgPool2dFunction"),
+    "a5_attention": (
+        "LayerNormFunction",
+        "SoftmaxFunction",
+        "LogSoftmaxFunction",
+        "LSTMCellFunction",
+    ),
+}
+
+#: Packages of the environment no hidden check needs that carry an autograd of their own.
+AUTOGRAD_PACKAGES = ("torch", "functorch", "jax", "autograd")
+
+MESSAGE = (
+    "write it yourself: {name}'s backward is what this notebook grades, so the grader's "
+    "torchlight leaves it out (an answer cannot hand the derivative back to the library)"
+)
+
+
+class GradedLibraryError(RuntimeError):
+    """The grader-built library cannot be built (a Function named in GRADED is gone)."""
+
+
+def library_functions() -> dict[str, list[type]]:
+    """torchlight's own Function subclasses (after ``import torchlight``), by class name."""
+    import torchlight
+    import torchlight.nn
+    import torchlight.ops  # noqa: F401 - where the Functions live (imported for their classes)
+    from torchlight.autograd import Function
+
+    found: dict[str, list[type]] = {}
+    todo = list(Function.__subclasses__())
+    seen: set[type] = set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        todo += cls.__subclasses__()
+        if cls.__module__.split(".")[0] == torchlight.__name__:
+            found.setdefault(cls.__name__, []).append(cls)
+    return found
+
+
+def _without_backward(source: str, classes: Iterable[str], path: str) -> str:
+    """``source`` with the body of each named class's ``backward`` replaced by a ``raise``."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    edits = []  # (first line, last line, replacement), 1-based, inclusive
+    wanted = set(classes)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ClassDef) and node.name in wanted):
+            continue
+        method = next(
+            (f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "backward"),
+            None,
+        )
+        message = MESSAGE.format(name=node.name)
+        if method is None:  # inherited: give the class a backward of its own
+            end = node.end_lineno or node.lineno
+            indent = " " * (node.body[0].col_offset if node.body else node.col_offset + 4)
+            text = (
+                f"\n{indent}@staticmethod\n{indent}def backward(ctx, *grad_outputs):\n"
+                f"{indent}    raise RuntimeError({message!r})\n"
+            )
+            edits.append((end + 1, end, text))
+        else:
+            first, last = method.body[0].lineno, method.end_lineno or method.body[-1].lineno
+            indent = " " * method.body[0].col_offset
+            edits.append((first, last, f"{indent}raise RuntimeError({message!r})\n"))
+        wanted.discard(node.name)
+    if wanted:
+        raise GradedLibraryError(f"{path}: no class {sorted(wanted)} found to rewrite")
+    for first, last, text in sorted(edits, reverse=True):
+        lines[first - 1 : last] = [text]
+    return "".join(lines)
+
+
+def _copy(src: Path) -> Path:
+    """A fresh folder holding a copy of ``src`` (removed when this process ends)."""
+    root = Path(tempfile.mkdtemp(prefix="torchlight-graded-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    os.chmod(root, 0o755)
+    dst = root / src.name
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dst
+
+
+def _compile(paths: Iterable[Path]) -> None:
+    for path in paths:
+        py_compile.compile(str(path), cfile=importlib.util.cache_from_source(str(path)),
+                           doraise=True)  # fmt: skip
+
+
+def _read_only(dst: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(dst):
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o444)
+
+
+@functools.cache
+def compiled() -> Path:
+    """The whole library, unchanged, with its byte code: the sandbox cannot write byte code
+    (read-only, ``-B``) and would otherwise compile the package at every start (the feedback
+    kernel runs get this one)."""
+    import torchlight
+
+    dst = _copy(Path(torchlight.__file__).resolve().parent)
+    _compile(dst.rglob("*.py"))
+    _read_only(dst)
+    return dst
+
+
+@functools.cache
+def build(names: frozenset[str]) -> Path:
+    """A read-only copy of the torchlight package without the backward of ``names`` (cached for
+    this process, removed when it ends); returns the copy's package folder."""
+    import torchlight
+
+    src = Path(torchlight.__file__).resolve().parent
+    functions = library_functions()
+    missing = sorted(n for n in names if n not in functions)
+    if missing:
+        raise GradedLibraryError(
+            f"the hidden checks grade the backward of {missing}, which torchlight no longer "
+            "defines (renamed or moved out of torchlight?): update GRADED in "
+            "torchlight_grader/graded_library.py"
+        )
+    by_file: dict[Path, set[str]] = {}
+    for name in names:
+        for cls in functions[name]:
+            file = Path(inspect.getsourcefile(cls) or "").resolve()
+            if src not in file.parents:
+                raise GradedLibraryError(f"{cls.__qualname__} is defined outside {src}: {file}")
+            by_file.setdefault(file.relative_to(src), set()).add(cls.__name__)
+    base = compiled()
+    root = Path(tempfile.mkdtemp(prefix="torchlight-graded-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    os.chmod(root, 0o755)
+    dst = root / src.name
+    shutil.copytree(base, dst)  # byte code included: copy2 keeps the mtimes it was checked by
+    for rel, classes in sorted(by_file.items()):
+        text = _without_backward((src / rel).read_text(encoding="utf-8"), classes, str(rel))
+        os.chmod(dst / rel, 0o644)
+        (dst / rel).write_text(text, encoding="utf-8")
+    _compile(dst / rel for rel in by_file)
+    _read_only(dst)
+    return dst
+
+
+def whole() -> tuple[tuple[str, str], ...]:
+    """The read-only bind that gives a sandbox the unchanged library with its byte code."""
+    import torchlight
+
+    return ((str(compiled()), str(Path(torchlight.__file__).resolve().parent)),)
+
+
+def for_notebook(notebook: str) -> tuple[tuple[str, str], ...]:
+    """The read-only binds ``(source, target)`` that give ``notebook``'s hidden checks the
+    grader-built library (none for a notebook without graded Functions)."""
+    import torchlight
+
+    names = GRADED.get(notebook)
+    if not names:
+        return ()
+    target = str(Path(torchlight.__file__).resolve().parent)
+    return ((str(build(frozenset(names))), target),)
+
+
+def hidden_packages() -> tuple[str, ...]:
+    """Folders of installed packages with an autograd of their own (real PyTorch, say): the
+    hidden-check sandbox masks them with an empty folder."""
+    found = []
+    for name in AUTOGRAD_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for location in spec.submodule_search_locations:
+            real = os.path.realpath(location)
+            if os.path.isdir(real) and "torchlight" not in Path(real).parts[-1]:
+                found.append(real)
+    return tuple(sorted(set(found)))
