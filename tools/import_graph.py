@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "torchlight"
 
 #: Layers from the bottom up; a module's layer is the longest prefix listed here.
 LAYERS: list[tuple[str, ...]] = [
-    ("torchlight.shape", "torchlight.dtypes"),
+    ("torchlight.shape", "torchlight.dtypes", "torchlight.threads"),
     ("torchlight.backends", "torchlight.cuda", "torchlight.device"),
     ("torchlight.autograd",),
     (  # the Tensor and its ops: one layer (the inherent loop)
