@@ -159,8 +159,11 @@ def check(into: Path, name: str) -> int:
         )
         env.update(NO_SANDBOX)
     print(f"grading {mine} with the hidden tests ...", flush=True)
+    # The sandbox sees the environment at its real path: .venv reached through a link (a linked
+    # checkout) is not there.
+    python = Path(os.path.realpath(sys.prefix)) / "bin" / Path(sys.executable).name
     run = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "course.py"), "grade", str(grader),
+        [str(python), str(ROOT / "tools" / "course.py"), "grade", str(grader),
          "--assignment", assignment],
         env=env, text=True, capture_output=True,
     )  # fmt: skip
