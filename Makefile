@@ -4,6 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.torchlight-installed
+# What `make lab` needs (the `lab` extra) and `make homework` (+ `course`); a full install
+# (`make venv`, `make test`) has both, so it marks them done too.
+STAMP_LAB := $(VENV)/.torchlight-lab
+STAMP_HOMEWORK := $(VENV)/.torchlight-homework
+, := ,
 LINT_PATHS := $(wildcard torchlight torchlight_grader tests benchmarks tools docs/conf.py docs/_ext)
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
@@ -14,22 +19,55 @@ export HYPOTHESIS_PROFILE
 test pytest notebooks: export OPENBLAS_NUM_THREADS ?= 1
 test pytest notebooks: export OMP_NUM_THREADS ?= 1
 
-.PHONY: venv lab test pytest lint typecheck notebooks bench gpu-check clean distclean docs docs-serve
+.PHONY: venv lab homework homework-check test pytest lint typecheck notebooks bench gpu-check clean distclean docs docs-serve
 
 # (Re)install when pyproject.toml is newer than the stamp, or the venv is missing.
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# $(call install,EXTRAS): .venv (created if missing) with torchlight and those extras, and the
+# `torchlight` Jupyter kernel that runs in it.
+define install
 	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
-	$(PY) -m pip install -e '.[all]'
+	$(PY) -m pip install -e '.[$(1)]'
 	$(PY) -m ipykernel install --sys-prefix --name torchlight --display-name "Python (torchlight)"
+endef
+
+$(STAMP): pyproject.toml
+	$(call install,all)
+	@touch $@ $(STAMP_LAB) $(STAMP_HOMEWORK)
+
+$(STAMP_LAB): pyproject.toml
+	$(call install,lab)
 	@touch $@
 
-# JupyterLab on the tutorials, with the `torchlight` kernel of .venv.
+$(STAMP_HOMEWORK): pyproject.toml
+	$(call install,lab$(,)course)
+	@touch $@ $(STAMP_LAB)
+
 # Jupyter refuses to run as root unless told to, so pass --allow-root only then.
-lab: venv
-	$(PY) -m ipykernel install --sys-prefix --name torchlight --display-name "Python (torchlight)"
-	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
+# JUPYTER_CONFIG_PATH adds tools/jupyter/<lab|homework>/: which nbgrader parts the lab shows
+# (labconfig/page_config.json, jupyter_server_config.json), whatever else .venv has installed.
+JUPYTER_LAB = JUPYTER_CONFIG_PATH="$(CURDIR)/tools/jupyter/$(1)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(VENV))/bin/jupyter lab \
+	$(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
+
+# JupyterLab on the tutorials, with the `torchlight` kernel of .venv; only the `lab` extra
+# (no nbgrader menus there, even where `make test` installed nbgrader).
+lab: $(STAMP_LAB)
+	$(call JUPYTER_LAB,lab) notebooks/
+
+# The course's five assignments for a learner without a course: the student notebooks (no
+# solutions) in $(HOMEWORK)/, the torchlight kernel, nbgrader's Validate button; your work is
+# never overwritten. `make homework-check A=a1` grades your copy with the hidden tests.
+HOMEWORK ?= homework
+homework: $(STAMP_HOMEWORK)
+	$(PY) tools/homework.py release --into "$(HOMEWORK)"
+	@sed -n '/^1\./,$$p' "$(HOMEWORK)/README.md"
+	cd "$(HOMEWORK)" && $(call JUPYTER_LAB,homework) .
+
+homework-check: $(STAMP_HOMEWORK)
+	@test -n "$(A)" || { echo "homework-check: name the assignment, e.g. make homework-check A=a1" >&2; exit 2; }
+	$(PY) tools/homework.py check "$(A)" --into "$(HOMEWORK)"
 
 test: venv lint typecheck pytest
 

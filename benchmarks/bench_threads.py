@@ -1,5 +1,6 @@
-"""One tiny-GPT training step (bench_seq.py's model, float32, numpy backend) with
-``tl.set_num_threads(n)`` for n = 1 .. physical cores, taking turns step by step.
+"""One tiny-GPT training step (bench_seq.py's model, float32, numpy backend) with 1 thread,
+2 threads for every product, and torchlight's default (one per physical core, fewer for small
+products: ``threads.for_matmul``), taking turns step by step.
 
 Run it on an idle machine and again with the machine busy (``--busy K`` starts K spinning
 processes beside it) to see why torchlight defaults to physical cores and why, on a shared
@@ -32,31 +33,41 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--busy", type=int, default=0, help="spinning processes beside it")
     args = parser.parse_args()
-    counts = sorted({1, tl.threads.physical_cores(), os.cpu_count() or 1})
+    default = tl.threads.physical_cores()
+    rule = tl.threads.threads_for
+
+    def every_product(work: int) -> int:  # the small-matrix rule off
+        return tl.get_num_threads()
+
+    # (label, threads, rule): the default is the physical cores with the small-matrix rule
+    setups = [("1 thread", 1, rule), ("2 threads, every product", 2, every_product)]
+    setups.append((f"default ({default}, fewer for small products)", default, rule))
     spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.busy)]
     for p in spinners:
         p.start()
     try:
         step = stepper("torchlight", build_gpt)
-        times: dict[int, list[float]] = {n: [] for n in counts}
+        times: dict[str, list[float]] = {label: [] for label, _, _ in setups}
         for i in range(args.steps + 1):
-            for n in counts:
+            for label, n, threads_for in setups:
+                tl.threads.threads_for = threads_for
                 tl.set_num_threads(n)
                 t0 = time.perf_counter()
                 step()
                 if i:  # the first round warms up
-                    times[n].append(time.perf_counter() - t0)
+                    times[label].append(time.perf_counter() - t0)
     finally:
+        tl.threads.threads_for = rule
         for p in spinners:
             p.terminate()
-    base = statistics.median(times[1])
+    base = statistics.median(times["1 thread"])
     print(
         f"GPT step, {args.busy} busy processes, load {os.getloadavg()[0]:.1f}, "
         f"physical cores {tl.threads.physical_cores()}"
     )
-    for n in counts:
-        med = statistics.median(times[n])
-        print(f"  {n} thread(s): {med * 1000:8.1f} ms  ({med / base:.2f}x of 1 thread)")
+    for label, _, _ in setups:
+        med = statistics.median(times[label])
+        print(f"  {label:42s} {med * 1000:8.1f} ms  ({med / base:.2f}x of 1 thread)")
 
 
 if __name__ == "__main__":

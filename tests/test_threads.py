@@ -62,3 +62,21 @@ def test_default_is_physical_cores_or_the_environment():
 def test_threads_for_small_work_is_one():
     assert tl.threads.threads_for(8 * 8 * 8) == 1
     assert 1 <= tl.threads.threads_for(2048 * 96 * 96) <= tl.get_num_threads()
+
+
+def test_small_matmuls_run_on_fewer_blas_threads():
+    """The numpy backend's matmul and linear set the BLAS threads by ``threads_for`` (PyTorch's
+    grain-size rule): one for an 8x8 product, all of them for a 200x200 one."""
+    before = tl.get_num_threads()
+    try:
+        tl.set_num_threads(2)
+        x = tl.randn(8, 8)
+        _ = x @ x
+        assert set(blas_threads()) == {1}
+        y = tl.randn(200, 200)
+        _ = y @ y
+        assert set(blas_threads()) == {2}
+        _ = tl.nn.functional.linear(tl.randn(4, 8), tl.randn(3, 8))
+        assert set(blas_threads()) == {1}
+    finally:
+        tl.set_num_threads(before)

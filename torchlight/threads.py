@@ -10,7 +10,8 @@ Why it matters: OpenBLAS starts one spinning thread per logical CPU. On a busy m
 threads wait for cores that other processes hold, and a tiny GPT's training step went from
 1.4 s (one thread) to 17.6 s (the default) on 2 shared cores. Small products gain nothing from
 more threads either, so :func:`threads_for` gives fewer threads for small matrices, as
-PyTorch's ``parallel_for`` runs work under its grain size on one thread.
+PyTorch's ``parallel_for`` runs work under its grain size on one thread; the numpy backend
+applies it before every matmul and linear (:func:`for_matmul`).
 
 ``set_num_interop_threads`` exists for PyTorch code: torchlight runs one op after another, so
 there is no inter-op pool and the number is only recorded.
@@ -28,10 +29,12 @@ import contextlib
 import glob
 import os
 import sys
+from typing import Any
 
 __all__ = [
     "get_num_interop_threads",
     "get_num_threads",
+    "for_matmul",
     "physical_cores",
     "set_num_interop_threads",
     "set_num_threads",
@@ -80,6 +83,7 @@ def _apply(n: int) -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=n)  # called, not entered: the limit stays until changed
+    _state["blas"] = n
     numba = sys.modules.get("numba")
     if numba is not None:
         # numba's pool size is capped by NUMBA_NUM_THREADS; past that its own default stays
@@ -132,3 +136,36 @@ def threads_for(work: int) -> int:
     True
     """
     return max(1, min(get_num_threads(), work // GRAIN_SIZE))
+
+
+# The BLAS libraries' threadpoolctl controllers, found once: setting a count through one is a
+# single C call (about a microsecond), where threadpool_limits() inspects every loaded library.
+_blas: list[Any] = []
+
+
+def _blas_controllers() -> list[Any]:
+    if not _blas:
+        from threadpoolctl import ThreadpoolController
+
+        _blas.extend(ThreadpoolController().select(user_api="blas").lib_controllers)
+        _blas.append(None)  # found (even if there is none): never look again
+    return _blas[:-1]
+
+
+def for_matmul(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
+    """Set the BLAS threads for one ``a @ b`` by :func:`threads_for` of its multiply-adds.
+
+    The numpy backend calls it before each matmul (PyTorch's ``parallel_for`` rule: a product
+    under ``GRAIN_SIZE`` multiply-adds per thread runs on fewer threads). A stacked matmul is one
+    BLAS call per matrix, so one matrix's ``m * k * n`` counts. Nothing is called when the count
+    is already right, so a run of same-sized products costs one comparison each.
+    """
+    if "threads" not in _state:
+        get_num_threads()
+    m = a_shape[-2] if len(a_shape) > 1 else 1
+    n = b_shape[-1] if len(b_shape) > 1 else 1
+    want = threads_for(m * a_shape[-1] * n) if a_shape else 1
+    if want != _state.get("blas"):
+        for lib in _blas_controllers():
+            lib.set_num_threads(want)
+        _state["blas"] = want

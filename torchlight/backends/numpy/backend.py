@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from torchlight import threads
 from torchlight.backends.base import FusedKernels, Index
 
 
@@ -221,6 +222,7 @@ class NumpyBackend(FusedKernels):
         return np.asarray(_REDUCE[op](a, axis=dims, keepdims=keepdim))
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        threads.for_matmul(a.shape, b.shape)  # issue 26: fewer BLAS threads for small products
         return np.asarray(np.matmul(a, b))
 
     def view(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -271,6 +273,7 @@ class NumpyBackend(FusedKernels):
 
     # fused kernels (FusedKernels): the same results as the compositions, in fewer numpy calls
     def linear(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        threads.for_matmul(x.shape, weight.shape[::-1])  # issue 26: as in matmul
         out = np.matmul(x, weight.T)
         if bias is not None:
             np.add(out, bias, out=out)  # in place: no second (rows, out_features) array

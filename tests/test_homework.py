@@ -1,0 +1,107 @@
+"""``make homework`` for a learner without a course (issue 26): the student notebooks of a1-a5
+in a learner's folder with the torchlight kernel and no solutions, nbgrader's Validate in that
+lab only (tests/test_readme.py checks that on the README's `make lab` and `make homework`), and
+``make homework-check`` grading the learner's copy with the hidden tests.
+
+The folder is the one ``tests/test_readme.py`` made by running the README's ``make homework``
+as pasted (the ``workdir`` fixture: links to the repository); released again here, it costs
+nothing when nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from submissions.catalog import Submission, build
+from submissions.pipeline import secret_lines
+from test_readme import NO_INSTALL, Pasted, pasted, workdir  # noqa: F401 - session fixtures
+
+pytestmark = [pytest.mark.nbgrader]
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions", "a5_attention")
+TOOL = [sys.executable, str(ROOT / "tools" / "homework.py")]
+
+
+@pytest.fixture(scope="module")
+def homework(pasted: dict[str, Pasted], workdir: Path) -> Path:  # noqa: F811
+    """The folder the README's `make homework` wrote (after the whole README ran)."""
+    return workdir / "homework"
+
+
+def test_release_is_the_student_version_with_the_torchlight_kernel(homework: Path) -> None:
+    assert sorted(p.name for p in homework.iterdir() if p.is_dir() and p.name[0] == "a") == list(
+        ASSIGNMENTS
+    )
+    for name in ASSIGNMENTS:
+        nb = nbformat.read(homework / name / f"{name}.ipynb", as_version=4)
+        assert nb.metadata.kernelspec.name == "torchlight", nb.metadata.kernelspec
+        text = json.dumps(nb)
+        source = nbformat.read(homework / ".grader" / "source" / name / f"{name}.ipynb", 4)
+        hidden, answers = secret_lines(source)
+        assert hidden and answers
+        leaked = [line for line in hidden + answers if line in text]
+        assert not leaked, f"{name}: solution or hidden-test lines in the release: {leaked[:3]}"
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+        assert "YOUR CODE HERE" in text
+    instructions = (homework / "README.md").read_text()
+    assert "homework-check A=a1" in instructions and "Validate" in instructions
+
+
+def test_release_never_overwrites_the_learners_work(homework: Path) -> None:
+    mine = homework / "a2_broadcasting" / "a2_broadcasting.ipynb"
+    before = mine.read_text()
+    mine.write_text(before.replace("YOUR CODE HERE", "MY OWN WORK", 1))
+    try:
+        subprocess.run([*TOOL, "release", "--into", str(homework)], check=True, capture_output=True)
+        assert "MY OWN WORK" in mine.read_text()
+    finally:
+        mine.write_text(before)
+
+
+def _check(homework: Path, name: str) -> str:
+    run = subprocess.run(
+        ["make", "-C", str(ROOT), *NO_INSTALL.split(), "homework-check", f"A={name}",
+         f"HOMEWORK={homework}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run.stdout
+
+
+def test_check_grades_the_learners_copy_with_the_hidden_tests(
+    homework: Path,
+    pasted: dict[str, Pasted],  # noqa: F811
+) -> None:
+    """The released notebook as it is scores 0 (the README's `make homework-check A=a1`, as
+    pasted); with the course's solution typed in, full marks; the feedback page shows the
+    messages and never the hidden tests."""
+    name = "a1_functions"
+    mine = homework / name / f"{name}.ipynb"
+    released = mine.read_text()
+    unsolved = next(r.text for c, r in pasted.items() if c.startswith("make homework-check A=a1"))
+    got = re.search(r"a1_functions: (\S+) / (\S+) points", unsolved)
+    assert got and float(got[1]) == 0 and float(got[2]) > 0, unsolved
+    assert "FAIL" in unsolved and "some hidden tests failed" in unsolved
+    assert "YOUR CODE HERE" in released
+    source = nbformat.read(homework / ".grader" / "source" / name / f"{name}.ipynb", 4)
+    release = nbformat.read(mine, as_version=4)
+    solved = build(Submission(name="me", assignment=name, kind="solution", base="solution"),
+                   source, release)  # fmt: skip
+    nbformat.write(solved, mine)
+    try:
+        out = _check(homework, "a1_functions")
+    finally:
+        mine.write_text(released)
+    got = re.search(r"a1_functions: (\S+) / (\S+) points", out)
+    assert got and got[1] == got[2] and float(got[1]) > 0, out
+    assert "every hidden test passed" in out and "FAIL" not in out
+    page = (homework / "feedback" / f"{name}.html").read_text()
+    hidden, _ = secret_lines(source)
+    assert not [line for line in hidden if line in page]
