@@ -54,6 +54,23 @@ def site(tmp_path_factory) -> Path:
     return out / "html"
 
 
+def test_a_second_build_reads_and_writes_no_page_again(site):
+    """``make docs`` is incremental: with nothing changed, Sphinx reads no source again and
+    writes no page (a generated API page whose text changed on every build, a set's order or a
+    memory address in a repr, made it re-read four pages and rewrite them every time)."""
+    out = site.parent
+    command = [
+        sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-b", "html",
+        "-d", str(out / "doctrees"), str(DOCS), str(site),
+    ]  # fmt: skip
+    started = time.monotonic()
+    result = subprocess.run(command, cwd=ROOT, text=True, capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "0 added, 0 changed, 0 removed" in result.stdout, result.stdout[-3000:]
+    assert "targets for 0 source files that are out of date" in result.stdout, result.stdout[-3000:]
+    print(f"\nsecond docs build: {time.monotonic() - started:.1f} s")
+
+
 def documented_objects(site: Path) -> set[str]:
     from sphinx.util.inventory import InventoryFile
 
@@ -177,6 +194,13 @@ def test_tutorial_2_page_in_a_real_browser(site, tmp_path):
             page.route("**/*", only_local)
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
+
+            def console(message):  # MathJax's font probe at about:blank was one (issue 26.9)
+                where = (message.location or {}).get("url", "")
+                if message.type == "error" and not where.endswith("favicon.ico"):
+                    errors.append(f"console: {message.text} ({where})")
+
+            page.on("console", console)
             page.goto(f"{base}/tutorials/02_autograd.html")
             # MathJax 2 (the local copy) replaces each formula with its own rendering.
             rendered = "document.querySelectorAll('.MathJax, .MathJax_Display').length"
@@ -204,7 +228,7 @@ def test_tutorial_2_page_in_a_real_browser(site, tmp_path):
             page.screenshot(path=str(tmp_path / "search.png"))
             browser.close()
         assert not elsewhere, f"the site asked other hosts for: {elsewhere}"
-        assert not errors, f"page errors: {errors}"
+        assert not errors, f"page and console errors: {errors}"
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -154,7 +154,7 @@ class ToyTrainer:
         top = max(max(self.loss_history), 1.0)
         return line_chart_svg(
             [("loss", self.loss_history, "#c5221f"), ("accuracy", self.accuracy_history, "#188038")],
-            y_max=top, title="training",
+            y_max=top, title="training", formats={"accuracy": ".1%"},
         )  # fmt: skip
 
     def summary(self) -> str:
