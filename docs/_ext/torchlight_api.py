@@ -153,6 +153,11 @@ def module_members_rst(module_name: str, home: dict[int, str]) -> str:
             bodies.append(f".. autoexception:: {full}\n   :show-inheritance:\n")
         elif kind == "function":
             bodies.append(f".. autofunction:: {full}\n")
+        elif _is_type_alias(obj):  # ``State = tuple[Tensor, ...]``: its type is no class of ours
+            bodies.append(
+                f".. py:data:: {name}\n   :module: {module_name}\n\n"
+                f"   A type alias: ``{_short_repr(obj)}``\n"
+            )
         else:  # a value: its type and repr (autodata would show the docstring of its type)
             bodies.append(
                 f".. py:data:: {name}\n   :module: {module_name}\n   :type: {type(obj).__name__}\n\n"
@@ -160,6 +165,12 @@ def module_members_rst(module_name: str, home: dict[int, str]) -> str:
             )
     table = ".. list-table::\n   :widths: 30 70\n\n" + "\n".join(summary) + "\n" if summary else ""
     return table + "\n" + "\n".join(bodies)
+
+
+def _is_type_alias(obj: Any) -> bool:
+    return isinstance(obj, (types.GenericAlias, types.UnionType)) or (
+        type(obj).__module__ == "typing" and not inspect.isclass(obj)
+    )
 
 
 def _short_repr(obj: Any) -> str:

@@ -124,6 +124,7 @@ class Recurrence(Function):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.ops.recurrent import LSTMStep, Recurrence
         >>> xp, w_hh = tl.randn(5, 3, 8), tl.randn(8, 2, requires_grad=True)  # 4 gates, H = 2
         >>> h0 = c0 = tl.zeros(3, 2)
         >>> out = Recurrence.apply(LSTMStep(), xp, w_hh, None, h0, c0)
@@ -195,6 +196,7 @@ class LSTMLayer(Function):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.ops.recurrent import LSTMLayer, LSTMStep, Recurrence
         >>> xp, w_hh = tl.randn(5, 3, 8), tl.randn(8, 2, requires_grad=True)
         >>> h0 = c0 = tl.zeros(3, 2)
         >>> out = LSTMLayer.apply(xp, w_hh, None, h0, c0)

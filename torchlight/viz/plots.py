@@ -4,6 +4,7 @@ Each returns SVG text (with the heat map inside as a PNG data URL), so the train
 works in any browser and in a saved notebook, and needs nothing but numpy.
 
 Example:
+    >>> from torchlight.viz.plots import png_bytes
     >>> import numpy as np
     >>> png_bytes(np.zeros((2, 3, 3), dtype=np.uint8))[:8]
     b'\\x89PNG\\r\\n\\x1a\\n'

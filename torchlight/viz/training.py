@@ -7,6 +7,7 @@ Training advances in small chunks, one per tick of a play button (start / pause)
 everything runs in the kernel's own thread: no background threads, nothing to clean up.
 
 Example:
+    >>> from torchlight.viz.training import ToyTrainer
     >>> trainer = ToyTrainer("xor", hidden=8, lr=0.5, seed=0)
     >>> trainer.step(300) < trainer.loss_history[0]
     True
