@@ -19,7 +19,7 @@ export HYPOTHESIS_PROFILE
 test pytest notebooks: export OPENBLAS_NUM_THREADS ?= 1
 test pytest notebooks: export OMP_NUM_THREADS ?= 1
 
-.PHONY: venv lab homework homework-check test pytest lint typecheck notebooks bench gpu-check clean distclean docs docs-serve
+.PHONY: venv lab homework homework-check test pytest lint typecheck notebooks bench gpu-check clean distclean docs docs-clean docs-serve
 
 # (Re)install when pyproject.toml is newer than the stamp, or the venv is missing.
 venv: $(STAMP)
@@ -85,13 +85,19 @@ notebooks: venv
 	$(PY) tools/build_notebooks.py
 
 # The Sphinx site: docs/_build/html (warnings are errors, every cross-reference must resolve).
+# Incremental: Sphinx keeps its parsed pages in docs/_build/doctrees and rebuilds only the pages
+# whose source (or documented module) changed; the notebooks are rendered from their stored
+# outputs, never executed. `make docs-clean` forgets it all (a full build: minutes).
 docs: venv
-	$(PY) -m sphinx -W --keep-going -n -q -b html docs docs/_build/html
+	$(PY) -m sphinx -W --keep-going -n -q -b html -d docs/_build/doctrees docs docs/_build/html
 	@echo "built docs/_build/html/index.html (make docs-serve serves it)"
 
+docs-clean:
+	rm -rf docs/_build docs/api docs/_generated docs/tutorials/*.ipynb
+
 DOCS_PORT ?= 8000
-# Serves what `make docs` built; builds only when nothing is built yet (`make docs` rebuilds).
-docs-serve: $(if $(wildcard docs/_build/html/index.html),,docs)
+# Brings the site up to date (seconds when nothing changed), then serves it.
+docs-serve: docs
 	$(PY) -m http.server $(DOCS_PORT) --bind 127.0.0.1 --directory docs/_build/html
 
 bench: venv

@@ -83,6 +83,9 @@ mathjax2_config = {
     "showMathMenu": False,
     "messageStyle": "none",
     "HTML-CSS": {
+        # MathJax's font-loading probe, "MathJax_Blank", is a font at url('about:blank'), which
+        # Chromium refuses (a console error on every page); a local() name asks no one.
+        "styles": {"@font-face": {"font-family": "MathJax_Blank", "src": "local('MathJax_Blank')"}},
         "availableFonts": [],
         "preferredFont": None,
         "webFont": "STIX-Web",

@@ -101,6 +101,7 @@ def write_jupyter_config(home: Path) -> dict[str, str]:
 #: Tutorials whose stored pictures must show before any cell runs (Jupyter does not trust them).
 STORED_PICTURES = ("01_tensors.ipynb", "02_autograd.ipynb")
 TUTORIAL_3 = "03_neural_networks.ipynb"
+TUTORIAL_6 = "06_attention_and_transformers.ipynb"
 
 TALL_GRAPH = """import torchlight as tl
 x = tl.tensor([1.0], requires_grad=True)
@@ -143,7 +144,7 @@ def jupyter_lab(tmp_path_factory):
     home = tmp_path_factory.mktemp("jupyter")
     work = home / "lab"
     work.mkdir()
-    for name in (NOTEBOOK.name, *STORED_PICTURES, TUTORIAL_3):
+    for name in (NOTEBOOK.name, *STORED_PICTURES, TUTORIAL_3, TUTORIAL_6):
         shutil.copy(ROOT / "notebooks" / name, work / name)
     write_viewers_notebook(work / "viewers.ipynb")
     env = {**os.environ, **write_jupyter_config(home / "home")}
@@ -200,7 +201,7 @@ def lab_page(jupyter_lab, browser):
     )
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
 
-    def open_and_run(name: str) -> None:
+    def open_and_run(name: str, seconds: float = 90) -> None:
         page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
         page.wait_for_function(
             "() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
@@ -208,7 +209,7 @@ def lab_page(jupyter_lab, browser):
             timeout=60_000,
         )
         page.evaluate(RUN_ALL_AND_WAIT)
-        page.wait_for_function(ALL_CELLS_DONE, timeout=90_000, polling=500)
+        page.wait_for_function(ALL_CELLS_DONE, timeout=seconds * 1000, polling=500)
         for mime in ("application/vnd.jupyter.stderr", "application/vnd.jupyter.error"):
             outputs = page.locator(f".jp-OutputArea-output[data-mime-type='{mime}']")
             assert outputs.count() == 0, (
@@ -222,6 +223,79 @@ def lab_page(jupyter_lab, browser):
 def assert_no_console_errors(errors: list[str]) -> None:
     real = [e for e in errors if not any(b in e for b in BENIGN_CONSOLE)]
     assert not real, "errors in the browser console:\n" + "\n".join(real)
+
+
+# Each character outside ASCII in the notebook (markdown, outputs, viewers), drawn on a canvas in
+# its element's font, compared with a private-use character no font has: the same picture means
+# the browser had no glyph for it and drew a box (as U+23F8, the pause sign, did in the fonts
+# Debian's chromium has). MathJax's own output is skipped (it draws with its own web fonts).
+MISSING_GLYPHS = r"""
+() => {
+  const canvas = document.createElement("canvas");
+  canvas.width = 64; canvas.height = 64;
+  const ctx = canvas.getContext("2d", { willReadFrequently: true });
+  const draw = (ch, font) => {
+    ctx.clearRect(0, 0, 64, 64); ctx.font = font; ctx.fillText(ch, 8, 44);
+    return ctx.getImageData(0, 0, 64, 64).data.join(",");
+  };
+  const boxes = new Map(), seen = new Set(), missing = [];
+  const root = window.jupyterapp.shell.currentWidget.node;
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const el = walker.currentNode.parentElement;
+    if (!el || el.closest("mjx-container, .MathJax, .MathJax_Display, .MathJax_Preview, script, style")) continue;
+    const style = getComputedStyle(el);
+    const font = `${style.fontStyle} ${style.fontWeight} 20px ${style.fontFamily}`;
+    if (!boxes.has(font)) boxes.set(font, draw("\uE000", font));
+    for (const ch of walker.currentNode.textContent) {
+      if (ch.codePointAt(0) < 0x80 || /\s/.test(ch) || seen.has(ch + font)) continue;
+      seen.add(ch + font);
+      if (draw(ch, font) === boxes.get(font)) {
+        const code = ch.codePointAt(0).toString(16).toUpperCase();
+        missing.push(`U+${code} ${ch} in "${walker.currentNode.textContent.trim().slice(0, 80)}"`);
+      }
+    }
+  }
+  return missing;
+}
+"""
+
+
+def assert_every_glyph_renders(page: Any) -> None:
+    missing = page.evaluate(MISSING_GLYPHS)
+    assert not missing, "characters the browser has no font for (drawn as boxes):\n" + "\n".join(
+        missing
+    )
+
+
+# The boxes of a graph viewer's hint line and of every text of its picture that is in view.
+HINT_AND_PICTURE_TEXT = """
+(viewer) => {
+  const rect = (e) => { const r = e.getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height }; };
+  const box = rect(viewer.querySelector(".tl-svgbox"));
+  const inside = (r) => r.w > 0 && r.x < box.x + box.w && r.x + r.w > box.x && r.y < box.y + box.h && r.y + r.h > box.y;
+  const texts = [...viewer.querySelectorAll(".tl-svgbox svg text")]
+    .map((t) => ({ text: t.textContent, ...rect(t) })).filter(inside);
+  return { hint: rect(viewer.querySelector(".tl-hint")), texts };
+}
+"""
+
+
+def assert_hint_clear_of_the_picture(viewer: Any) -> None:
+    """The canvas's hint line ("click a node · drag to pan ...") must not cover the picture:
+    at 1400 px it ran into the graph's legend."""
+    boxes = viewer.evaluate(HINT_AND_PICTURE_TEXT)
+    h = boxes["hint"]
+    assert h["w"] > 0 and h["h"] > 0, "the hint is not shown"
+    covered = [
+        t["text"]
+        for t in boxes["texts"]
+        if t["x"] < h["x"] + h["w"]
+        and h["x"] < t["x"] + t["w"]
+        and t["y"] < h["y"] + h["h"]
+        and h["y"] < t["y"] + t["h"]
+    ]
+    assert not covered, f"the hint {h} overlaps the picture's text: {covered}"
 
 
 RUN_ALL_AND_WAIT = """
@@ -274,6 +348,11 @@ def test_graph_viewer_in_jupyterlab(lab_page, tmp_path):
     assert found["index"] >= 0, (
         f"no step-0 viewer of c = (a + a) * a among {found['count']} viewers"
     )
+    viewers = page.locator(".tl-graph-viewer")
+    for i in range(viewers.count()):
+        viewers.nth(i).scroll_into_view_if_needed()
+        assert_hint_clear_of_the_picture(viewers.nth(i))
+    assert_every_glyph_renders(page)
     viewer = page.locator(".tl-graph-viewer").nth(found["index"])
     viewer.scroll_into_view_if_needed()
     assert viewer.locator("svg g.tl-node").count() == 5  # a, Add, b, Mul, c
@@ -352,6 +431,7 @@ def test_training_viewer_shown_twice_keeps_training(lab_page, tmp_path):
         re.compile(r"step [6-9]\d\d")
     )
     first.screenshot(path=str(tmp_path / "tutorial3_training.png"))
+    assert_every_glyph_renders(page)  # the markdown's pause sign, the viewers' buttons
     first.locator(".tl-ticker-button").click()  # pause
     expect(first.locator(".tl-ticker-button")).to_contain_text("train")
     page.wait_for_timeout(1000)  # ticks sent before the pause may still be on their way
@@ -360,6 +440,33 @@ def test_training_viewer_shown_twice_keeps_training(lab_page, tmp_path):
     assert first.locator(".tl-training-status").inner_text() == paused, "pause did not stop it"
     assert_no_console_errors(errors)
     print(f"\nTutorial 3 viewer shown twice: {time.monotonic() - started:.1f} s; {tmp_path}")
+
+
+def test_tutorial_6_runs_to_the_end_in_jupyterlab(lab_page, tmp_path):
+    """Tutorial 6 as a learner runs it (Run All): no error output, its graph viewer is live,
+    the attention heatmaps and the gradient plot show, the GPT's loss falls, no console error."""
+    from playwright.sync_api import expect
+
+    page, open_and_run, errors = lab_page
+    started = time.monotonic()
+    open_and_run(TUTORIAL_6, seconds=200)
+    ran_s = time.monotonic() - started
+    viewer = page.locator(".tl-graph-viewer")
+    expect(viewer).to_have_count(1, timeout=20_000)
+    viewer.scroll_into_view_if_needed()
+    assert viewer.locator(".tl-canvas svg g.tl-node").count() > 5  # the live canvas
+    assert_hint_clear_of_the_picture(viewer)
+    printed = "\n".join(page.locator(".jp-OutputArea").all_inner_texts())
+    losses = [float(m) for m in re.findall(r"loss (\d+\.\d+) nats/char", printed)]
+    assert len(losses) >= 2 and losses[-1] < losses[0] < 4.2, losses
+    images = page.evaluate(IMAGES_SHOWN)
+    assert len(images) >= 2 and all(i["complete"] and i["w"] > 100 for i in images), images
+    assert_every_glyph_renders(page)
+    page.screenshot(path=str(tmp_path / "tutorial6.png"), full_page=True)
+    assert_no_console_errors(errors)
+    print(
+        f"\nTutorial 6 in JupyterLab: cells ran in {ran_s:.1f} s, test {time.monotonic() - started:.1f} s"
+    )
 
 
 IMAGES_SHOWN = """

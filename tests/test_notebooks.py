@@ -169,6 +169,30 @@ def test_autograd_tutorial_shows_the_true_values_of_the_errata():
     assert erratum_text.count("Erratum") >= 3
 
 
+def test_autograd_tutorial_small_things_of_issue_26():
+    """The comment beside ``b = a * 2`` gives the true gradient, "Going further" is no H1 (a
+    sidebar entry of its own on the docs site), and the notebook, itself a page of the docs
+    site, does not call the page it corrects "the published page"."""
+    cells = _cells("02_autograd")
+    leaf = next(_text(c) for c in cells if c["cell_type"] == "code" and "b = a * 2  " in _text(c))
+    comment = next(line for line in leaf.splitlines() if line.startswith("a.grad"))
+    assert comment.split("#", 1)[1].strip().startswith("[2., 2.]"), comment
+    markdown = [_text(c) for c in cells if c["cell_type"] == "markdown"]
+    h1 = [line for text in markdown for line in text.splitlines() if re.match(r"# \S", line)]
+    assert h1 == ["# Tutorial 2: Autograd"], h1
+    assert not any("published" in text for text in markdown)
+
+
+def test_tutorials_use_no_glyph_the_bundled_fonts_lack():
+    """U+23F8 (the pause sign) is in none of the fonts Debian's chromium has (it drew a box);
+    the browser tests check what is drawn, this checks every source."""
+    lacking = {"\u23f8": "pause sign", "\u23f5": "play sign"}
+    found = [
+        f"{p.name}: {name}" for p in SOURCES for ch, name in lacking.items() if ch in p.read_text()
+    ]
+    assert not found, found
+
+
 @pytest.mark.notebooks
 @pytest.mark.parametrize("name", TUTORIALS)
 def test_notebook_outputs_reproduce(name):

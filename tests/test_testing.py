@@ -75,3 +75,41 @@ def test_assert_exact_is_tight_and_explains() -> None:
     assert_exact([1.0], [1.0 + 1e-13])
     with pytest.raises(AssertionError, match="chosen against finite differences"):
         assert_exact([1.0], [1.0 + 1e-10])
+
+
+def test_the_message_names_the_value_that_was_wrong() -> None:
+    """Issue 26.9: a visible test cell with three checks said "Tensor-likes are not close!"
+    without saying which; the message starts with the call's arguments as written."""
+    a = tl.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+    (a * a).sum().backward()
+    with pytest.raises(AssertionError) as caught:
+        assert_close(a.grad.numpy(), [[2.0, 4.0, 6.5]])
+    assert str(caught.value).startswith(
+        "a.grad.numpy() is not close to [[2.0, 4.0, 6.5]]: Tensor-likes are not close!"
+    )
+    with pytest.raises(AssertionError, match=r"^a\.grad is not close to \[\[2\.0, 4\.0, 7\.0\]\]"):
+        assert_exact(
+            a.grad,
+            [[2.0, 4.0, 7.0]],
+        )  # over several lines, as a formatter leaves a long call
+    with pytest.raises(AssertionError, match=r"^the gradient of square for input 0"):
+        square = lambda x: x * x  # noqa: E731 - a name, as in a homework cell
+        assert_gradient_scales(square, [tl.randn(3)], 0)
+
+
+def test_the_message_names_the_value_in_a_notebook_cell() -> None:
+    """In a kernel the source of a cell is IPython's (registered in linecache), as in JupyterLab
+    and under nbgrader; a console has no source, and the message is PyTorch's alone."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    result = shell.run_cell(
+        "import torchlight as tl\nfrom torchlight.testing import assert_close\n"
+        "out = tl.tensor([1.0, 2.0])\nassert_close(out * 2, [2.0, 5.0])",
+        silent=True,
+    )
+    assert isinstance(result.error_in_exec, AssertionError)
+    assert str(result.error_in_exec).startswith("out * 2 is not close to [2.0, 5.0]: ")
+    console: dict = {"assert_close": assert_close}  # what a console runs: no source anywhere
+    with pytest.raises(AssertionError, match="^Tensor-likes are not close!"):
+        exec(compile("assert_close([1.0], [2.0])", "<stdin>", "exec"), console)

@@ -48,6 +48,17 @@ def test_pictures_are_well_formed_svg():
     )
 
 
+def test_training_chart_shows_accuracy_as_the_status_line_does():
+    """The chart's legend said "accuracy 1" where the status line said "100.0%" (issue 26.9)."""
+    trainer = ToyTrainer("xor", hidden=8, lr=0.5, seed=0)
+    trainer.step(30)
+    shown = f"accuracy {trainer.accuracy_history[-1]:.1%}"
+    assert shown in trainer.summary()
+    legend = [t.text for t in ET.fromstring(trainer.curves_svg()).iterfind(".//{*}text")]
+    assert shown in legend, legend
+    assert f"loss {trainer.loss_history[-1]:.4g}" in legend, legend
+
+
 @pytest.mark.parametrize("dataset", sorted(TOY_DATASETS))
 def test_trainer_learns_every_toy_set(dataset):
     trainer = ToyTrainer(dataset, hidden=16, lr=0.5, seed=0)

@@ -31,6 +31,7 @@ class Generator:
     """A random number generator of its own, as ``torch.Generator`` (``device`` must be CPU).
 
     Example:
+        >>> from torchlight import Generator
         >>> g = Generator().manual_seed(42)
         >>> g.initial_seed()
         42
@@ -100,6 +101,7 @@ def randint(
     As PyTorch's: ``low`` defaults to 0, ``size`` is a tuple (also as ``size=``), the result is int64.
 
     Example:
+        >>> from torchlight import randint
         >>> randint(3, 5, (4,)).tolist()[0] in (3, 4)
         True
     """
@@ -142,6 +144,7 @@ def randperm(
     """A random permutation of the integers from 0 to ``n - 1`` (int64).
 
     Example:
+        >>> from torchlight import randperm
         >>> sorted(randperm(4).tolist())
         [0, 1, 2, 3]
     """
@@ -171,6 +174,7 @@ def multinomial(
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight import multinomial
         >>> multinomial(tl.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
         [1, 1]
     """

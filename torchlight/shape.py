@@ -19,6 +19,7 @@ def strides_from_shape(shape: Sequence[int]) -> Strides:
     r"""Row-major (C-contiguous) strides: $s_{n-1} = 1,\ s_d = s_{d+1} \cdot n_{d+1}$.
 
     Example:
+        >>> from torchlight.shape import strides_from_shape
         >>> strides_from_shape((2, 3, 4))
         (12, 4, 1)
     """
@@ -34,6 +35,7 @@ def index_to_position(index: Sequence[int], strides: Sequence[int], offset: int 
     r"""Position in flat storage: $\mathrm{offset} + \sum_d \mathrm{index}_d \cdot s_d$.
 
     Example:
+        >>> from torchlight.shape import index_to_position
         >>> index_to_position((1, 2), (3, 1))
         5
     """
@@ -47,6 +49,7 @@ def to_index(ordinal: int, shape: Sequence[int]) -> list[int]:
     """The multi-index of the ``ordinal``-th element in row-major order (inverse of counting).
 
     Example:
+        >>> from torchlight.shape import to_index
         >>> to_index(5, (2, 3))
         [1, 2]
     """
@@ -64,6 +67,7 @@ def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> Shape:
         ValueError: naming both shapes and the first dimension that does not match.
 
     Example:
+        >>> from torchlight.shape import broadcast_shape
         >>> broadcast_shape((3, 1), (4,))
         (3, 4)
     """
@@ -92,6 +96,7 @@ def broadcast_index(
     Dimensions of size 1 in ``shape`` always read index 0; missing leading dimensions are dropped.
 
     Example:
+        >>> from torchlight.shape import broadcast_index
         >>> broadcast_index((2, 3), (4, 5), (5,))
         [3]
         >>> broadcast_index((2, 3), (4, 5), (4, 1))
@@ -107,6 +112,7 @@ def permute(
     """Shape and strides of a permuted view: reorder both, the storage is untouched.
 
     Example:
+        >>> from torchlight.shape import permute
         >>> permute((2, 3), (3, 1), (1, 0))
         ((3, 2), (1, 3))
     """
@@ -135,6 +141,7 @@ def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
     """Whether an operand of ``shape`` broadcasts to exactly ``target``.
 
     Example:
+        >>> from torchlight.shape import broadcasts_to
         >>> broadcasts_to((3, 1), (2, 3, 4)), broadcasts_to((3,), (3, 4))
         (True, False)
     """
@@ -152,6 +159,7 @@ def sum_to_shape_dims(
     Returns ``(dims, lead)``: sum over ``dims`` with keepdim, then drop the ``lead`` leading dims.
 
     Example:
+        >>> from torchlight.shape import sum_to_shape_dims
         >>> sum_to_shape_dims((2, 3, 4), (3, 1))
         ((0, 2), 1)
     """
@@ -171,6 +179,7 @@ def unbroadcast(grad: Any, shape: Sequence[int]) -> Any:
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.shape import unbroadcast
         >>> unbroadcast(tl.ones(2, 3), (3,))
         tensor([2., 2., 2.])
     """
@@ -183,6 +192,7 @@ def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> S
     or disappear.
 
     Example:
+        >>> from torchlight.shape import reduced_shape
         >>> reduced_shape((2, 3, 4), (1,), True), reduced_shape((2, 3, 4), (1,), False)
         ((2, 1, 4), (2, 4))
     """

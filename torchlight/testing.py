@@ -7,7 +7,7 @@ r"""Assertions for tests and homework: :func:`assert_close` (PyTorch's name and 
 >>> assert_close(tl.tensor([1.0, 2.5]), [1.0, 2.0])  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-AssertionError: Tensor-likes are not close!
+AssertionError: tl.tensor([1.0, 2.5]) is not close to [1.0, 2.0]: Tensor-likes are not close!
 <BLANKLINE>
 Mismatched elements: 1 / 2 (50.0%)
 Greatest absolute difference: 0.5 at index (1,) (up to 1e-07 allowed)
@@ -17,6 +17,9 @@ At index (1,): expected 2, received 2.5
 
 from __future__ import annotations
 
+import ast
+import linecache
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -63,11 +66,63 @@ def assert_close(
     ``1.3e-6, 1e-5``; exact for integers) unless both are given. The message names the number of
     mismatched elements, the greatest differences and where, and the expected and received values
     at the first mismatch. ``msg`` replaces it (a string) or rewrites it (a callable given the
-    message).
+    message). The message starts with the call's own arguments as written
+    (``a.grad is not close to [4.0, 5.0]: ...``) where the source is known (a file, a notebook
+    cell, a doctest), so a test with several checks says which value was wrong.
 
     Raises:
         AssertionError: the shapes differ, or some element is not close.
     """
+    _assert_close(actual, expected, rtol, atol, equal_nan, msg, _named_by(_call_arguments(1)))
+
+
+def _named_by(arguments: list[str] | None) -> str:
+    """``"a.grad is not close to [4.0, 5.0]: "`` from a call's arguments ('' if unknown)."""
+    if not arguments or len(arguments) < 2:
+        return ""
+    return f"{arguments[0]} is not close to {arguments[1]}: "
+
+
+def _call_arguments(depth: int) -> list[str] | None:
+    """The source text of the positional arguments of the call being made ``depth`` frames
+    above the caller of this function, or None when the source is unknown (a console).
+
+    Python 3.11 records where in the source each instruction came from; the frame's current
+    instruction is the call, so its position is the call's text, which is parsed for its
+    arguments (what pytest's assertion messages and the ``executing`` package also do)."""
+    frame = sys._getframe(depth + 1)
+    try:
+        positions = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+    except (AttributeError, IndexError):  # Python < 3.11
+        return None
+    start, end, col, end_col = positions
+    lines = linecache.getlines(frame.f_code.co_filename, frame.f_globals)
+    if None in positions or not lines or end is None or end > len(lines):
+        return None
+    assert start is not None and col is not None and end_col is not None, positions
+    chunk = [line.encode() for line in lines[start - 1 : end]]  # offsets count UTF-8 bytes
+    chunk[-1] = chunk[-1][:end_col]
+    chunk[0] = chunk[0][col:]
+    try:
+        call = ast.parse(b"".join(chunk).decode().strip(), mode="eval").body
+    except (SyntaxError, UnicodeDecodeError):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    text = b"".join(chunk).decode().strip()
+    found = [ast.get_source_segment(text, arg) for arg in call.args]
+    return [" ".join(s.split()) for s in found if s is not None]
+
+
+def _assert_close(
+    actual: Any,
+    expected: Any,
+    rtol: float | None,
+    atol: float | np.ndarray | None,
+    equal_nan: bool,
+    msg: str | Callable[[str], str] | None,
+    named: str,
+) -> None:
     a, e = _array(actual), _array(expected)
     if (rtol is None) != (atol is None):
         raise ValueError(
@@ -79,6 +134,7 @@ def assert_close(
     assert atol is not None
 
     def fail(message: str) -> None:
+        message = named + message
         if callable(msg):
             message = msg(message)
         elif msg is not None:
@@ -129,7 +185,8 @@ def assert_exact(
     Raises:
         AssertionError: some element differs by more than the tolerance.
     """
-    assert_close(actual, expected, rtol=1e-12, atol=atol, msg=lambda m: f"{m}\n{why}")
+    named = _named_by(_call_arguments(1))
+    _assert_close(actual, expected, 1e-12, atol, False, lambda m: f"{m}\n{why}", named)
 
 
 def _index(flat: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -187,6 +244,8 @@ def assert_gradient_scales(
             raise AssertionError(f"the gradient for input {index} is None")
         return _array(grad).astype(np.float64)
 
+    arguments = _call_arguments(1)
+    of = f" of {arguments[0]}" if arguments else ""
     at_x = gradient(1.0)
     expected = at_x * scale**power
     assert_close(
@@ -195,7 +254,7 @@ def assert_gradient_scales(
         rtol=1e-12,
         atol=1e-12 * float(np.abs(expected).max(initial=0.0)),
         msg=lambda m: (
-            f"the gradient for input {index} at the input times 2**50 should be "
+            f"the gradient{of} for input {index} at the input times 2**50 should be "
             f"{'the same as' if power == 0 else f'2**{50 * power} times'} the one at the input, "
             f"but it is not.\n{m}\n{FINITE_DIFFERENCES}"
         ),

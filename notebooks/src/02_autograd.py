@@ -575,7 +575,7 @@ except GradcheckError as error:
 #   takes care of broadcasting and bookkeeping.
 # - Check every backward with `central_difference` and `gradcheck` in float64; the error of a
 #   central difference is truncation ($\epsilon^2$) plus rounding ($u/\epsilon$).
-# - Three statements of the published page were corrected here: the explanation of
+# - Three statements of the original page were corrected here: the explanation of
 #   `d(b*a)/da` ($4a$), the gradient of `a * 2` (`[2.0, 2.0]`), and the printed central
 #   differences (they depend on dtype and step).
 #

@@ -263,7 +263,8 @@ for step in range(601):
 # drops fast once the hidden units have bent the boundary into a spiral:
 
 # %%
-Picture(line_chart_svg([("loss", losses, "#c5221f"), ("accuracy", accuracies, "#188038")], title="spiral, Adam"))
+Picture(line_chart_svg([("loss", losses, "#c5221f"), ("accuracy", accuracies, "#188038")], title="spiral, Adam",
+                       formats={"accuracy": ".1%"}))
 
 # %%
 assert accuracy(model, X, labels) >= 0.95
@@ -275,7 +276,7 @@ show_boundary(model, X, labels)
 # `viz.TrainingViewer` trains a one-hidden-layer network on any of the toy sets and redraws as
 # it goes: the decision boundary (the background is the network's probability of class 1;
 # misclassified points get a black ring), the loss curve and the accuracy. In JupyterLab press
-# ▶ to train and ⏸ to pause; change the data set, the hidden size, the activation or the
+# ▶ train to train and ‖ pause to pause; change the data set, the hidden size, the activation or the
 # learning rate and watch what changes. (Try a learning rate of 5, or 1 hidden unit on
 # `circle`.)
 

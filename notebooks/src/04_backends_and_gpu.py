@@ -31,16 +31,20 @@
 # **One note before we start.** Numba decides at import time whether its CUDA part talks to a
 # real GPU or to its **simulator** (which runs GPU kernels on the CPU, slowly, for learning and
 # testing). So the first cell checks for a GPU, in a separate process, and switches the
-# simulator on if there is none.
+# simulator on if there is none. (Without NVIDIA's driver library, `libcuda`, there is no GPU
+# to find, and the check, which takes seconds to import numba, is skipped.)
 
 # %% tags=["nbval-ignore-output"]
+import ctypes.util
 import os
 import subprocess
 import sys
 
 probe = "from numba import cuda; print(cuda.is_available())"
 real_env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-has_gpu = subprocess.run([sys.executable, "-c", probe], env=real_env, capture_output=True, text=True).stdout.strip() == "True"
+has_gpu = ctypes.util.find_library("cuda") is not None and subprocess.run(
+    [sys.executable, "-c", probe], env=real_env, capture_output=True, text=True
+).stdout.strip() == "True"
 if not has_gpu:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # must happen before numba.cuda is imported
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":

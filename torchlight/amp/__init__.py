@@ -14,6 +14,7 @@ dtype warns and disables itself, as PyTorch CPU does for dtypes autocast does no
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.amp import GradScaler
     >>> scaler = GradScaler("cpu", init_scale=8.0)
     >>> w = tl.nn.Parameter(tl.tensor([1.0]))
     >>> opt = tl.optim.SGD([w], lr=0.5)

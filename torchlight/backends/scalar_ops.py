@@ -72,6 +72,7 @@ def float32_twin(fn: Callable[..., Any]) -> Callable[..., Any]:
     the same numbers, as float32 where a constant takes part:
 
     Example:
+        >>> from torchlight.backends.scalar_ops import float32_twin, log, sigmoid
         >>> sigmoid(0.0), float32_twin(sigmoid)(0.0), float32_twin(log)(0.0)
         (0.5, np.float32(0.5), np.float32(-inf))
     """

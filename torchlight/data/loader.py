@@ -39,6 +39,7 @@ class Dataset:
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.data import Dataset
         >>> class Squares(Dataset):
         ...     def __len__(self):
         ...         return 4
@@ -90,6 +91,7 @@ class Subset(Dataset):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.data import Subset, TensorDataset
         >>> ds = TensorDataset(tl.arange(5.0))
         >>> Subset(ds, [4, 0])[0]
         (tensor(4.),)
@@ -146,6 +148,7 @@ def random_split(
         generator: a ``numpy.random.Generator``; ``None`` draws from ``tl.manual_seed``'s.
 
     Example:
+        >>> from torchlight.data import random_split
         >>> import numpy as np
         >>> import torchlight as tl
         >>> train, val = random_split(TensorDataset(tl.arange(10.0)), [0.8, 0.2],
@@ -183,6 +186,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.data import default_collate
         >>> x, y = default_collate([(tl.zeros(3), 1), (tl.ones(3), 0)])
         >>> x.shape, y
         ((2, 3), tensor([1, 0]))

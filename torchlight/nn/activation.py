@@ -94,6 +94,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.nn.activation import softplus
         >>> softplus(tl.tensor([0.0, 100.0]))
         tensor([  0.6931, 100.0000])
     """

@@ -302,6 +302,7 @@ class Unflatten(Module):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.nn import Unflatten
         >>> Unflatten(1, (2, 3))(tl.zeros(4, 6)).shape
         (4, 2, 3)
     """

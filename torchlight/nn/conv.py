@@ -16,6 +16,7 @@ The Modules hold the weights and settings, and check the input shape.
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.nn.conv import conv2d, conv_transpose2d
     >>> x = tl.ones(1, 4, 5, 5)
     >>> conv2d(x, tl.ones(6, 2, 3, 3), padding="same", dilation=2, groups=2).shape
     (1, 6, 5, 5)

@@ -4,6 +4,8 @@ and pooling with ``ceil_mode``.
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.nn.padding import dilate
+    >>> from torchlight.nn.functional import pad
     >>> pad(tl.ones(1, 2), (1, 2), value=0.0)
     tensor([[0., 1., 1., 0., 0.]])
     >>> dilate(tl.tensor([1.0, 2.0, 3.0]), dim=0, factor=2)

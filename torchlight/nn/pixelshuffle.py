@@ -5,6 +5,7 @@ A reshape, a permute and a reshape, so the gradient is the inverse rearrangement
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.nn.functional import pixel_shuffle
     >>> pixel_shuffle(tl.arange(4.0).reshape(1, 4, 1, 1), 2).reshape(-1).tolist()
     [0.0, 1.0, 2.0, 3.0]
 """

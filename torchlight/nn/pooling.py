@@ -12,6 +12,7 @@ inside the input), counted by pooling a mask of ones the same way.
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.nn.functional import adaptive_avg_pool2d, max_pool2d
     >>> x = tl.arange(25.0).reshape(1, 1, 5, 5)
     >>> max_pool2d(x, 2, ceil_mode=True).shape
     (1, 1, 3, 3)
@@ -331,6 +332,7 @@ class AdaptiveAvgPool2d(Module):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.nn import AdaptiveAvgPool2d
         >>> AdaptiveAvgPool2d((2, 1))(tl.ones(3, 16, 5, 7)).shape
         (3, 16, 2, 1)
     """

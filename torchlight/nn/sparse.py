@@ -61,6 +61,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.nn.functional import embedding
         >>> embedding(tl.tensor([2, 0]), tl.arange(6.0).reshape(3, 2))
         tensor([[4., 5.],
                 [0., 1.]])

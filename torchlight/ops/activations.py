@@ -9,6 +9,7 @@ the true derivative is simply $\sigma(x)$.
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.ops.activations import SoftplusFunction
     >>> SoftplusFunction.apply(tl.tensor([0.0]))
     tensor([0.6931])
 """

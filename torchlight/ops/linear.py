@@ -5,6 +5,7 @@ Function it is one node in the graph, and its backward is the one derived on pap
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.nn.functional import linear
     >>> linear(tl.ones(2, 3), tl.ones(4, 3), tl.zeros(4)).shape
     (2, 4)
 """

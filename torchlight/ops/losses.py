@@ -48,6 +48,7 @@ def log_softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.nn.functional import log_softmax
         >>> log_softmax(tl.tensor([1000.0, 0.0]), dim=0)
         tensor([    0., -1000.])
     """

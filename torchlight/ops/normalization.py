@@ -7,6 +7,7 @@ ops (:mod:`torchlight.nn.normalization`).
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.ops.normalization import LayerNormFunction
     >>> LayerNormFunction.apply(tl.tensor([[0.0, 2.0]]), 1, 1e-5)
     tensor([[-1.0000,  1.0000]])
 """

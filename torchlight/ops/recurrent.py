@@ -122,6 +122,7 @@ class Recurrence(Function):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.ops.recurrent import LSTMStep, Recurrence
         >>> xp, w_hh = tl.randn(5, 3, 8), tl.randn(8, 2, requires_grad=True)  # 4 gates, H = 2
         >>> h0 = c0 = tl.zeros(3, 2)
         >>> out = Recurrence.apply(LSTMStep(), xp, w_hh, None, h0, c0)
@@ -193,6 +194,7 @@ class LSTMLayer(Function):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.ops.recurrent import LSTMLayer, LSTMStep, Recurrence
         >>> xp, w_hh = tl.randn(5, 3, 8), tl.randn(8, 2, requires_grad=True)
         >>> h0 = c0 = tl.zeros(3, 2)
         >>> out = LSTMLayer.apply(xp, w_hh, None, h0, c0)

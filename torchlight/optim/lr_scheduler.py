@@ -120,6 +120,7 @@ class LambdaLR(LRScheduler):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.optim.lr_scheduler import LambdaLR
         >>> from torchlight import nn, optim
         >>> opt = optim.SGD([nn.Parameter(tl.zeros(1))], lr=1.0)
         >>> warmup = LambdaLR(opt, lambda epoch: min(1.0, (epoch + 1) / 4))
@@ -436,6 +437,7 @@ class SequentialLR(_SchedulerOfSchedulers):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.optim.lr_scheduler import ExponentialLR, LinearLR, SequentialLR
         >>> from torchlight import nn, optim
         >>> opt = optim.SGD([nn.Parameter(tl.zeros(1))], lr=1.0)
         >>> warmup = LinearLR(opt, start_factor=0.5, total_iters=2)
@@ -606,6 +608,7 @@ class ReduceLROnPlateau:
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.optim.lr_scheduler import ReduceLROnPlateau
         >>> from torchlight import nn, optim
         >>> opt = optim.SGD([nn.Parameter(tl.zeros(1))], lr=1.0)
         >>> sched = ReduceLROnPlateau(opt, patience=1, factor=0.5)

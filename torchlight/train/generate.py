@@ -46,6 +46,7 @@ def generate(
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.train.generate import generate
         >>> tl.manual_seed(0)
         >>> model = tl.nn.GPT(vocab_size=5, block_size=4, d_model=8, nhead=2, num_layers=1)
         >>> len(generate(model, [1, 2], max_new_tokens=6, block_size=4, top_k=2))

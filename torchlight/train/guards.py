@@ -3,6 +3,7 @@ or infinite stops it (:class:`TrainingDivergedError`), and a Ctrl-C waits until 
 is written (:func:`ctrl_c_deferred`), so the line it prints names the file on disk.
 
 Example:
+    >>> from torchlight.train.guards import ctrl_c_deferred
     >>> with ctrl_c_deferred():
     ...     saved = "the checkpoint is written here"
     >>> saved

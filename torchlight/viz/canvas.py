@@ -161,8 +161,9 @@ _CSS = """
 .tl-canvas .tl-zoombar { position: absolute; top: 6px; right: 6px; display: flex; gap: 4px; }
 .tl-canvas .tl-zoombar button { font: 12px sans-serif; min-width: 30px; padding: 2px 6px; cursor: pointer;
   border: 1px solid #bdc1c6; border-radius: 4px; background: #f8f9fa; }
-.tl-canvas .tl-hint { position: absolute; bottom: 4px; right: 8px; font: 11px sans-serif; color: #80868b;
-  pointer-events: none; }
+/* Below the picture, not over it: over it, it ran into the graph's legend (issue 26.9). */
+.tl-canvas .tl-hint { text-align: right; padding: 2px 8px 3px; border-top: 1px solid #f1f3f4;
+  font: 11px sans-serif; color: #80868b; pointer-events: none; }
 """
 
 if anywidget is not None:

@@ -5,6 +5,7 @@ without JavaScript, and :func:`module_tree_html` works in a saved notebook too.
 :class:`ModuleViewer` adds a list of parameters: pick one to see its values and gradient.
 
 Example:
+    >>> from torchlight.viz.modules import module_tree_html
     >>> from torchlight import nn
     >>> model = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2))
     >>> "42 parameters" in module_tree_html(model) and "(8, 2)" in module_tree_html(model)
@@ -86,6 +87,7 @@ class ModuleViewer(widgets.VBox):
         module: any :class:`torchlight.nn.Module`.
 
     Example:
+        >>> from torchlight.viz import ModuleViewer
         >>> from torchlight import nn
         >>> viewer = ModuleViewer(nn.Sequential(nn.Linear(2, 3)))
         >>> viewer.picker.value = "0.weight"  # what choosing in the list does

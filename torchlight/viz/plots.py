@@ -4,6 +4,7 @@ Each returns SVG text (with the heat map inside as a PNG data URL), so the train
 works in any browser and in a saved notebook, and needs nothing but numpy.
 
 Example:
+    >>> from torchlight.viz.plots import png_bytes
     >>> import numpy as np
     >>> png_bytes(np.zeros((2, 3, 3), dtype=np.uint8))[:8]
     b'\\x89PNG\\r\\n\\x1a\\n'
@@ -15,7 +16,7 @@ import base64
 import html
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -105,11 +106,15 @@ def line_chart_svg(
     height: int = 170,
     y_max: float | None = None,
     title: str = "",
+    formats: Mapping[str, str] | None = None,
 ) -> str:
     """Lines over the step number, each ``(label, values, colour)``, sharing the y axis from 0.
 
-    The legend shows each series' last value.
+    The legend shows each series' last value, formatted by ``formats[label]`` (a format spec:
+    ``".1%"`` shows an accuracy of 1 as ``100.0%``, as the viewer's status line does), else
+    ``".4g"``.
     """
+    formats = formats or {}
     left, right, top, bottom = 40, 10, 22, 24
     plot_w, plot_h = width - left - right, height - top - bottom
     longest = max((len(v) for _, v, _ in series), default=0)
@@ -147,7 +152,7 @@ def line_chart_svg(
             out.append(
                 f'<polyline points="{" ".join(points)}" fill="none" stroke="{color}" stroke-width="1.8"/>'
             )
-            text = f"{label} {values[-1]:.4g}"
+            text = f"{label} {values[-1]:{formats.get(label, '.4g')}}"
         else:
             text = f"{label} -"
         out.append(

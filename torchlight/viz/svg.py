@@ -314,6 +314,7 @@ def svg_img_html(svg: str, alt: str = "picture") -> str:
     picture torchlight stores in a notebook is also offered in this form.
 
     Example:
+        >>> from torchlight.viz import svg_img_html
         >>> svg_img_html("<svg xmlns='http://www.w3.org/2000/svg'/>")[:42]
         '<img alt="picture" src="data:image/svg+xml'
     """
@@ -333,6 +334,7 @@ class Picture:
         alt: a short description, for screen readers.
 
     Example:
+        >>> from torchlight.viz import Picture
         >>> Picture("<svg xmlns='http://www.w3.org/2000/svg' width='4' height='4'/>").svg[:4]
         '<svg'
     """

@@ -84,7 +84,7 @@ _CSS = """
 if anywidget is not None:
 
     class Ticker(anywidget.AnyWidget):
-        """▶ / ⏸ in the browser; ``value`` goes up by one every ``interval`` ms while playing."""
+        """▶ / ‖ in the browser; ``value`` goes up by one every ``interval`` ms while playing."""
 
         _esm = _ESM
         _css = _CSS

@@ -7,6 +7,7 @@ Training advances in small chunks, one per tick of a play button (start / pause)
 everything runs in the kernel's own thread: no background threads, nothing to clean up.
 
 Example:
+    >>> from torchlight.viz.training import ToyTrainer
     >>> trainer = ToyTrainer("xor", hidden=8, lr=0.5, seed=0)
     >>> trainer.step(300) < trainer.loss_history[0]
     True
@@ -154,7 +155,7 @@ class ToyTrainer:
         top = max(max(self.loss_history), 1.0)
         return line_chart_svg(
             [("loss", self.loss_history, "#c5221f"), ("accuracy", self.accuracy_history, "#188038")],
-            y_max=top, title="training",
+            y_max=top, title="training", formats={"accuracy": ".1%"},
         )  # fmt: skip
 
     def summary(self) -> str:

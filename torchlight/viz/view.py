@@ -8,6 +8,7 @@ its static copy and the static picture (:func:`to_svg`, :func:`draw`) all show.
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.viz import GraphView
     >>> a = tl.tensor([1.0, 2.0], requires_grad=True)
     >>> view = GraphView((a + a) * a, names={"a": a})
     >>> view.n_steps, view.grad_of("t0", view.n_steps)

@@ -55,6 +55,7 @@ class GraphViewer(widgets.VBox):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.viz import GraphViewer
         >>> a = tl.tensor([1.0, 2.0], requires_grad=True)
         >>> viewer = GraphViewer((a + a) * a, names={"a": a})
         >>> viewer.step = 3; viewer.selected = "t0"   # what the slider and a click do

@@ -92,6 +92,7 @@ def plan(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> Plan:
     Plans are cached: a training loop asks for the same few layouts again and again.
 
     Example:
+        >>> from torchlight.backends.numba.backend import plan
         >>> p = plan((4, 5), [(5, 1), (0, 1)])  # a (4, 5) matrix + a broadcast row
         >>> p.outer.tolist(), p.inner, [s.tolist() for s in p.strides]
         ([4], 5, [[5, 1], [0, 1]])

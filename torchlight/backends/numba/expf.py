@@ -30,6 +30,7 @@ float32 inputs, and equal for 99.6% of them (``tests/test_backend_numba.py`` che
 No ``fastmath``: without fused multiply-adds, every CPU gives the same bits.
 
 Example:
+    >>> from torchlight.backends.numba.expf import exp_float32_kernel
     >>> import numpy as np
     >>> x = np.array([0.0, 1.0, -100.0, 100.0, -np.inf, np.nan], dtype=np.float32)
     >>> out = np.empty_like(x)

@@ -17,6 +17,7 @@ file only: after editing ``scalar_ops.py``, delete
 ``torchlight/backends/__pycache__/numba_kernels*.nb*``.
 
 Example:
+    >>> from torchlight.backends.numba.kernels import map_kernels
     >>> import numpy as np
     >>> contiguous, strided = map_kernels("neg")
     >>> out = np.empty(3)

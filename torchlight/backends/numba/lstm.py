@@ -26,6 +26,7 @@ file only: after editing ``numba_expf.py``, delete
 ``torchlight/backends/__pycache__/numba_lstm*.nb*``.
 
 Example:
+    >>> from torchlight.backends.numba.lstm import tanh_float32_kernel
     >>> import numpy as np
     >>> x = np.array([-100.0, -1.0, 0.0, 1e-3, 1.0, 100.0], dtype=np.float32)
     >>> out = np.empty_like(x)

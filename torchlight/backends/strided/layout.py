@@ -14,6 +14,7 @@ the CUDA backend (:mod:`~torchlight.backends.cuda.backend`, buffer in GPU memory
 a layout is the same thing wherever the buffer lives.
 
 Example:
+    >>> from torchlight.backends.strided.layout import basic_index, expand_strides
     >>> expand_strides((3, 1), (1, 1), (3, 4))  # the size-1 column is repeated: stride 0
     (1, 0)
     >>> basic_index((4, 5), (5, 1), 0, (slice(1, 3), 2))  # rows 1-2 of column 2
@@ -107,6 +108,7 @@ def expand_strides(
     """Strides that repeat size-1 (and new leading) dimensions to ``new_shape``: stride 0.
 
     Example:
+        >>> from torchlight.backends.strided.layout import expand_strides
         >>> expand_strides((3, 1), (1, 1), (2, 3, 4))
         (0, 1, 0)
     """
@@ -136,6 +138,7 @@ def view_strides(
     (each stride equals the next stride times the next size). This is numpy's rule.
 
     Example:
+        >>> from torchlight.backends.strided.layout import view_strides
         >>> view_strides((2, 3), (3, 1), (3, 2))
         (2, 1)
         >>> view_strides((3, 2), (1, 3), (6,)) is None  # a transpose cannot be flattened
@@ -185,6 +188,7 @@ def basic_index(
     stride by ``step``, ``None`` adds a dimension of size 1.
 
     Example:
+        >>> from torchlight.backends.strided.layout import basic_index
         >>> basic_index((4, 5), (5, 1), 0, (1, slice(None, None, 2)))
         ((3,), (2,), 5)
     """

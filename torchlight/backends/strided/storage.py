@@ -7,6 +7,7 @@ elements: :class:`StridedStorage`, :func:`empty` to allocate a fresh contiguous 
 function that turns a computed number into an element of the output's dtype.
 
 Example:
+    >>> from torchlight.backends.strided.storage import StridedStorage, empty
     >>> a = empty((2, 3), "float32")
     >>> a
     StridedStorage(shape=(2, 3), strides=(3, 1), offset=0, dtype=float32, buffer of 6)

@@ -2,6 +2,7 @@
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.nn.utils import parameters_to_vector
     >>> from torchlight import nn
     >>> model = nn.Linear(3, 2)
     >>> parameters_to_vector(model.parameters()).shape

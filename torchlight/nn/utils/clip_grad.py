@@ -2,6 +2,7 @@ r"""Gradient clipping: call between ``loss.backward()`` and ``optimizer.step()``
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.nn.utils import clip_grad_norm_
     >>> from torchlight import nn
     >>> w = nn.Parameter(tl.zeros(2))
     >>> w.grad = tl.tensor([3.0, 4.0])

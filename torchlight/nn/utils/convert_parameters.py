@@ -2,6 +2,7 @@
 
 Example:
     >>> import torchlight as tl
+    >>> from torchlight.nn.utils import vector_to_parameters
     >>> from torchlight import nn
     >>> layer = nn.Linear(2, 1)
     >>> vector_to_parameters(tl.tensor([1.0, 2.0, 3.0]), layer.parameters())

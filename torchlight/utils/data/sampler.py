@@ -45,6 +45,7 @@ class RandomSampler(Sampler):
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.utils.data import RandomSampler
         >>> sorted(RandomSampler(range(4), generator=tl.Generator().manual_seed(0)))
         [0, 1, 2, 3]
     """
@@ -137,6 +138,7 @@ class BatchSampler(Sampler):
     """Group another sampler's indices into lists of ``batch_size``.
 
     Example:
+        >>> from torchlight.utils.data import BatchSampler, SequentialSampler
         >>> list(BatchSampler(SequentialSampler(range(5)), batch_size=2, drop_last=False))
         [[0, 1], [2, 3], [4]]
     """
@@ -173,6 +175,7 @@ def random_split(
 
     Example:
         >>> import torchlight as tl
+        >>> from torchlight.utils.data import random_split
         >>> [len(s) for s in random_split(range(10), [0.7, 0.3], generator=tl.Generator().manual_seed(0))]
         [7, 3]
     """
