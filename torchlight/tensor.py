@@ -66,19 +66,19 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
     requires_grad: bool
     name: str | None = None
     _grad: Tensor | None = None
-    _retains_grad = False
-    _hooks: tuple[Any, ...] = ()  # functions of this tensor's gradient (register_hook)
+    retains_grad = False  # a non-leaf that keeps its .grad (retain_grad), PyTorch's name
+    hooks: tuple[Any, ...] = ()  # functions of this tensor's gradient (register_hook)
 
     def __init__(
         self,
-        data: Any,
+        storage: Any,
         backend: Backend,
         requires_grad: bool = False,
         history: History | None = None,
         version: _Version | None = None,
     ) -> None:
-        self.storage = data  # the backend's object holding the elements
-        self.shape: tuple[int, ...] = backend.shape(data)  # (a storage keeps its shape)
+        self.storage = storage  # the backend's object holding the elements
+        self.shape: tuple[int, ...] = backend.shape(storage)  # (a storage keeps its shape)
         self.backend = backend
         self.history = history
         self.requires_grad = requires_grad
@@ -151,7 +151,7 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
     @property
     def grad(self) -> Tensor | None:
         """The accumulated gradient of a leaf (``None`` until a backward reaches it)."""
-        if self.history is not None and not self._retains_grad:
+        if self.history is not None and not self.retains_grad:
             raise AttributeError(_NON_LEAF_GRAD.format(fn=self.history.last_fn.__name__))
         return self._grad
 
@@ -211,54 +211,33 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
                 "cannot register a hook on a tensor that does not require grad: its gradient "
                 "is never computed; create it with requires_grad=True"
             )
-        self._hooks = (*self._hooks, hook)
+        self.hooks = (*self.hooks, hook)
         return _RemovableHook(self, hook)
 
     def retain_grad(self) -> Tensor:
         """Keep ``.grad`` on this non-leaf tensor during the next backward."""
-        self._retains_grad = True
+        self.retains_grad = True
         return self
 
     def backward(
         self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
     ) -> None:
-        r"""Compute $\partial\,\mathrm{self} / \partial\,\mathrm{leaf}$ into every leaf's ``.grad``.
-
-        Args:
-            gradient: $\partial L / \partial\,\mathrm{self}$; ones of ``self.shape`` when omitted.
-            retain_graph: keep the saved values so backward can run through the graph again
-                (defaults to ``create_graph``).
-            create_graph: record the backward pass, so ``.grad`` has a history and can be
-                differentiated again (higher-order gradients; see ``tl.autograd.grad``).
-        """
+        r"""Compute $\partial\,\mathrm{self} / \partial\,\mathrm{leaf}$ into every leaf's ``.grad``
+        from ``gradient`` (ones when omitted; :func:`~torchlight.autograd.backpropagate`).
+        ``retain_graph`` keeps the saved tensors for another backward (default: ``create_graph``);
+        ``create_graph`` records the backward math, so ``.grad`` can be differentiated again."""
         if not self.requires_grad:
             raise RuntimeError(
                 "backward() called on a tensor that does not require grad and has no history: "
                 "create the inputs with requires_grad=True (outside tl.no_grad())"
             )
-        if gradient is None:
-            dtype = self.backend.dtype(self.storage)
-            # (a scalar loss, the common case, without np.ones's Python wrapper)
-            ones = np.ones(self.shape, dtype) if self.shape else np.array(1, dtype)
-            deriv = Tensor(self.backend.from_numpy(ones), self.backend)
-        else:
-            deriv = self._lift(gradient)
-            if deriv.shape != self.shape:
-                raise ValueError(
-                    f"backward(gradient): the gradient has shape {deriv.shape} but the tensor "
-                    f"has shape {self.shape}; they must match"
-                )
         keep = create_graph if retain_graph is None else retain_graph
-        backpropagate(self, deriv, retain_graph=keep, create_graph=create_graph)
+        backpropagate(self, gradient, retain_graph=keep, create_graph=create_graph)
 
-    def _accumulate_grad(self, grad: Tensor) -> None:
-        """Add ``grad`` into ``.grad`` (the engine calls this on leaves, and on retained non-leaves)."""
-        if self._grad is None:
-            # Its own contiguous copy: the incoming gradient may be a read-only broadcast view,
-            # or the very tensor another input receives (Add passes grad_output to both).
-            self._grad = grad.clone()
-        else:
-            self._grad = self._grad + grad
+    def accumulate_grad(self, grad: Tensor) -> None:
+        """Add ``grad`` into ``.grad``; the first is a copy of its own (``grad`` may be a
+        read-only broadcast view, or the very tensor another input receives)."""
+        self._grad = grad.clone() if self._grad is None else self._grad + grad
 
     def detach(self) -> Tensor:
         """A new tensor on the same storage, cut out of the graph (no history, no grad)."""
@@ -284,10 +263,6 @@ class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take a
     # skip autograd, so they are private; everywhere else use the operators and methods.
     def _new(self, data: Any) -> Tensor:
         return Tensor(data, self.backend)
-
-    def _with_history(self, history: History) -> Tensor:
-        """A graph node: a new tensor on this storage (and version counter) made by ``history``."""
-        return Tensor(self.storage, self.backend, True, history, self._version)
 
     def _lift(self, value: Any) -> Tensor:
         """A Python number/list/array as a tensor on this backend (numbers keep self's dtype)."""
@@ -537,7 +512,7 @@ class _RemovableHook:
         self._tensor, self._hook = tensor, hook
 
     def remove(self) -> None:
-        self._tensor._hooks = tuple(h for h in self._tensor._hooks if h is not self._hook)
+        self._tensor.hooks = tuple(h for h in self._tensor.hooks if h is not self._hook)
 
 
 #: PyTorch's categories of dtypes, lowest first: bool, integers, floating point.
