@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 import torchlight as tl
+from torchlight.ops.recurrent import LSTMCellFunction, LSTMLayer
 
 Sampler = Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]
 
@@ -386,14 +387,14 @@ OPS: list[Op] = [
     ),
     Op(
         "lstm_cell",
-        lambda z, c: tl.nn.recurrent.LSTMCellFunction.apply(z, c),
+        lambda z, c: LSTMCellFunction.apply(z, c),
         lambda z, c: _np_lstm_cell(z, c),
         (real, real),
         (((3, 8), (3, 2)),),
     ),
     Op(
         "lstm_layer",  # the fused kernel nn.LSTM runs (lstm_forward / lstm_backward)
-        lambda xp, w, b, h, c: tl.nn.recurrent.LSTMLayer.apply(xp, w, b, h, c),
+        lambda xp, w, b, h, c: LSTMLayer.apply(xp, w, b, h, c),
         _np_lstm_layer,
         (real, real, real, real, real),
         (((3, 2, 8), (8, 2), (8,), (2, 2), (2, 2)),),
@@ -406,7 +407,7 @@ OPS: list[Op] = [
 ]
 
 # --------------------------------------------------------------------------- PyTorch's other ops
-# (torchlight/ops_*.py and tensor_extras.py: elementwise math, reductions, layout, indexing)
+# (torchlight/ops/*.py and tensor_methods.py: elementwise math, reductions, layout, indexing)
 
 # One 2-d shape, run contiguous and permuted: the map kernels are shared by every op, so more
 # shapes would test them again, not the new ops.

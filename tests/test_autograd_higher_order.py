@@ -8,6 +8,7 @@ import pytest
 
 import torchlight as tl
 from torchlight.autograd import Function, GradcheckError, grad, gradgradcheck
+from torchlight.ops.recurrent import LSTMCellFunction
 
 F = tl.nn.functional
 
@@ -113,7 +114,7 @@ def test_gradgradcheck_on_built_in_ops(f):
         lambda a: F.cross_entropy(a, tl.tensor([1, 1, 0]), reduction="none"),
         lambda a: F.gelu(a, approximate="tanh"),
         lambda a: F.layer_norm(a, (3,), tl.tensor([1.0, 2.0, -1.0]), tl.tensor([0.5, 0, 0])),
-        lambda a: tl.nn.recurrent.LSTMCellFunction.apply(tl.cat([a, a[:, :1] * 2], 1), a[:, 1:2]),
+        lambda a: LSTMCellFunction.apply(tl.cat([a, a[:, :1] * 2], 1), a[:, 1:2]),
     ],
     ids=["cross_entropy", "cross_entropy_none", "gelu_tanh", "layer_norm", "lstm_cell"],
 )

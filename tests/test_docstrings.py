@@ -28,7 +28,12 @@ MODULES = [
     "torchlight.ops.layout",
     "torchlight.return_types",
     "torchlight.serialization",
-    "torchlight.tensor_extras",
+    "torchlight.tensor_methods",
+    "torchlight.ops.activations",
+    "torchlight.ops.linear",
+    "torchlight.ops.losses",
+    "torchlight.ops.normalization",
+    "torchlight.ops.recurrent",
     # backends
     "torchlight.backends.scalar_ops",
     "torchlight.backends.strided.backend",
@@ -40,7 +45,8 @@ MODULES = [
     # nn, optim, data, checkpoint
     "torchlight.nn",
     "torchlight.nn.module",
-    "torchlight.nn.layers",
+    "torchlight.nn.linear",
+    "torchlight.nn.dropout",
     "torchlight.nn.conv",
     "torchlight.nn.functional",
     "torchlight.nn.init",
@@ -51,7 +57,6 @@ MODULES = [
     "torchlight.nn.sparse",
     "torchlight.nn.padding",
     "torchlight.nn.pooling",
-    "torchlight.nn.conv_general",
     "torchlight.nn.utils",
     "torchlight.nn.utils.clip_grad",
     "torchlight.nn.utils.convert_parameters",
@@ -91,9 +96,7 @@ MODULES = [
     "torchlight.amp",
     "torchlight.optim.adadelta",
     "torchlight.optim.lbfgs",
-    "torchlight.nn.rnncell",
     "torchlight.nn.pixelshuffle",
-    "torchlight.nn.transformer_full",
 ]
 
 

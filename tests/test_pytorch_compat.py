@@ -493,7 +493,7 @@ def test_compat_shim_runs_a_script_that_imports_torch(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [
-        "torchlight", "torchlight.nn.layers", "torchlight.utils.data.dataloader", "torchlight.amp",
+        "torchlight", "torchlight.nn.linear", "torchlight.utils.data.dataloader", "torchlight.amp",
     ]  # fmt: skip
     missing = subprocess.run(
         [sys.executable, "-c", "import torchlight.compat; import torch.nosuchmodule"],

@@ -10,7 +10,7 @@ import pytest
 import torchlight as tl
 from torchlight import nn
 from torchlight.autograd import gradcheck
-from torchlight.nn.recurrent import GRUStep, LSTMStep, Recurrence, RNNStep
+from torchlight.ops.recurrent import GRUStep, LSTMStep, Recurrence, RNNStep
 
 
 def _randn(*shape: int) -> tl.Tensor:
@@ -128,7 +128,7 @@ def test_empty_sequences_and_mixed_dtypes_are_clear_errors() -> None:
 def test_lstm_layer_equals_recurrence_and_trains_like_it() -> None:
     """nn.LSTM runs the fused LSTMLayer; Recurrence with an LSTMStep is the readable version:
     the same outputs and gradients, in float64 and float32."""
-    from torchlight.nn.recurrent import LSTMLayer
+    from torchlight.ops.recurrent import LSTMLayer
 
     tl.manual_seed(3)
     for dtype, tol in ((tl.float64, 1e-13), (tl.float32, 2e-6)):
@@ -148,7 +148,7 @@ def test_lstm_layer_equals_recurrence_and_trains_like_it() -> None:
 
 
 def test_lstm_layer_names_a_dtype_or_backend_mismatch() -> None:
-    from torchlight.nn.recurrent import LSTMLayer
+    from torchlight.ops.recurrent import LSTMLayer
 
     xp, w, h = tl.randn(2, 1, 8), tl.randn(8, 2), tl.zeros(1, 2)
     with pytest.raises(

@@ -30,7 +30,6 @@ LAYERS: list[tuple[str, ...]] = [
     (  # the Tensor and its ops: one layer (the inherent loop)
         "torchlight.tensor",
         "torchlight.tensor_methods",
-        "torchlight.tensor_extras",
         "torchlight.creation",
         "torchlight.printing",
         "torchlight.return_types",

@@ -21,7 +21,6 @@ from torchlight.autograd import History, backpropagate
 from torchlight.backends import Backend
 from torchlight.ops import arithmetic as fn
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape
-from torchlight.tensor_extras import TensorExtras
 from torchlight.tensor_methods import TensorOps
 
 Number = int | float | bool
@@ -43,7 +42,7 @@ _NON_LEAF_GRAD = (
 )
 
 
-class Tensor(TensorExtras, TensorOps):  # TensorExtras first: its add/sub take alpha=
+class Tensor(TensorOps):
     """An n-dimensional array that can record the operations applied to it.
 
     Create tensors with the factories (``tl.tensor``, ``tl.zeros``, ``tl.randn``...).

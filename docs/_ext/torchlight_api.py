@@ -142,7 +142,7 @@ def module_members_rst(module_name: str, home: dict[int, str]) -> str:
             )
             continue
         if kind == "class" and obj is importlib.import_module("torchlight").Tensor:
-            # Tensor's methods live in mixins (tensor_ops, tensor_extras...): show them all here.
+            # Tensor's methods live in its mixin (tensor_methods.py): show them all here.
             bodies.append(
                 f".. autoclass:: {full}\n   :members:\n   :inherited-members: object\n"
                 "   :show-inheritance:\n"

@@ -1,5 +1,12 @@
 """Neural networks, in PyTorch's names: Module, Parameter, layers, ``functional`` and ``init``.
 
+One file per topic, named as PyTorch names its own: ``module``, ``init``, ``hooks``,
+``container``, ``linear``, ``activation``, ``dropout``, ``loss``, ``conv``, ``pooling``,
+``normalization``, ``sparse``, ``padding``, ``pixelshuffle``, ``attention``, ``recurrent``,
+``transformer``, ``parallel``; each holds its Modules and their functional forms, and
+``functional`` only re-exports those. The autograd Functions they use are in
+:mod:`torchlight.ops`.
+
 Example:
     >>> import torchlight as tl
     >>> from torchlight import nn
@@ -8,71 +15,69 @@ Example:
     9610
 """
 
-# ---- PyTorch compatibility (issue 25): modules in files of their own
-from torchlight.nn import (
-    functional,
-    init,
-    parallel,
-    utils,
+from torchlight.nn import functional, init, parallel, utils
+from torchlight.nn.activation import (
+    ELU,
+    GELU,
+    LeakyReLU,
+    LogSoftmax,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Tanh,
 )
-from torchlight.nn.activation import ELU, GELU, LeakyReLU, SiLU, Softplus
-from torchlight.nn.attention import MultiheadAttention  # sequence models (issue 14)
+from torchlight.nn.attention import MultiheadAttention
 from torchlight.nn.container import (
+    Flatten,
     ModuleDict,
     ModuleList,
     ParameterDict,
     ParameterList,
+    Sequential,
     Unflatten,
 )
-from torchlight.nn.conv import AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, MaxPool2d
+from torchlight.nn.conv import Conv1d, Conv2d, ConvTranspose2d
+from torchlight.nn.dropout import Dropout, Dropout2d
 from torchlight.nn.hooks import RemovableHandle
-from torchlight.nn.layers import (
+from torchlight.nn.linear import Identity, Linear
+from torchlight.nn.loss import (
     BCELoss,
     BCEWithLogitsLoss,
     CrossEntropyLoss,
-    Dropout,
-    Embedding,
-    Flatten,
-    Identity,
-    Linear,
-    LogSoftmax,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
     MSELoss,
     NLLLoss,
-    ReLU,
-    Sequential,
-    Sigmoid,
-    Softmax,
-    Tanh,
+    SmoothL1Loss,
 )
-from torchlight.nn.loss import HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from torchlight.nn.module import Module, Parameter
-from torchlight.nn.normalization import (
-    BatchNorm1d,
-    BatchNorm2d,
-    Dropout2d,
-    GroupNorm,
-    LayerNorm,
-)
+from torchlight.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
 from torchlight.nn.parallel import DataParallel
 from torchlight.nn.pixelshuffle import PixelShuffle, PixelUnshuffle
-from torchlight.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, MaxPool1d
-from torchlight.nn.recurrent import GRU, LSTM, RNN, LSTMLanguageModel
-from torchlight.nn.rnncell import GRUCell, LSTMCell, RNNCell
+from torchlight.nn.pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+)
+from torchlight.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, LSTMLanguageModel, RNNCell
+from torchlight.nn.sparse import Embedding
 from torchlight.nn.transformer import (
     GPT,
     GPTBlock,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
-    TransformerEncoderLayer,
-)
-from torchlight.nn.transformer_full import (
     Transformer,
     TransformerDecoder,
     TransformerDecoderLayer,
     TransformerEncoder,
+    TransformerEncoderLayer,
 )
-
-# ---- end of the PyTorch compatibility block
 
 __all__ = [
     "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout",

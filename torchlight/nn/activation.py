@@ -1,9 +1,10 @@
-r"""More activation functions, as Modules and in functional form (``F.gelu`` ...): LeakyReLU, ELU,
-GELU, SiLU and Softplus.
+r"""Activations, as Modules (``nn.ReLU`` ...) and in functional form (``F.relu`` ...): ReLU,
+Sigmoid, Tanh, Softmax, LogSoftmax, LeakyReLU, ELU, GELU, SiLU and Softplus.
 
-Each is a composition of differentiable tensor ops (autograd derives the backward), except
-``Softplus``, a Function of its own: its stable form $\max(x, 0) + \log(1 + e^{-|x|})$ has kinks
-whose gradients would cancel wrongly at 0, while the true derivative is simply $\sigma(x)$.
+Each is a Tensor method (``x.relu()``, ``x.softmax(dim)``), a composition of differentiable
+tensor ops (autograd derives the backward), or a Function of :mod:`torchlight.ops`: softmax and
+log-softmax (:mod:`~torchlight.ops.losses`), GELU's tanh form and Softplus
+(:mod:`~torchlight.ops.activations`).
 
 Example:
     >>> import torchlight as tl
@@ -16,18 +17,34 @@ from __future__ import annotations
 
 import math
 
-from torchlight.autograd import Context, Function, is_grad_enabled
 from torchlight.creation import where
 from torchlight.nn.module import Module
+from torchlight.ops.activations import GELUFunction, SoftplusFunction
+from torchlight.ops.losses import log_softmax, softmax
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "ELU", "GELU", "GELUFunction", "LeakyReLU", "SiLU", "Softplus", "SoftplusFunction", "elu", "gelu",
-    "leaky_relu", "silu", "softplus",
+    "ELU", "GELU", "LeakyReLU", "LogSoftmax", "ReLU", "SiLU", "Sigmoid", "Softmax", "Softplus",
+    "Tanh", "elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh",
 ]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- functional forms
+def relu(input: Tensor) -> Tensor:  # noqa: A002 - PyTorch's argument name
+    r"""$\max(x, 0)$ elementwise."""
+    return input.relu()
+
+
+def sigmoid(input: Tensor) -> Tensor:  # noqa: A002
+    r"""$1 / (1 + e^{-x})$ elementwise."""
+    return input.sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:  # noqa: A002
+    r"""$\tanh x$ elementwise."""
+    return input.tanh()
+
+
 def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:  # noqa: A002
     r"""$x$ for $x > 0$, else $a x$ (slope $a$ = ``negative_slope``); the gradient at 0 is $a$,
     as in PyTorch.
@@ -46,33 +63,6 @@ def elu(input: Tensor, alpha: float = 1.0) -> Tensor:  # noqa: A002
     Shape: any; the output has the input's shape.
     """
     return where(input > 0, input, (input.clamp(max=0.0).exp() - 1) * alpha)
-
-
-_GELU_C = math.sqrt(2.0 / math.pi)
-
-
-class GELUFunction(Function):
-    r"""$\mathrm{GELU}(x) = \frac{x}{2}(1 + t)$, $t = \tanh(c\,(x + 0.044715 x^3))$, $c = \sqrt{2/\pi}$
-    (the tanh form, as GPT-2 uses it).
-
-    Backward: $\frac{d}{dx} = \frac{1 + t}{2} + \frac{x}{2}(1 - t^2)\,c\,(1 + 3 \cdot 0.044715
-    x^2)$. One node instead of eight (it runs on the largest activations of a transformer);
-    $x^3$ is written $x \cdot x \cdot x$, as ``pow`` with a float exponent is slow.
-    """
-
-    @staticmethod
-    def forward(ctx: Context, x: Tensor) -> Tensor:
-        t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
-        ctx.save_for_backward(x, t)
-        return 0.5 * x * (1.0 + t)
-
-    @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        x, t = ctx.saved_tensors
-        if is_grad_enabled():  # create_graph: t as recorded math, differentiable in x
-            t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
-        slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 0.134145 * x * x)
-        return grad_output * slope
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
@@ -96,23 +86,6 @@ def silu(input: Tensor) -> Tensor:  # noqa: A002
     return input * input.sigmoid()
 
 
-class SoftplusFunction(Function):
-    r"""$\mathrm{softplus}(x) = \log(1 + e^x) = \max(x, 0) + \log(1 + e^{-|x|})$ (never overflows).
-
-    Backward: $\partial L/\partial x = G\,\sigma(x)$.
-    """
-
-    @staticmethod
-    def forward(ctx: Context, x: Tensor) -> Tensor:
-        ctx.save_for_backward(x)
-        return x.relu() + ((-x.abs()).exp() + 1).log()
-
-    @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        (x,) = ctx.saved_tensors
-        return grad_output * x.sigmoid()
-
-
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: A002
     r"""$\frac{1}{\beta} \log(1 + e^{\beta x})$, a smooth ReLU; as in PyTorch, it is $x$ itself
     where $\beta x > $ ``threshold`` (there the two agree to double precision).
@@ -130,6 +103,63 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 
 # --------------------------------------------------------------------------- modules
+class ReLU(Module):
+    r"""$\max(x, 0)$ elementwise. Shape: any. ``inplace=True`` overwrites the input (recorded
+    in the graph, as PyTorch's ``relu_``)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.clamp_(min=0.0) if self.inplace else x.relu()
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class Sigmoid(Module):
+    r"""$1 / (1 + e^{-x})$ elementwise. Shape: any."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.sigmoid()
+
+
+class Tanh(Module):
+    r"""$\tanh x$ elementwise. Shape: any."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+
+class Softmax(Module):
+    r"""$e^{x_i} / \sum_j e^{x_j}$ along ``dim``. Shape: any."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return softmax(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    r"""$x_i - \log\sum_j e^{x_j}$ along ``dim``. Shape: any."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return log_softmax(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
 class LeakyReLU(Module):
     r"""$x$ for $x > 0$, else ``negative_slope`` $\cdot x$. Shape: any."""
 

@@ -25,10 +25,12 @@ from typing import Any
 import numpy as np
 
 from torchlight.creation import empty, tensor, zeros
-from torchlight.nn import functional as F
 from torchlight.nn import init
-from torchlight.nn.layers import Linear
+from torchlight.nn.dropout import dropout
+from torchlight.nn.linear import Linear
 from torchlight.nn.module import Module, Parameter
+from torchlight.ops.linear import linear
+from torchlight.ops.losses import softmax
 from torchlight.tensor import Tensor
 
 __all__ = ["MultiheadAttention", "causal_mask", "scaled_dot_product_attention"]
@@ -71,7 +73,7 @@ def attention_weights(
         scores = scores + causal_mask(scores.shape[-2], scores, scores.shape[-1])
     elif attn_mask is not None:
         scores = scores + _additive(attn_mask, scores)
-    return F.softmax(scores, dim=-1)
+    return softmax(scores, dim=-1)
 
 
 def scaled_dot_product_attention(
@@ -114,7 +116,7 @@ def scaled_dot_product_attention(
         )
     weights = attention_weights(query, key, attn_mask, is_causal, scale)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, dropout_p, training=True)
+        weights = dropout(weights, dropout_p, training=True)
     return weights @ value
 
 
@@ -189,7 +191,7 @@ class MultiheadAttention(Module):
         h, d = self.num_heads, self.head_dim
         w, b = self.in_proj_weight, self.in_proj_bias
         q, k, v = (
-            F.linear(x, w[i * e : (i + 1) * e], None if b is None else b[i * e : (i + 1) * e])
+            linear(x, w[i * e : (i + 1) * e], None if b is None else b[i * e : (i + 1) * e])
             for i, x in enumerate((query, key, value))
         )
         # (N, L, E) -> (N, h, L, d): each head a separate batch of attention
@@ -203,7 +205,7 @@ class MultiheadAttention(Module):
             mask = padding_mask if mask is None else mask + padding_mask
         weights = attention_weights(q, k, mask, is_causal and mask is None)
         if self.training and self.dropout > 0.0:
-            weights = F.dropout(weights, self.dropout)
+            weights = dropout(weights, self.dropout)
         out = (weights @ v).transpose(1, 2).reshape(n, length, e)
         out = self.out_proj(out)
         if not self.batch_first:

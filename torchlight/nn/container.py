@@ -1,5 +1,5 @@
-"""Containers that register what they hold: ModuleList, ModuleDict, ParameterList, ParameterDict
-(and Unflatten, the shape layer that undoes Flatten).
+"""Containers that register what they hold: Sequential, ModuleList, ModuleDict, ParameterList,
+ParameterDict (and the shape layers Flatten and Unflatten).
 
 A plain Python list of layers assigned to a Module attribute is invisible to ``parameters()``,
 ``state_dict()``, ``train()`` and ``to()``; these containers register every item under its
@@ -23,13 +23,79 @@ Example:
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, overload
 
 from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
 
-__all__ = ["ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Unflatten"]
+__all__ = [
+    "Flatten", "ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential",
+    "Unflatten",
+]  # fmt: skip
+
+
+class Sequential(Module):
+    """Modules applied one after another; each output is the next one's input.
+
+    Example:
+        >>> from torchlight import nn
+        >>> nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+        Sequential(
+          (0): Linear(in_features=64, out_features=128, bias=True)
+          (1): ReLU()
+          (2): Linear(in_features=128, out_features=10, bias=True)
+        )
+    """
+
+    def __init__(self, *modules: Module | OrderedDict[str, Module]) -> None:
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            for name, module in modules[0].items():
+                self.add_module(name, module)
+        else:
+            for index, layer in enumerate(modules):
+                if not isinstance(layer, Module):
+                    raise TypeError(
+                        f"Sequential: argument {index} is a {type(layer).__name__}, not a Module"
+                    )
+                self.add_module(str(index), layer)
+
+    def forward(self, x: Any) -> Any:
+        for name, module in self._modules.items():
+            try:
+                x = module(x)
+            except (ValueError, TypeError, IndexError) as error:
+                error.add_note(f"raised by layer ({name}) of {type(self).__name__}: {module!r}")
+                raise
+        return x
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    @overload
+    def __getitem__(self, index: int) -> Module: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequential: ...
+
+    def __getitem__(self, index: int | slice) -> Module | Sequential:
+        items = list(self._modules.items())
+        if isinstance(index, slice):
+            return Sequential(OrderedDict(items[index]))
+        if not -len(items) <= index < len(items):
+            raise IndexError(
+                f"index {index} is out of range for a Sequential of {len(items)} modules"
+            )
+        return items[index][1]
+
+    def append(self, module: Module) -> Sequential:
+        self.add_module(str(len(self)), module)
+        return self
 
 
 def _position(index: int, length: int, what: str) -> int:
@@ -210,6 +276,23 @@ class ParameterDict(Module):
 def _as_parameter(value: Any) -> Parameter:
     """A Parameter as is; a plain tensor wrapped into one (as PyTorch's ParameterList does)."""
     return value if isinstance(value, Parameter) else Parameter(value)
+
+
+class Flatten(Module):
+    """Merge dimensions ``start_dim..end_dim`` into one.
+
+    Shape: $(N, C, H, W) \\to (N, C H W)$ with the defaults.
+    """
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 class Unflatten(Module):

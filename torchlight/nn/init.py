@@ -21,6 +21,7 @@ import numpy as np
 
 from torchlight.autograd import no_grad
 from torchlight.creation import generator
+from torchlight.random import rng_of
 from torchlight.tensor import Tensor
 
 __all__ = [
@@ -131,8 +132,6 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: object = None) -> 
     r"""A (semi-)orthogonal matrix (Saxe et al.), times ``gain``, as PyTorch's: the Q of the QR
     decomposition of a standard normal $(\text{rows}, \text{numel}/\text{rows})$ matrix, its
     columns' signs fixed by $R$'s diagonal; more dimensions are flattened after the first."""
-    from torchlight.random import rng_of
-
     if tensor.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0:

@@ -6,7 +6,7 @@ The class-index losses here handle what PyTorch users rely on beyond the plain c
 inputs $(C)$. They are compositions of differentiable tensor ops: ``log_softmax``, one picked entry
 per sample (integer indexing, whose backward puts the gradient back where it was read), a
 weighted sum. ``F.cross_entropy`` and ``F.nll_loss`` use them whenever the one-node Functions of
-``nn/functions.py`` (plain $(N, C)$ input, no options) do not apply.
+:mod:`torchlight.ops.losses` (plain $(N, C)$ input, no options) do not apply.
 
 Example:
     >>> import torchlight as tl
@@ -18,20 +18,30 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Any
 
 import numpy as np
 
 from torchlight.creation import arange, tensor, where
-from torchlight.nn import functional as F  # (functional re-exports this module's functions)
-from torchlight.nn.activation import SoftplusFunction
 from torchlight.nn.module import Module
+from torchlight.nn.sparse import check_labels, host_labels
+from torchlight.ops.activations import SoftplusFunction
+from torchlight.ops.losses import (
+    BinaryCrossEntropy,
+    BinaryCrossEntropyWithLogits,
+    CrossEntropy,
+    NLLLossFunction,
+    log_softmax,
+)
 from torchlight.tensor import Tensor
 
 __all__ = [
     "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss",
-    "MSELoss", "NLLLoss", "SmoothL1Loss", "class_index_loss", "huber_loss", "kl_div", "l1_loss",
-    "probability_target_loss", "smooth_l1_loss",
+    "MSELoss", "NLLLoss", "SmoothL1Loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "cross_entropy", "huber_loss", "kl_div", "l1_loss",
+    "mse_loss", "nll_loss", "smooth_l1_loss",
 ]  # fmt: skip
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -252,11 +262,195 @@ def bce_with_logits_weighted(
     return loss if weight is None else loss * weight
 
 
+# --------------------------------------------------------------------------- class indices
+def _check_class_target(
+    fn_name: str,
+    input: Tensor,  # noqa: A002
+    target: Any,
+    labels: np.ndarray | None = None,
+) -> np.ndarray:
+    """Check ``target`` holds one class index per row of the (N, C) ``input``; return the
+    indices as a host array (the losses pick ``input[n, target[n]]`` with it). ``labels``: the
+    target already copied to the host, if the caller has it."""
+    if not isinstance(target, Tensor) or target.dtype.is_floating_point:
+        got = target.dtype if isinstance(target, Tensor) else type(target).__name__
+        raise TypeError(
+            f"{fn_name}: target must be a tensor of integer class indices (int64), got {got}; "
+            "convert with .long()"
+        )
+    if input.ndim != 2 or target.shape != (input.shape[0],):
+        raise ValueError(
+            f"{fn_name}: expected an input of shape (N, C) and a target of shape (N,), got "
+            f"input {input.shape} and target {target.shape}"
+        )
+    return check_labels(fn_name, target, input.shape[1], labels)
+
+
+def nll_loss(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+) -> Tensor:
+    r"""$\ell_n = -w_{y_n}\,\mathrm{input}_{n, y_n}$ (input: log-probabilities); the mean is
+    $\sum_n \ell_n / \sum_n w_{y_n}$. Targets equal to ``ignore_index`` are skipped.
+
+    Shape: input $(N, C)$ (or $(N, C, d_1, \ldots)$, or unbatched $(C)$), target $(N)$ (or
+    $(N, d_1, \ldots)$, or $()$) of class indices in $[0, C)$; output scalar, or the target's
+    shape with ``reduction="none"``.
+    """
+    _check_loss_options("nll_loss", weight, reduction)
+    _check_class_indices("nll_loss", target)
+    labels = _plain_class_labels(input, target, weight, ignore_index)
+    if labels is None:
+        return class_index_loss("nll_loss", input, target, weight, ignore_index, reduction)
+    labels = _check_class_target("nll_loss", input, target, labels)
+    return NLLLossFunction.apply(input, target, reduction, labels)
+
+
+def cross_entropy(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    r"""$\ell_n = -\log \mathrm{softmax}(x_n)_{y_n} = \log\sum_j e^{x_{n,j}} - x_{n, y_n}$ from raw
+    scores (logits), averaged over $n$ by default; equal to ``nll_loss(log_softmax(input), target)``.
+    In the plain case it is one node in the graph, whose backward is
+    $\mathrm{softmax}(x) - \mathrm{onehot}(y)$.
+
+    As in PyTorch: targets equal to ``ignore_index`` (-100 by default) are skipped; ``weight``
+    (one per class) weights each sample's term, and the mean divides by the weights' sum;
+    ``label_smoothing`` $\varepsilon$ mixes in $\varepsilon/C$ of the uniform distribution; a
+    floating-point ``target`` of the input's shape holds class probabilities.
+
+    Shape: input $(N, C)$ of logits, target $(N)$ of class indices in $[0, C)$; also
+    $(N, C, d_1, \ldots)$ with $(N, d_1, \ldots)$, and unbatched $(C)$ with $()$.
+
+    Raises:
+        IndexError: a target outside $[0, C)$ (other than ``ignore_index``), naming it and its
+            position.
+    """
+    _check_loss_options("cross_entropy", weight, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if (
+        isinstance(target, Tensor)
+        and target.dtype.is_floating_point
+        and target.shape == input.shape
+    ):
+        logp = log_softmax(input, 0 if input.ndim == 1 else 1)
+        return probability_target_loss(logp, target, weight, reduction, label_smoothing)
+    _check_class_indices("cross_entropy", target, " (or class probabilities of the input's shape)")
+    labels = (
+        None if label_smoothing > 0.0 else _plain_class_labels(input, target, weight, ignore_index)
+    )
+    if labels is None:
+        logp = log_softmax(input, 0 if input.ndim == 1 else 1)
+        return class_index_loss(
+            "cross_entropy", logp, target, weight, ignore_index, reduction, label_smoothing
+        )
+    labels = _check_class_target("cross_entropy", input, target, labels)
+    return CrossEntropy.apply(input, target, reduction, labels)
+
+
+def _check_loss_options(fn_name: str, weight: Any, reduction: str) -> None:
+    if isinstance(weight, str):  # an old call, loss(input, target, "sum")
+        raise TypeError(
+            f"{fn_name}: the third argument is weight (as in PyTorch), got {weight!r}; pass the "
+            f"reduction by name: {fn_name}(input, target, reduction={weight!r})"
+        )
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{fn_name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _check_class_indices(fn_name: str, target: Any, hint: str = "") -> None:
+    if not isinstance(target, Tensor) or target.dtype.is_floating_point:
+        got = target.dtype if isinstance(target, Tensor) else type(target).__name__
+        raise TypeError(
+            f"{fn_name}: target must be a tensor of integer class indices (int64), got {got}; "
+            f"convert with .long(){hint}"
+        )
+
+
+def _plain_class_labels(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    weight: Any,
+    ignore_index: int,
+) -> np.ndarray | None:
+    """The target's labels on the host if the one-node Functions apply (an (N, C) input, no
+    weight, no ignored target), else None."""
+    if input.ndim != 2 or weight is not None or target.ndim != 1:
+        return None
+    # The labels are few: look for ignore_index on the host, where _check_classes checks them
+    # next (one numpy comparison, not three tensor ops and a device-to-host .item(); and one
+    # copy from a GPU for both).
+    labels = host_labels(target)
+    return None if np.equal(labels, ignore_index).any() else labels
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    r"""$\frac{1}{n}\sum_i (x_i - y_i)^2$ (or the sum, or each term).
+
+    Shape: input and target of the same shape.
+    """
+    return input.mse_loss(target, reduction)  # the one implementation, in tensor_methods.py
+
+
+def _check_same_shape(fn_name: str, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+    target = input._lift(target)
+    if target.shape != input.shape:
+        raise ValueError(
+            f"{fn_name}: input {input.shape} and target {target.shape} must have the same shape"
+        )
+    return target.to(input.dtype)
+
+
+def binary_cross_entropy(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    r"""$\ell = -w\,[y \log p + (1-y) \log(1-p)]$ for probabilities $p$ (each log clamped at -100).
+
+    Shape: input and target of the same shape, target in $[0, 1]$; ``weight`` broadcasts to it.
+    """
+    _check_loss_options("binary_cross_entropy", weight, reduction)
+    target = _check_same_shape("binary_cross_entropy", input, target)
+    loss = BinaryCrossEntropy.apply(input, target)
+    return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    r"""``binary_cross_entropy(sigmoid(x), y)`` computed stably from logits $x$:
+    $\max(x, 0) - x y + \log(1 + e^{-|x|})$. With ``pos_weight`` $p$ (one per class, broadcast
+    along the last dimension) the positive term is weighted:
+    $(1 - y)\,x + (1 + (p - 1) y)\,\mathrm{softplus}(-x)$.
+
+    Shape: input and target of the same shape.
+    """
+    _check_loss_options("binary_cross_entropy_with_logits", weight, reduction)
+    target = _check_same_shape("binary_cross_entropy_with_logits", input, target)
+    if weight is None and pos_weight is None:
+        loss = BinaryCrossEntropyWithLogits.apply(input, target)
+    else:
+        loss = bce_with_logits_weighted(input, target, weight, pos_weight)
+    return _reduce(loss, reduction)
+
+
 # --------------------------------------------------------------------------- modules
 def _legacy_reduction(init: Any) -> Any:
-    import functools
-    import warnings
-
     @functools.wraps(init)
     def wrapped(
         self: Any, *args: Any, size_average: Any = None, reduce: Any = None, **kwargs: Any
@@ -317,7 +511,7 @@ class CrossEntropyLoss(_WeightedLoss):
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.cross_entropy(
+        return cross_entropy(
             input, target, self.weight, ignore_index=self.ignore_index,
             reduction=self.reduction, label_smoothing=self.label_smoothing,
         )  # fmt: skip
@@ -333,7 +527,7 @@ class NLLLoss(_WeightedLoss):
         self.ignore_index = ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.nll_loss(
+        return nll_loss(
             input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction
         )
 
@@ -342,7 +536,7 @@ class MSELoss(_Loss):
     r"""$\frac{1}{n}\sum_i (x_i - y_i)^2$; see ``F.mse_loss``."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.mse_loss(input, target, self.reduction)
+        return mse_loss(input, target, self.reduction)
 
 
 class L1Loss(_Loss):
@@ -392,7 +586,7 @@ class BCELoss(_WeightedLoss):
         super().__init__(weight, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+        return binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(_WeightedLoss):
@@ -409,6 +603,6 @@ class BCEWithLogitsLoss(_WeightedLoss):
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.binary_cross_entropy_with_logits(
+        return binary_cross_entropy_with_logits(
             input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
         )

@@ -15,10 +15,11 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight.autograd import no_grad
+from torchlight.creation import empty
 from torchlight.nn.hooks import RemovableHandle, call_with_hooks
 from torchlight.tensor import Tensor
 
-__all__ = ["IncompatibleKeys", "Module", "Parameter"]
+__all__ = ["IncompatibleKeys", "Module", "Parameter", "shape_error"]
 
 
 class Parameter(Tensor):
@@ -38,8 +39,6 @@ class Parameter(Tensor):
 
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
         if data is None:
-            from torchlight.creation import empty
-
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(
@@ -408,3 +407,10 @@ def _is_dtype(target: Any) -> bool:
     except TypeError:
         return False
     return not (isinstance(target, str) and target not in dtypes._ALL)
+
+
+def shape_error(layer: Module, expected: str, x: Tensor) -> ValueError:
+    """The error a layer raises for a wrong input: names the layer, the expected and received shape."""
+    return ValueError(
+        f"{layer!r}: expected input of shape {expected}, got input of shape {tuple(x.shape)}"
+    )

@@ -1,4 +1,4 @@
-r"""Normalization layers: BatchNorm1d/2d, LayerNorm, GroupNorm (and Dropout2d), as in PyTorch.
+r"""Normalization layers: BatchNorm1d/2d, LayerNorm, GroupNorm, as in PyTorch.
 
 Each normalizes with a mean and a variance, $\hat x = (x - \mu) / \sqrt{\sigma^2 + \epsilon}$,
 then scales and shifts, $y = \gamma \hat x + \beta$; they differ only in *which* elements share
@@ -9,9 +9,10 @@ $\mu$ and $\sigma^2$:
 - LayerNorm: all features of one sample (one token, in a transformer),
 - GroupNorm: the channels of one group in one sample.
 
-LayerNorm is one Function (it runs twice per transformer block, so one graph node instead of
-ten pays off, and its backward is the formula derived on paper); BatchNorm and GroupNorm are
-compositions of tensor ops that autograd differentiates.
+LayerNorm is one Function (:class:`~torchlight.ops.normalization.LayerNormFunction`: it runs
+twice per transformer block, so one graph node instead of ten pays off, and its backward is the
+formula derived on paper); BatchNorm is a composition of tensor ops that autograd
+differentiates, GroupNorm a layer norm of each group.
 
 Example:
     >>> import torchlight as tl
@@ -25,64 +26,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from torchlight.autograd import Context, Function, is_grad_enabled, no_grad
-from torchlight.creation import ones, rand, zeros
+from torchlight.autograd import no_grad
+from torchlight.creation import ones, zeros
+from torchlight.dtypes import check_same_dtype
 from torchlight.nn.module import Module, Parameter
+from torchlight.ops.normalization import LayerNormFunction
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "BatchNorm1d", "BatchNorm2d", "Dropout2d", "GroupNorm", "LayerNorm", "LayerNormFunction",
-    "batch_norm", "dropout2d", "group_norm", "layer_norm",
+    "BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm", "batch_norm", "group_norm",
+    "layer_norm",
 ]  # fmt: skip
-
-
-def _normalized(x: Tensor, dims: tuple[int, ...], eps: float) -> tuple[Tensor, Tensor]:
-    r"""$\hat x = (x - \mu)\, r$ and $r = 1/\sqrt{\sigma^2 + \epsilon}$ over ``dims``."""
-    centred = x - x.mean(dims, keepdim=True)
-    rstd = 1.0 / ((centred * centred).mean(dims, keepdim=True) + eps).sqrt()
-    return centred * rstd, rstd
-
-
-class LayerNormFunction(Function):
-    r"""$y = \hat x \gamma + \beta$ with $\hat x = (x - \mu)\, r$, $r = 1/\sqrt{\sigma^2 + \epsilon}$,
-    $\mu$ and $\sigma^2$ (biased) over the last ``ndim`` dimensions.
-
-    Backward, with $g = G\gamma$ and means $\langle\cdot\rangle$ over the normalized dimensions:
-    $\partial L/\partial x = r\,(g - \langle g\rangle - \hat x \langle g \hat x\rangle)$,
-    $\partial L/\partial\gamma = \sum G\hat x$, $\partial L/\partial\beta = \sum G$ (the engine sums
-    over the leading dimensions). Called as ``LayerNormFunction.apply(x, ndim, eps[, weight,
-    bias])``.
-    """
-
-    @staticmethod
-    def forward(
-        ctx: Context,
-        x: Tensor,
-        ndim: int,
-        eps: float,
-        weight: Tensor | None = None,
-        bias: Tensor | None = None,
-    ) -> Tensor:
-        dims = tuple(range(x.ndim - ndim, x.ndim))
-        x_hat, rstd = _normalized(x, dims, eps)
-        ctx.save_for_backward(x_hat, rstd, weight, x)
-        ctx.dims, ctx.eps, ctx.has = dims, eps, (weight is not None, bias is not None)
-        out = x_hat if weight is None else x_hat * weight
-        return out if bias is None else out + bias
-
-    @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
-        x_hat, rstd, weight, x = ctx.saved_tensors
-        if is_grad_enabled():  # create_graph: the statistics again, as recorded math in x
-            x_hat, rstd = _normalized(x, ctx.dims, ctx.eps)
-        g = grad_output if weight is None else grad_output * weight
-        mean_g, mean_gx = g.mean(ctx.dims, keepdim=True), (g * x_hat).mean(ctx.dims, keepdim=True)
-        grads = [rstd * (g - mean_g - x_hat * mean_gx)]
-        if ctx.has[0]:
-            grads.append(grad_output * x_hat)  # the engine sums it to the weight's shape
-        if ctx.has[1]:
-            grads.append(grad_output)
-        return tuple(grads)
 
 
 def layer_norm(
@@ -103,8 +57,6 @@ def layer_norm(
         >>> F.layer_norm(tl.tensor([[0.0, 2.0]]), 2)
         tensor([[-1.0000,  1.0000]])
     """
-    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
-
     check_same_dtype("layer_norm", input, weight, bias)
     shape = _as_shape(normalized_shape)
     if tuple(input.shape[input.ndim - len(shape) :]) != shape or input.ndim < len(shape):
@@ -147,8 +99,6 @@ def batch_norm(
 
     Shape: input $(N, C)$ or $(N, C, *)$; the statistics, weight and bias $(C)$.
     """
-    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
-
     check_same_dtype("batch_norm", input, weight, bias, running_mean, running_var)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {input.shape}")
@@ -191,8 +141,6 @@ def group_norm(
 
     Shape: input $(N, C, *)$ with $C$ divisible by ``num_groups``; weight and bias $(C)$.
     """
-    from torchlight.dtypes import check_same_dtype  # PyTorch compatibility (issue 25)
-
     check_same_dtype("group_norm", input, weight, bias)
     if input.ndim < 2 or input.shape[1] % num_groups:
         raise ValueError(
@@ -207,34 +155,6 @@ def group_norm(
     if bias is not None:
         out = out + _per_channel(bias, input.ndim)
     return out
-
-
-def dropout2d(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:  # noqa: A002
-    r"""Zero whole channels with probability $p$ (the rest scaled by $1/(1-p)$).
-
-    Shape: $(N, C, H, W)$ or $(C, H, W)$; one draw per (sample, channel).
-    """
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not training or p == 0.0:
-        return input
-    if input.ndim == 2:  # PyTorch warns and drops whole rows (it reads (N, C) as (1, N, C))
-        import warnings
-
-        warnings.warn(
-            "dropout2d: Received a 2-D input to dropout2d, which is deprecated and will result in an "
-            "error in a future release. To retain the behavior and silence this warning, please use "
-            "dropout1d instead.",
-            UserWarning,
-            stacklevel=3,
-        )
-        mask_shape: tuple[int, ...] = (input.shape[0], 1)
-    elif input.ndim not in (3, 4):
-        raise ValueError(f"dropout2d: expected (N, C, H, W) or (C, H, W), got {input.shape}")
-    else:
-        mask_shape = (*input.shape[:-2], 1, 1)
-    keep = rand(*mask_shape, dtype=input.dtype, backend=input.backend) >= p
-    return input * (keep.to(input.dtype) * (1.0 / (1.0 - p) if p < 1.0 else 0.0))
 
 
 class _BatchNorm(Module):
@@ -422,20 +342,3 @@ class GroupNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
-
-
-class Dropout2d(Module):
-    r"""In training, zero whole channels with probability $p$ (the rest scaled by $1/(1-p)$);
-    in ``eval()`` do nothing. Shape: $(N, C, H, W)$ or $(C, H, W)$."""
-
-    def __init__(self, p: float = 0.5) -> None:
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
-
-    def forward(self, x: Tensor) -> Tensor:
-        return dropout2d(x, self.p, self.training)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"

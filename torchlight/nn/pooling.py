@@ -1,6 +1,8 @@
-r"""Pooling beyond the plain 2-d case: ``ceil_mode``, ``count_include_pad=False``, 1-d pools and
-adaptive average pooling. Each is composed from the plain pooling Functions
-(``conv_functions.py``) and differentiable layout ops.
+r"""Pooling layers and their functional forms: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d.
+
+The plain 2-d pools are Functions (:mod:`torchlight.ops.convolution`); the rest (``ceil_mode``,
+``count_include_pad=False``, 1-d pools, adaptive average pooling) is composed from them and
+differentiable layout ops.
 
 ``ceil_mode`` rounds the output size up, $H_o = \lceil (H + 2p - k)/s \rceil + 1$ (minus one if
 the last window would start in the right padding): the input is padded at the end so that the
@@ -21,17 +23,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from torchlight.creation import cat, ones
-from torchlight.nn.layers import shape_error
-from torchlight.nn.module import Module
+from torchlight.nn.module import Module, shape_error
 from torchlight.nn.padding import pad
 from torchlight.ops.convolution import AvgPool2dFunction, IntOrPair, MaxPool2dFunction, as_pair
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "MaxPool1d", "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "max_pool1d", "max_pool2d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "max_pool1d",
+    "max_pool2d",
 ]  # fmt: skip
 
 Pair = tuple[int, int]
@@ -219,24 +222,47 @@ def adaptive_avg_pool1d(input: Tensor, output_size: int) -> Tensor:  # noqa: A00
     return _adaptive_mean(input, input.ndim - 1, int(output_size))
 
 
-class MaxPool1d(Module):
+# --------------------------------------------------------------------------- modules
+class _Pool(Module):
+    """The settings every pooling layer has (``stride`` defaults to ``kernel_size``) and its
+    ``repr``; each layer calls its functional form with them."""
+
+    def __init__(
+        self,
+        kernel_size: Any,  # an int (1-d pools), or an int or a pair (2-d)
+        stride: Any = None,
+        padding: Any = 0,
+        ceil_mode: bool = False,
+    ) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding, self.ceil_mode = padding, ceil_mode
+
+    def extra_repr(self) -> str:
+        text = f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return text + (", ceil_mode=True" if self.ceil_mode else "")
+
+
+def _check_2d(layer: Module, x: Tensor) -> None:
+    kh, kw = as_pair(layer.kernel_size, "kernel_size")
+    if x.ndim != 4 or x.shape[2] < kh or x.shape[3] < kw:
+        raise shape_error(layer, f"(N, C, H, W) with H >= {kh}, W >= {kw}", x)
+
+
+class MaxPool1d(_Pool):
     r"""$\max$ over windows along the last axis. Shape: $(N, C, L) \to (N, C, L_o)$."""
 
     def __init__(
         self, kernel_size: int, stride: int | None = None, padding: int = 0, ceil_mode: bool = False
     ) -> None:
-        super().__init__()
-        self.kernel_size, self.stride = kernel_size, kernel_size if stride is None else stride
-        self.padding, self.ceil_mode = padding, ceil_mode
+        super().__init__(kernel_size, stride, padding, ceil_mode)
 
     def forward(self, x: Tensor) -> Tensor:
         return max_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode)
 
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
-
-class AvgPool1d(MaxPool1d):
+class AvgPool1d(_Pool):
     r"""The mean over windows along the last axis. Shape: $(N, C, L) \to (N, C, L_o)$."""
 
     def __init__(
@@ -254,6 +280,50 @@ class AvgPool1d(MaxPool1d):
         return avg_pool1d(
             x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad
         )
+
+
+class MaxPool2d(_Pool):
+    r"""$\mathrm{out}[n, c, p, q] = \max_{i, j} x[n, c, s_h p + i, s_w q + j]$.
+
+    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to ``kernel_size``.
+
+    Example:
+        >>> import torchlight as tl
+        >>> tl.nn.MaxPool2d(2)(tl.arange(16.0).reshape(1, 1, 4, 4))
+        tensor([[[[ 5.,  7.],
+                  [13., 15.]]]])
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_2d(self, x)
+        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode)
+
+
+class AvgPool2d(_Pool):
+    r"""$\mathrm{out}[n, c, p, q] = \frac{1}{k_h k_w}\sum_{i, j} x[n, c, s_h p + i, s_w q + j]$.
+
+    Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to ``kernel_size``.
+    ``count_include_pad=False`` divides by the positions inside the input only.
+    """
+
+    def __init__(
+        self,
+        kernel_size: IntOrPair,
+        stride: IntOrPair | None = None,
+        padding: IntOrPair = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+    ) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_2d(self, x)
+        return avg_pool2d(
+            x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+            self.divisor_override,
+        )  # fmt: skip
 
 
 class AdaptiveAvgPool2d(Module):

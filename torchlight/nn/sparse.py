@@ -1,5 +1,6 @@
 r"""Embedding: a learnable lookup table, ``weight[indices]``, with PyTorch's ``padding_idx`` and
-``from_pretrained``; ``F.embedding`` is the same lookup with a given table.
+``from_pretrained``; ``F.embedding`` is the same lookup with a given table, and ``F.one_hot``
+the lookup in an identity matrix (PyTorch's "sparse functions").
 
 Example:
     >>> import torchlight as tl
@@ -13,13 +14,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from torchlight import dtypes
 from torchlight.autograd import no_grad
-from torchlight.creation import empty, tensor, where
+from torchlight.creation import empty, eye, tensor, where
 from torchlight.nn import init
 from torchlight.nn.module import Module, Parameter
 from torchlight.tensor import Tensor
 
-__all__ = ["Embedding", "embedding"]
+__all__ = ["Embedding", "embedding", "one_hot"]
 
 
 def _check_indices(who: str, indices: Tensor, num_embeddings: int) -> None:
@@ -72,6 +76,52 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
     # mask is built from the indices on the host, as the lookup itself reads them there)
     keep = tensor((input.numpy() != pad)[..., None], backend=weight.backend)
     return where(keep, rows, weight.detach()[input])
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    r"""$\mathrm{out}[\ldots, k] = [\mathrm{tensor}[\ldots] = k]$, as int64.
+
+    Shape: $(*)$ of class indices -> $(*, \text{num\_classes})$.
+
+    Example:
+        >>> import torchlight as tl
+        >>> tl.nn.functional.one_hot(tl.tensor([0, 2]), 3)
+        tensor([[1, 0, 0],
+                [0, 0, 1]])
+    """
+    if tensor.dtype.is_floating_point:
+        raise TypeError(f"one_hot needs integer class indices, got {tensor.dtype}; use .long()")
+    if num_classes == -1:
+        num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
+    check_labels("one_hot", tensor, num_classes)
+    return eye(num_classes, dtype=dtypes.int64, backend=tensor.backend)[tensor]
+
+
+def host_labels(target: Tensor) -> np.ndarray:
+    """The target's class indices as a host numpy array (a view on numpy, a copy from a GPU)."""
+    return np.asarray(target.backend.to_numpy(target.storage))
+
+
+def check_labels(
+    fn_name: str, target: Tensor, num_classes: int, labels: np.ndarray | None = None
+) -> np.ndarray:
+    """The labels as a host numpy array (``labels``, if the caller has them already), after
+    checking each is a class index in [0, C)."""
+    # The labels are few: check them on the host (a view on numpy, a small copy from a GPU).
+    # Out-of-range labels must not reach the indexing, where -1 would silently mean the last class.
+    labels = host_labels(target) if labels is None else labels
+    if labels.size == 0:
+        return labels
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0 or high >= num_classes:
+        bad = low if low < 0 else high
+        where = tuple(int(i) for i in np.argwhere(labels == bad)[0])
+        position = where[0] if len(where) == 1 else where
+        raise IndexError(
+            f"{fn_name}: target {bad} (at position {position}) is out of bounds: with "
+            f"{num_classes} classes, class indices must be in 0..{num_classes - 1}"
+        )
+    return labels
 
 
 class Embedding(Module):

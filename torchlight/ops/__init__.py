@@ -5,6 +5,9 @@ Each file is a page of homework-shaped :class:`~torchlight.autograd.Function` su
 input): :mod:`~torchlight.ops.arithmetic` (the primitives the Tensor's operators use),
 :mod:`~torchlight.ops.elementwise`, :mod:`~torchlight.ops.reductions`,
 :mod:`~torchlight.ops.layout` (views and reshapes), :mod:`~torchlight.ops.indexing`,
-:mod:`~torchlight.ops.einsum`, :mod:`~torchlight.ops.losses` (softmax, linear and the losses),
-:mod:`~torchlight.ops.convolution`.
+:mod:`~torchlight.ops.einsum`, :mod:`~torchlight.ops.losses` (softmax, log-softmax and the losses),
+:mod:`~torchlight.ops.linear`, :mod:`~torchlight.ops.convolution` (and pooling),
+:mod:`~torchlight.ops.normalization`, :mod:`~torchlight.ops.activations`,
+:mod:`~torchlight.ops.recurrent`. Nothing here imports :mod:`torchlight.nn`: the layers are built
+on these, not the other way round.
 """

@@ -2,7 +2,7 @@ r"""More elementwise Functions: trigonometry, ``log1p``/``expm1``, ``erf``, roun
 
 Each is the usual shape: ``forward`` runs one backend ``map`` op and saves what ``backward``
 needs; ``backward`` is one line of tensor math. ``rsqrt``, ``reciprocal`` and ``square`` need no
-Function of their own: they are compositions (see :mod:`torchlight.tensor_extras`).
+Function of their own: they are compositions (see :mod:`torchlight.tensor_methods`).
 
 Example:
     >>> import torchlight as tl

@@ -3,7 +3,7 @@ r"""Layout ops PyTorch users reach for, as compositions of the layout Functions.
 Splitting is slicing (``GetItem``), ``repeat`` is ``expand`` + ``reshape``, ``flip`` is a slice
 with step -1, ``roll`` is two slices joined by ``cat``, ``tril``/``triu`` are ``where`` with a
 constant mask. So none needs a backward of its own: each gradient comes from the Functions it
-is made of. The Tensor methods (``x.chunk(2)``...) live in :mod:`torchlight.tensor_extras`.
+is made of. The Tensor methods (``x.chunk(2)``...) live in :mod:`torchlight.tensor_methods`.
 
 Example:
     >>> import torchlight as tl

@@ -1,12 +1,12 @@
-r"""The autograd Functions behind ``torchlight.nn``: linear layers, softmax and the losses.
+r"""Softmax, log-softmax and the losses: the autograd Functions behind ``F.softmax``, ``F.cross_entropy``...
 
 Each could be written as a composition of tensor ops (and autograd would differentiate it), but
 as one Function each is one node in the graph instead of five, and the backward formulas are
 the ones you derive on paper: $\partial L / \partial x = \mathrm{softmax}(x) - y$ and friends.
 Each is plain tensor math, the shape the homework asks for (``forward`` runs with recording
-off, so its tensor ops build no graph). The layers and losses that use them are in
-``layers.py`` and ``functional.py``; the convolution and pooling Functions in
-``conv_functions.py``.
+off, so its tensor ops build no graph). ``softmax`` and ``log_softmax`` here are the functional
+forms that ``Tensor.softmax`` and ``F.softmax`` both call; the losses' argument checks are in
+:mod:`torchlight.nn.loss`, the linear layer's Function in :mod:`~torchlight.ops.linear`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from torchlight.autograd import Context, Function, is_grad_enabled
+from torchlight.shape import normalize_dim
 
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
@@ -24,37 +25,33 @@ __all__ = [
     "BinaryCrossEntropy",
     "BinaryCrossEntropyWithLogits",
     "CrossEntropy",
-    "LinearFunction",
     "LogSoftmaxFunction",
     "NLLLossFunction",
     "SoftmaxFunction",
+    "log_softmax",
+    "softmax",
 ]
 
 
-class LinearFunction(Function):
-    r"""$y = x W^T + b$.
+def softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
+    r"""$e^{x_i} / \sum_j e^{x_j}$ along ``dim``, computed without overflow.
 
-    Backward: $\partial L/\partial x = G W$, $\partial L/\partial W = G^T x$,
-    $\partial L/\partial b = \sum_{\text{rows}} G$ (rows: every dimension but the last).
-    Called as ``LinearFunction.apply(x, weight, bias)`` (``bias`` may be None). The callers,
-    ``nn.Linear`` and ``F.linear``, check shapes.
+    Shape: any; the output has the input's shape and sums to 1 along ``dim``.
     """
+    return SoftmaxFunction.apply(input, normalize_dim(dim, input.ndim))
 
-    @staticmethod
-    def forward(ctx: Context, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        ctx.save_for_backward(x, weight)
-        # x @ weight.T + bias, as one fused backend kernel (backend.linear): same result, fewer calls
-        return x._linear(weight, bias)
 
-    @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
-        x, weight = ctx.saved_tensors
-        out_features, in_features = weight.shape
-        g = grad_output.reshape(-1, out_features)  # (rows, out): a batch of any shape is rows
-        grad_x = grad_output @ weight if ctx.needs_input_grad[0] else None  # (not for the input)
-        grad_w = g.T @ x.reshape(-1, in_features)
-        grad_b = g.sum(0) if ctx.needs_input_grad[2] else None
-        return grad_x, grad_w, grad_b
+def log_softmax(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
+    r"""$x_i - \log \sum_j e^{x_j}$ along ``dim``, stable for large $|x|$ (no $\log 0$, no overflow).
+
+    Shape: any; the output has the input's shape.
+
+    Example:
+        >>> import torchlight as tl
+        >>> log_softmax(tl.tensor([1000.0, 0.0]), dim=0)
+        tensor([    0., -1000.])
+    """
+    return LogSoftmaxFunction.apply(input, normalize_dim(dim, input.ndim))
 
 
 class LogSoftmaxFunction(Function):

@@ -2,7 +2,7 @@ r"""More reductions: ``cumsum``, ``prod``, ``logsumexp``, ``norm``, ``amax``/``a
 
 ``cumsum`` and the 2-norm are Functions of the usual shape (their backward is one line);
 ``prod``, ``logsumexp`` and the other norms are compositions of differentiable ops, so their
-gradients come from those. The Tensor methods live in :mod:`torchlight.tensor_extras`.
+gradients come from those. The Tensor methods live in :mod:`torchlight.tensor_methods`.
 
 Example:
     >>> import torchlight as tl
