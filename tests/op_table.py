@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import torchlight as tl
-from torchlight.ops.recurrent import LSTMCellFunction, LSTMLayer
+from torchlight.ops.recurrent import FusedLSTM, LSTMCellFunction
 
 Sampler = Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]
 
@@ -394,7 +394,7 @@ OPS: list[Op] = [
     ),
     Op(
         "lstm_layer",  # the fused kernel nn.LSTM runs (lstm_forward / lstm_backward)
-        lambda xp, w, b, h, c: LSTMLayer.apply(xp, w, b, h, c),
+        lambda xp, w, b, h, c: FusedLSTM.apply(xp, w, b, h, c),
         _np_lstm_layer,
         (real, real, real, real, real),
         (((3, 2, 8), (8, 2), (8,), (2, 2), (2, 2)),),

@@ -12,13 +12,14 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from torchlight import dtypes
 from torchlight.autograd import History, backpropagate
 from torchlight.backends import Backend
+from torchlight.backends.fused import FusedKernels
 from torchlight.ops import arithmetic as fn
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape
 from torchlight.tensor_methods import TensorOps
@@ -335,19 +336,21 @@ class Tensor(TensorOps):
             return out if bias is None else out._zip("add", bias)
         _check_matmul(self.shape, weight.shape[::-1])
         b = None if bias is None else bias.storage
-        return Tensor(backend.linear(self.storage, weight.storage, b), backend)
+        fused = cast(FusedKernels, backend)  # (every backend has the fused kernels)
+        return Tensor(fused.linear(self.storage, weight.storage, b), backend)
 
     def _log_softmax(self, dim: int) -> Tensor:
         """Fused backend kernel: ``log(softmax(self))`` along ``dim`` in one call
-        (``backend.log_softmax``); see :class:`~torchlight.backends.base.FusedKernels`."""
+        (``backend.log_softmax``); see :mod:`torchlight.backends.fused`."""
         a = self.storage
         if not self.dtype.is_floating_point:  # integers: in float64, as exp() would compute
             a = self.backend.astype(a, np.dtype(np.float64))
-        return Tensor(self.backend.log_softmax(a, dim), self.backend)
+        fused = cast(FusedKernels, self.backend)  # (every backend has the fused kernels)
+        return Tensor(fused.log_softmax(a, dim), self.backend)
 
     def _fused(self, kernel: str, *others: Tensor | None) -> tuple[Tensor, ...]:
         """Fused backend kernel ``backend.<kernel>(self, *others)`` (``lstm_forward``,
-        ``lstm_backward``; see :class:`~torchlight.backends.base.FusedKernels`), its results as
+        ``lstm_backward``; see :mod:`torchlight.backends.fused`), its results as
         tensors. Every tensor must be on this backend with this dtype (None passes through)."""
         backend, dtype = self.backend, self.dtype
         for other in others:
