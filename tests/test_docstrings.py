@@ -75,6 +75,7 @@ MODULES = [
     "torchlight.data.toy",
     "torchlight.data.digits",
     "torchlight.train.checkpoint",
+    "torchlight.train.guards",
     # viz
     "torchlight.viz",
     "torchlight.viz.view",

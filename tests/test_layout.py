@@ -1,38 +1,82 @@
 """The library's layering (issue 23), measured by tools/import_graph.py on the real source.
 
-Goals: at most 10 imports that run upward, no circle except the Tensor <-> ops one, no
-``noqa: E402``. The upward bound is the goal itself; the circles and late imports still open
-(the nn/ topic files and their functional face, the cuda kernels' numba config) are held at
-today's ceiling so they can only shrink: lower the ceilings as they are removed.
+The issue's "Show": no circle except the Tensor <-> ops one, at most 10 imports that run
+upward, no ``noqa: E402`` in ``torchlight/``. One file is let through for now, by name:
+``backends/cuda/kernels.py`` (its two late imports set numba's CUDA configuration before numba
+loads); the engine work of issue 23 removes them, and then ``ALLOWED_LATE`` goes too. Beyond
+the issue: no module below ``nn/`` imports ``nn``, ``nn/functional.py`` only re-exports and no
+topic file imports it, and ``nn/`` and ``train/`` have no import inside a function.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import pathlib
 
-spec = importlib.util.spec_from_file_location(
-    "import_graph", pathlib.Path(__file__).resolve().parent.parent / "tools" / "import_graph.py"
-)
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("import_graph", ROOT / "tools" / "import_graph.py")
 assert spec is not None and spec.loader is not None
 import_graph = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(import_graph)
 
 REPORT = import_graph.report()
-KNOWN_BAD_CIRCLES = 1  # train.cli <-> train.text
-KNOWN_LATE_IMPORTS = 2  # backends/cuda/kernels.py (the numba config)
+EDGES, FILES = import_graph.graph()
+#: The one file allowed a ``noqa: E402`` until the engine work removes it (see above).
+ALLOWED_LATE = "torchlight/backends/cuda/kernels.py:"
+
+
+def test_every_module_has_a_layer() -> None:
+    unlisted = [module for module in FILES if not import_graph.listed(module)]
+    assert unlisted == [], f"add these to LAYERS in tools/import_graph.py: {unlisted}"
 
 
 def test_at_most_ten_imports_run_upward() -> None:
     assert len(REPORT["upward"]) <= import_graph.MAX_UPWARD, "\n".join(REPORT["upward"])
 
 
-def test_no_new_circle() -> None:
-    assert len(REPORT["bad_circles"]) <= KNOWN_BAD_CIRCLES, "\n".join(REPORT["bad_circles"])
+def test_no_circle_but_the_tensor_and_its_ops() -> None:
+    assert REPORT["bad_circles"] == [], "\n".join(REPORT["bad_circles"])
 
 
-def test_no_new_late_import() -> None:
-    assert len(REPORT["late"]) <= KNOWN_LATE_IMPORTS, "\n".join(REPORT["late"])
+def test_no_late_import_noqa_outside_the_cuda_kernels() -> None:
+    others = [late for late in REPORT["late"] if not late.startswith(ALLOWED_LATE)]
+    assert others == [], "\n".join(others)
+
+
+def test_nn_and_train_import_nothing_inside_a_function() -> None:
+    inner = [i for i in REPORT["inner"] if i.startswith(import_graph.INNER_FREE)]
+    assert inner == [], "\n".join(inner)
+
+
+def test_nothing_below_nn_imports_nn() -> None:
+    nn_layer = import_graph.layer("torchlight.nn")
+    below = [
+        f"{module} imports {target}"
+        for module, targets in EDGES.items()
+        if import_graph.layer(module) < nn_layer
+        for target, _ in targets
+        if target == "torchlight.nn" or target.startswith("torchlight.nn.")
+    ]
+    assert below == [], "\n".join(below)
+
+
+def test_functional_is_a_face_no_topic_file_imports() -> None:
+    path = FILES["torchlight.nn.functional"]
+    tree = ast.parse(path.read_text())
+    defined = [
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+    ]
+    assert defined == [], f"nn/functional.py defines {defined}: define them in their topic file"
+    importers = [
+        module
+        for module, targets in EDGES.items()
+        if any(target == "torchlight.nn.functional" for target, _ in targets)
+        and module.startswith("torchlight.nn.")
+    ]
+    assert importers == [], f"topic files import nn.functional: {importers}"
 
 
 def test_the_graph_sees_an_upward_import_and_a_circle(tmp_path: pathlib.Path) -> None:
@@ -41,3 +85,11 @@ def test_the_graph_sees_an_upward_import_and_a_circle(tmp_path: pathlib.Path) ->
     assert import_graph.layer("torchlight.ops.losses") < import_graph.layer("torchlight.nn.loss")
     edges = {"a": [("b", 1)], "b": [("a", 1)], "c": []}
     assert import_graph.circles(edges) == [["a", "b"]]
+    late = tmp_path / "late.py"
+    late.write_text("def f():\n    from torchlight import nn\n\n\nimport torchlight.ops\n")
+    known = {"torchlight.nn", "torchlight.ops"}
+    assert import_graph.imports(late, known, inner_only=True) == [("torchlight.nn", 2)]
+    assert sorted(import_graph.imports(late, known)) == [
+        ("torchlight.nn", 2),
+        ("torchlight.ops", 5),
+    ]

@@ -8,6 +8,7 @@ slider change ``value``.
 from __future__ import annotations
 
 import base64
+import html
 import random
 import re
 import time
@@ -21,6 +22,7 @@ from torchlight import viz
 from torchlight.viz.graph import CONSTANT, FUNCTION, INTERMEDIATE, LEAF, ROOT, summarize, trace
 from torchlight.viz.layout import count_crossings, layered_layout
 from torchlight.viz.replay import replay_backward
+from torchlight.viz.view import to_svg
 from torchlight.viz.widgets import GraphViewer
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -394,6 +396,27 @@ def test_viewer_function_node_shows_its_chain_rule_step():
         viewer.info.value
     )
     assert "tensor([2., 4.])" in viewer.info.value  # what Mul adds to dL/da
+
+
+def test_every_redraw_goes_through_one_frame():
+    """The widget, its static copy and to_svg draw what GraphView.frame(step, selected) says:
+    one call per redraw, no second path through view, graph and svg."""
+    a, b, c = tutorial_graph()
+    names = {"a": a, "b": b, "c": c}
+    viewer = GraphViewer(c, names=names)
+    real, calls = viewer.view.frame, []
+    viewer.view.frame = lambda step, selected=None: (
+        calls.append((step, selected)) or real(step, selected)
+    )
+    a_id = viewer.view.graph.id_of(a)
+    viewer.slider.value = 2
+    viewer.select(a)
+    assert calls == [(2, None), (2, a_id)]
+    frame = real(2, a_id)
+    shown = (viewer.canvas.svg, viewer.status.value, viewer.info.value)
+    assert shown == (frame.svg, html.escape(frame.status), frame.info)
+    assert to_svg(c, names=names, step=2, selected=a_id) == frame.svg
+    assert real(99).status == real(viewer.view.n_steps).status  # the step is clamped
 
 
 def test_viewer_dropdown_and_select_drive_the_same_state():

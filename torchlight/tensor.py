@@ -18,8 +18,9 @@ import numpy as np
 
 from torchlight import dtypes
 from torchlight.autograd import History, backpropagate
-from torchlight.backends import Backend
+from torchlight.backends import Backend, get_backend
 from torchlight.backends.fused import FusedKernels
+from torchlight.device import device as _device
 from torchlight.ops import arithmetic as fn
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape
 from torchlight.tensor_methods import TensorOps
@@ -128,9 +129,7 @@ class Tensor(TensorOps):
     def device(self) -> str:
         """The name of the backend holding the elements (``"numpy"``, ``"cuda"``...), as a
         :class:`~torchlight.device.device` (``.type`` is ``"cpu"`` or ``"cuda"``)."""
-        from torchlight.device import device
-
-        return device(self.backend.name)
+        return _device(self.backend.name)
 
     def stride(self, dim: int | None = None) -> Any:
         """Steps, in elements, between neighbours along each dimension."""
@@ -315,9 +314,7 @@ class Tensor(TensorOps):
     def _matmul(self, other: Tensor) -> Tensor:
         self._check_backend(other, "matmul")
         if self.dtype is not other.dtype:  # PyTorch's rule: no promotion in products (issue 25)
-            from torchlight.dtypes import check_same_dtype
-
-            check_same_dtype("matmul", self, other)
+            dtypes.check_same_dtype("matmul", self, other)
         _check_matmul(self.shape, other.shape)
         return Tensor(self.backend.matmul(self.storage, other.storage), self.backend)
 
@@ -413,8 +410,6 @@ class Tensor(TensorOps):
         ``x.to(other)`` (``other``'s dtype and backend), ``x.to(device=..., dtype=...)``;
         ``non_blocking`` is accepted and changes nothing (every copy here is synchronous).
         """
-        from torchlight.backends import get_backend
-
         for arg in args:
             if isinstance(arg, Tensor):
                 device, dtype = arg.backend, arg.dtype

@@ -22,14 +22,11 @@ accuracy quickly; flags override them. The last line printed is the accuracy on 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
-import signal
 import sys
 import tempfile
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,10 +45,11 @@ from torchlight.train.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from torchlight.train.guards import TrainingDivergedError, ctrl_c_deferred
+from torchlight.train.text import run_text
 
 __all__ = [
     "DEFAULTS",
-    "TrainingDivergedError",
     "build_model",
     "evaluate",
     "load_data",
@@ -70,10 +68,6 @@ DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("text", "gpt"): {"epochs": 5, "optimizer": "adam", "lr": 3e-3, "batch_size": 32},
     ("text", "lstm"): {"epochs": 5, "optimizer": "adam", "lr": 3e-3, "batch_size": 32},
 }
-
-
-class TrainingDivergedError(RuntimeError):
-    """The loss became nan or infinite: training stops instead of silently continuing."""
 
 
 def build_model(name: str, dataset: str) -> nn.Module:
@@ -339,8 +333,6 @@ def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> flo
     """
     progress = {} if progress is None else progress
     if args.dataset in CORPORA:  # a language model: torchlight/train/text.py
-        from torchlight.train.text import run_text
-
         return run_text(args, progress)
     if args.backend:
         tl.set_default_backend(args.backend)
@@ -396,26 +388,6 @@ def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> flo
     correct, total = evaluate(model, final_set)
     print(f"{which} accuracy: {correct / total:.2%} ({correct}/{total})")
     return correct / total
-
-
-@contextlib.contextmanager
-def ctrl_c_deferred() -> Iterator[None]:
-    """Hold back Ctrl-C until the block ends: a Ctrl-C that lands between writing a checkpoint
-    and noting its epoch would otherwise make the interrupted line name an older checkpoint.
-
-    Python runs signal handlers in the main thread only, so outside it there is nothing to do.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if pending:
-        raise KeyboardInterrupt  # the Ctrl-C that came during the block, now that it is done
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from torchlight.autograd import no_grad
 from torchlight.creation import generator
 from torchlight.nn import functional as F
 from torchlight.train.checkpoint import CheckpointError, checkpoint_extra, load_checkpoint
+from torchlight.train.text import build_text_model
 from torchlight.train.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
 
 __all__ = ["generate", "load_language_model", "main"]
@@ -73,8 +74,6 @@ def generate(
 def load_language_model(path: str) -> tuple[nn.Module, CharTokenizer | BPETokenizer, int]:
     """(model, tokenizer, block_size) rebuilt from a checkpoint of ``python -m torchlight.train
     --dataset shakespeare``."""
-    from torchlight.train.text import build_text_model
-
     extra = checkpoint_extra(path)
     if "tokenizer" not in extra or "config" not in extra:
         raise CheckpointError(

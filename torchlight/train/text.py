@@ -39,7 +39,7 @@ from torchlight.train.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from torchlight.train.cli import ctrl_c_deferred
+from torchlight.train.guards import TrainingDivergedError, ctrl_c_deferred
 from torchlight.train.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
 
 __all__ = [
@@ -150,8 +150,6 @@ def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -
     ``saved`` (the epoch of the last checkpoint written), for the CLI's message after Ctrl-C.
     """
     progress = {} if progress is None else progress
-    from torchlight.train.cli import TrainingDivergedError  # the CLI's own error; imported late
-
     if args.backend:
         tl.set_default_backend(args.backend)
     tl.manual_seed(args.seed)

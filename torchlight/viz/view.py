@@ -1,8 +1,10 @@
 """What the graph viewer shows, without any widget: the picture and the text at each step.
 
 :class:`GraphView` traces a tensor's graph once, lays it out once, replays backward once, and
-then answers "what does step ``k`` look like" and "what do we say about node ``n``". The
-widget (:mod:`torchlight.viz.widgets`) and the static picture (:func:`to_svg`) both use it.
+then answers "what does step ``k`` look like" and "what do we say about node ``n``". Every
+redraw goes through one place, :meth:`GraphView.frame`: the picture, the step's sentence and
+the info panel for one (step, selected node), which the widget (:mod:`torchlight.viz.widgets`),
+its static copy and the static picture (:func:`to_svg`, :func:`draw`) all show.
 
 Example:
     >>> import torchlight as tl
@@ -18,14 +20,14 @@ import html
 import inspect
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchlight.viz.graph import CONSTANT, FUNCTION, INTERMEDIATE, LEAF, ROOT, trace
 from torchlight.viz.replay import replay_backward
 from torchlight.viz.svg import COLORS, render_svg, svg_img_html
 from torchlight.viz.svg import layout_graph as _layout_graph
 
-__all__ = ["GraphPicture", "GraphView", "draw", "to_svg"]
+__all__ = ["Frame", "GraphPicture", "GraphView", "draw", "to_svg"]
 
 _SECTIONS = ("Args:", "Returns:", "Raises:", "Shape:", "Example:", "Examples:", "Attributes:")
 
@@ -69,6 +71,14 @@ def _box(color: str, head: str, lines: list[str], rows: list[tuple[str, str]]) -
     )
 
 
+class Frame(NamedTuple):
+    """What the viewer shows for one (step, selected node): see :meth:`GraphView.frame`."""
+
+    svg: str  # the picture
+    status: str  # one sentence on what backward does at this step (plain text)
+    info: str  # the info panel of the selected node (HTML)
+
+
 class GraphView:
     """The graph of ``tensor`` with every step of its backward pass, ready to draw.
 
@@ -105,6 +115,12 @@ class GraphView:
     def grad_of(self, node_id: str, step: int) -> Any:
         """The gradient of ``node_id`` after ``step`` steps, or None if not computed yet."""
         return self.grads_at(step).get(node_id)
+
+    def frame(self, step: int, selected: str | None = None) -> Frame:
+        """Everything drawn after ``step`` steps of backward with ``selected`` outlined: the one
+        place a redraw goes through (``step`` is clamped to ``0 .. n_steps``)."""
+        step = max(0, min(step, self.n_steps))
+        return Frame(self.svg(step, selected), self.step_text(step), self.info_html(selected, step))
 
     def svg(self, step: int, selected: str | None = None, legend: bool = True) -> str:
         """The picture after ``step`` steps of backward, with ``selected`` and its path to the root."""
@@ -280,7 +296,7 @@ def to_svg(
         selected: a node id (``"t0"``) to outline with its path to the root.
     """
     view = GraphView(tensor, names=names)
-    return view.svg(view.n_steps if step is None else step, selected=selected)
+    return view.frame(view.n_steps if step is None else step, selected).svg
 
 
 def draw(
@@ -288,4 +304,4 @@ def draw(
 ) -> GraphPicture:
     """Like :func:`to_svg`, wrapped in a :class:`GraphPicture` that Jupyter displays."""
     view = GraphView(tensor, names=names)
-    return GraphPicture(view.svg(view.n_steps if step is None else step), message, view)
+    return GraphPicture(view.frame(view.n_steps if step is None else step).svg, message, view)

@@ -130,10 +130,10 @@ class GraphViewer(widgets.VBox):
         return value
 
     def _redraw(self, change: dict[str, Any] | None = None) -> None:
-        selected = self.selected or None
-        self.canvas.svg = self.view.svg(self.step, selected=selected)
-        self.status.value = html.escape(self.view.step_text(self.step))
-        self.info.value = self.view.info_html(selected, self.step)
+        frame = self.view.frame(self.step, self.selected or None)  # the one place a redraw goes
+        self.canvas.svg = frame.svg
+        self.status.value = html.escape(frame.status)
+        self.info.value = frame.info
 
     def select(self, tensor_or_id: Any) -> None:
         """Select a node by id (``"t0"``) or by the tensor it draws."""
@@ -162,7 +162,7 @@ class GraphViewer(widgets.VBox):
         # exported page, GitHub) and a plain-text line that stays the same run after run.
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         note = f"<p style='color:#b06000;margin:0 0 4px 0'>{html.escape(STATIC_NOTE)}</p>"
-        svg = self.view.svg(self.step, selected=self.selected or None)
+        svg = self.view.frame(self.step, self.selected or None).svg
         picture = svg_img_html(svg, "computation graph")  # shown also where JupyterLab distrusts
         bundle["text/html"] = (
             f"<div class='tl-graph-picture' style='overflow:auto'>{note}{picture}</div>"
