@@ -17,9 +17,9 @@ per-op algorithm as torchlight (one input matmul, then per step a matmul and the
 the second ratio compares algorithms and the first compares with the fused kernel.
 
 torchlight runs on each of ``--backends`` (default numpy and Numba). Its ``nn.LSTM`` runs a
-fused kernel too (``ops.recurrent.LSTMLayer``): on numpy, each step's gates updated in place;
-on Numba, one compiled pass per step and Numba's own matmul kernel, which beats numpy's
-OpenBLAS on these thin (32-row) products.
+fused kernel too (``ops.recurrent.FusedLSTM``, the backend's override of the recurrence): on
+numpy, each step's gates updated in place; on Numba, one compiled pass per step and Numba's
+own matmul kernel, which beats numpy's OpenBLAS on these thin (32-row) products.
 """
 
 from __future__ import annotations

@@ -287,7 +287,7 @@ def test_numpy_backend_stays_quiet_when_threads_share_its_ops() -> None:
 def test_fused_kernels_equal_their_compositions(name: str, dtype: type) -> None:
     """``linear`` and ``log_softmax`` (numpy's one-kernel overrides, the others' inherited
     compositions) give what the composition of primitives in ``FusedKernels`` gives."""
-    from torchlight.backends.base import FusedKernels
+    from torchlight.backends.fused import FusedKernels
 
     b = backend(name)
     rng = np.random.default_rng(0)
@@ -315,12 +315,13 @@ def test_fused_kernels_equal_their_compositions(name: str, dtype: type) -> None:
 
 @pytest.mark.parametrize("name", BACKENDS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_lstm_kernels_equal_their_composition(name: str, dtype: type) -> None:
-    """``lstm_forward`` and ``lstm_backward`` (numpy's in-place loop, Numba's compiled gates in
-    float32, the composition elsewhere) give what the composition of primitives gives, with
-    and without ``b_hh``, for gate inputs from -200 to 200: sigmoid's e^-x and tanh's e^2x
-    overflow there, and tiny ones, where tanh x = x."""
-    from torchlight.backends.base import FusedKernels
+def test_lstm_override_equals_the_readable_recurrence(name: str, dtype: type) -> None:
+    """Where a backend overrides the LSTM recurrence (numpy's in-place loop, Numba's compiled
+    gates in float32), ``FusedLSTM`` gives what ``Recurrence`` with an ``LSTMStep`` gives on
+    that backend, outputs and every gradient, with and without ``b_hh``, for gate inputs from
+    -200 to 200 (sigmoid's e^-x and tanh's e^2x overflow there) and tiny ones (tanh x = x).
+    Where it does not, ``lstm`` (what nn.LSTM runs) is the readable recurrence itself."""
+    from torchlight.ops.recurrent import FusedLSTM, LSTMStep, Recurrence, lstm
 
     b = backend(name)
     rng = np.random.default_rng(5)
@@ -330,26 +331,34 @@ def test_lstm_kernels_equal_their_composition(name: str, dtype: type) -> None:
     xp[1, 1, 2 * size : 2 * size + 3] = [-100.0, 1e-7, 100.0]  # the cell candidate g
     arrays = [xp, rng.standard_normal((4 * size, size)), rng.standard_normal(4 * size)]
     arrays += [rng.standard_normal((batch, size)), rng.standard_normal((batch, size))]
-    grad_out = rng.standard_normal((2, steps, batch, size))
-    xp_, w_, bias_, h0_, c0_, grad_ = (b.from_numpy(a.astype(dtype)) for a in [*arrays, grad_out])
+    weights = tl.tensor(rng.standard_normal((2, steps, batch, size)).astype(dtype), backend=b)
     tol = 1e-12 if dtype == np.float64 else 2e-5
-    for bias_or_none in (bias_, None):
-        ours = b.lstm_forward(xp_, w_, bias_or_none, h0_, c0_)
-        theirs = FusedKernels.lstm_forward(b, xp_, w_, bias_or_none, h0_, c0_)
-        for got, want in zip(ours, theirs, strict=True):
-            assert b.to_numpy(got).dtype == dtype
-            np.testing.assert_allclose(b.to_numpy(got), b.to_numpy(want), rtol=tol, atol=tol)
-        bias = None if bias_or_none is None else arrays[2].astype(dtype).astype(np.float64)
-        f64 = [a.astype(dtype).astype(np.float64) for a in arrays]
-        plain = _np_lstm(f64[0], f64[1], bias, f64[3], f64[4])
-        np.testing.assert_allclose(b.to_numpy(ours[0]), plain, rtol=10 * tol, atol=10 * tol)
-        grads = b.lstm_backward(w_, h0_, c0_, *ours, grad_)
-        reference = FusedKernels.lstm_backward(b, w_, h0_, c0_, *theirs, grad_)
-        for i, (got, want) in enumerate(zip(grads, reference, strict=True)):
-            got, want = b.to_numpy(got), b.to_numpy(want)
-            assert got.shape == want.shape and got.dtype == dtype, f"gradient {i}"
-            scale = np.abs(want).max()
+    for with_bias in (True, False):
+        ins = [tl.tensor(a.astype(dtype), requires_grad=True, backend=b) for a in arrays]
+        if not with_bias:
+            ins[2] = None
+        if not hasattr(b, "lstm_forward"):
+            assert lstm(*ins).grad_fn is Recurrence
+            continue
+        assert lstm(*ins).grad_fn is FusedLSTM
+        results = []
+        for run in (FusedLSTM.apply, lambda *a: Recurrence.apply(LSTMStep(), *a)):
+            out = run(*ins)
+            (out * weights).sum().backward()
+            results.append([out] + [t.grad for t in ins if t is not None])
+            for t in ins:
+                if t is not None:
+                    t.grad = None
+        for i, (got, want) in enumerate(zip(*results, strict=True)):
+            got, want = got.detach().numpy(), want.detach().numpy()
+            assert got.dtype == want.dtype == dtype, i
+            scale = max(1.0, np.abs(want).max())
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale, err_msg=str(i))
+        f64 = [a.astype(dtype).astype(np.float64) for a in arrays]
+        plain = _np_lstm(f64[0], f64[1], f64[2] if with_bias else None, f64[3], f64[4])
+        np.testing.assert_allclose(
+            results[0][0].detach().numpy(), plain, rtol=10 * tol, atol=10 * tol
+        )
 
 
 def _np_lstm(

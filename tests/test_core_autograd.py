@@ -43,14 +43,14 @@ def test_the_computation_graph():
     a = tl.tensor([1.0, 2.0], requires_grad=True)
     b = a + a
     assert b.history.last_fn is Add
-    assert b.history.inputs == (a, a)
+    assert b.history.parents == (a, a)
     assert b.history.parents[0] is a and b.history.parents[1] is a
     assert repr(b.history) == (
         "History(last_fn=Add, parents=(tensor([1., 2.], requires_grad=True), "
         "tensor([1., 2.], requires_grad=True)))"
     )
     c = b * a
-    assert c.history.last_fn is Mul and c.history.inputs[0] is b and c.history.inputs[1] is a
+    assert c.history.last_fn is Mul and c.history.parents[0] is b and c.history.parents[1] is a
     c.backward()
     # erratum 2: d(b*a)/da = b + a * db/da = 2a + 2a = 4a
     assert values(a.grad) == [4.0, 8.0]
@@ -144,7 +144,7 @@ def _reachable(root):
         node = stack.pop()
         if node.requires_grad and id(node) not in found:
             found[id(node)] = node
-            stack.extend(node.history.inputs if node.history else ())
+            stack.extend(node.history.parents if node.history else ())
     return found
 
 
@@ -156,7 +156,7 @@ def test_topological_sort_orders_every_input_before_its_users(seed):
     assert len(position) == len(order), "a node appears twice"
     assert position.keys() == _reachable(root).keys()
     for node in order:
-        for parent in node.history.inputs if node.history else ():
+        for parent in node.history.parents if node.history else ():
             if parent.requires_grad:
                 assert position[id(parent)] < position[id(node)]
 
@@ -462,7 +462,7 @@ def test_backward_on_a_tensor_without_grad():
 def test_graph_is_freed_when_nothing_references_it():
     x = tl.ones(3, requires_grad=True)
     y = (x * 2).exp()
-    node = weakref.ref(y.history.inputs[0])  # the intermediate x * 2
+    node = weakref.ref(y.history.parents[0])  # the intermediate x * 2
     ctx = weakref.ref(y.history.ctx)
     del y
     gc.disable()
@@ -473,8 +473,19 @@ def test_graph_is_freed_when_nothing_references_it():
 
 
 def test_saved_tensors_are_released_after_backward():
+    class SavesATemporary(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x.exp())  # a tensor only the context holds
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (e,) = ctx.saved_tensors
+            return grad_output * 2 + e * 0
+
     x = tl.ones(3, requires_grad=True)
-    y = x.exp()  # Exp saves its output for backward
+    y = SavesATemporary.apply(x)
     ctx = y.history.ctx
     saved = weakref.ref(ctx.saved_tensors[0])
     assert saved() is not None
@@ -482,6 +493,21 @@ def test_saved_tensors_are_released_after_backward():
     assert saved() is None and ctx._saved == ()
     with pytest.raises(RuntimeError, match="second time"):
         ctx.saved_tensors
+
+
+def test_a_saved_output_is_the_output_node_itself():
+    """As in PyTorch: Exp saves its result, and what backward reads is the output tensor in the
+    graph (so a create_graph backward differentiates through it), held without a cycle."""
+    x = tl.ones(3, requires_grad=True)
+    y = x.exp()
+    assert y.history.ctx.saved_tensors[0] is y
+    node = weakref.ref(y)
+    del y
+    gc.disable()
+    try:
+        assert node() is None  # freed by reference counting alone
+    finally:
+        gc.enable()
 
 
 def test_ten_thousand_steps_do_not_grow_memory():
@@ -523,7 +549,7 @@ def test_context_and_history_are_public():
     ctx.save_for_backward(t)
     assert ctx.saved_tensors == (t,)
     h = History(Add, ctx, (t, t))
-    assert h.last_fn is Add and h.ctx is ctx and h.inputs == (t, t)
+    assert h.last_fn is Add and h.ctx is ctx and h.parents == (t, t)
 
 
 # ---------------------------------------------------------------- which tensor apply returns

@@ -126,9 +126,9 @@ def test_empty_sequences_and_mixed_dtypes_are_clear_errors() -> None:
 
 
 def test_lstm_layer_equals_recurrence_and_trains_like_it() -> None:
-    """nn.LSTM runs the fused LSTMLayer; Recurrence with an LSTMStep is the readable version:
-    the same outputs and gradients, in float64 and float32."""
-    from torchlight.ops.recurrent import LSTMLayer
+    """On numpy nn.LSTM runs the backend's override FusedLSTM of the readable recurrence
+    (Recurrence with an LSTMStep): the same outputs and gradients, in float64 and float32."""
+    from torchlight.ops.recurrent import FusedLSTM
 
     tl.manual_seed(3)
     for dtype, tol in ((tl.float64, 1e-13), (tl.float32, 2e-6)):
@@ -137,7 +137,7 @@ def test_lstm_layer_equals_recurrence_and_trains_like_it() -> None:
             for s in ((6, 3, 16), (16, 4), (16,), (3, 4), (3, 4))
         )
         grads = []
-        for run in (LSTMLayer.apply, lambda *a: Recurrence.apply(LSTMStep(), *a)):
+        for run in (FusedLSTM.apply, lambda *a: Recurrence.apply(LSTMStep(), *a)):
             out = run(xp, w, b, h, c)
             (out * out).sum().backward()
             grads.append([out.detach().numpy()] + [t.grad.numpy() for t in (xp, w, b, h, c)])
@@ -148,12 +148,12 @@ def test_lstm_layer_equals_recurrence_and_trains_like_it() -> None:
 
 
 def test_lstm_layer_names_a_dtype_or_backend_mismatch() -> None:
-    from torchlight.ops.recurrent import LSTMLayer
+    from torchlight.ops.recurrent import FusedLSTM
 
     xp, w, h = tl.randn(2, 1, 8), tl.randn(8, 2), tl.zeros(1, 2)
     with pytest.raises(
         TypeError, match=r"lstm_forward: expected every tensor with dtype .*float64"
     ):
-        LSTMLayer.apply(xp, w, None, h, h.to(tl.float32))
+        FusedLSTM.apply(xp, w, None, h, h.to(tl.float32))
     with pytest.raises(RuntimeError, match=r"same backend, got 'numpy' and 'strided'"):
-        LSTMLayer.apply(xp, w.to("strided"), None, h, h)
+        FusedLSTM.apply(xp, w.to("strided"), None, h, h)

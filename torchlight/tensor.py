@@ -12,13 +12,14 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from torchlight import dtypes
 from torchlight.autograd import History, backpropagate
 from torchlight.backends import Backend, get_backend
+from torchlight.backends.fused import FusedKernels
 from torchlight.device import device as _device
 from torchlight.ops import arithmetic as fn
 from torchlight.shape import broadcast_shape, normalize_dim, strides_from_shape
@@ -66,19 +67,19 @@ class Tensor(TensorOps):
     requires_grad: bool
     name: str | None = None
     _grad: Tensor | None = None
-    _retains_grad = False
-    _hooks: tuple[Any, ...] = ()  # functions of this tensor's gradient (register_hook)
+    retains_grad = False  # a non-leaf that keeps its .grad (retain_grad), PyTorch's name
+    hooks: tuple[Any, ...] = ()  # functions of this tensor's gradient (register_hook)
 
     def __init__(
         self,
-        data: Any,
+        storage: Any,
         backend: Backend,
         requires_grad: bool = False,
         history: History | None = None,
         version: _Version | None = None,
     ) -> None:
-        self.storage = data  # the backend's object holding the elements
-        self.shape: tuple[int, ...] = backend.shape(data)  # (a storage keeps its shape)
+        self.storage = storage  # the backend's object holding the elements
+        self.shape: tuple[int, ...] = backend.shape(storage)  # (a storage keeps its shape)
         self.backend = backend
         self.history = history
         self.requires_grad = requires_grad
@@ -149,7 +150,7 @@ class Tensor(TensorOps):
     @property
     def grad(self) -> Tensor | None:
         """The accumulated gradient of a leaf (``None`` until a backward reaches it)."""
-        if self.history is not None and not self._retains_grad:
+        if self.history is not None and not self.retains_grad:
             raise AttributeError(_NON_LEAF_GRAD.format(fn=self.history.last_fn.__name__))
         return self._grad
 
@@ -209,54 +210,33 @@ class Tensor(TensorOps):
                 "cannot register a hook on a tensor that does not require grad: its gradient "
                 "is never computed; create it with requires_grad=True"
             )
-        self._hooks = (*self._hooks, hook)
+        self.hooks = (*self.hooks, hook)
         return _RemovableHook(self, hook)
 
     def retain_grad(self) -> Tensor:
         """Keep ``.grad`` on this non-leaf tensor during the next backward."""
-        self._retains_grad = True
+        self.retains_grad = True
         return self
 
     def backward(
         self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
     ) -> None:
-        r"""Compute $\partial\,\mathrm{self} / \partial\,\mathrm{leaf}$ into every leaf's ``.grad``.
-
-        Args:
-            gradient: $\partial L / \partial\,\mathrm{self}$; ones of ``self.shape`` when omitted.
-            retain_graph: keep the saved values so backward can run through the graph again
-                (defaults to ``create_graph``).
-            create_graph: record the backward pass, so ``.grad`` has a history and can be
-                differentiated again (higher-order gradients; see ``tl.autograd.grad``).
-        """
+        r"""Compute $\partial\,\mathrm{self} / \partial\,\mathrm{leaf}$ into every leaf's ``.grad``
+        from ``gradient`` (ones when omitted; :func:`~torchlight.autograd.backpropagate`).
+        ``retain_graph`` keeps the saved tensors for another backward (default: ``create_graph``);
+        ``create_graph`` records the backward math, so ``.grad`` can be differentiated again."""
         if not self.requires_grad:
             raise RuntimeError(
                 "backward() called on a tensor that does not require grad and has no history: "
                 "create the inputs with requires_grad=True (outside tl.no_grad())"
             )
-        if gradient is None:
-            dtype = self.backend.dtype(self.storage)
-            # (a scalar loss, the common case, without np.ones's Python wrapper)
-            ones = np.ones(self.shape, dtype) if self.shape else np.array(1, dtype)
-            deriv = Tensor(self.backend.from_numpy(ones), self.backend)
-        else:
-            deriv = self._lift(gradient)
-            if deriv.shape != self.shape:
-                raise ValueError(
-                    f"backward(gradient): the gradient has shape {deriv.shape} but the tensor "
-                    f"has shape {self.shape}; they must match"
-                )
         keep = create_graph if retain_graph is None else retain_graph
-        backpropagate(self, deriv, retain_graph=keep, create_graph=create_graph)
+        backpropagate(self, gradient, retain_graph=keep, create_graph=create_graph)
 
-    def _accumulate_grad(self, grad: Tensor) -> None:
-        """Add ``grad`` into ``.grad`` (the engine calls this on leaves, and on retained non-leaves)."""
-        if self._grad is None:
-            # Its own contiguous copy: the incoming gradient may be a read-only broadcast view,
-            # or the very tensor another input receives (Add passes grad_output to both).
-            self._grad = grad.clone()
-        else:
-            self._grad = self._grad + grad
+    def accumulate_grad(self, grad: Tensor) -> None:
+        """Add ``grad`` into ``.grad``; the first is a copy of its own (``grad`` may be a
+        read-only broadcast view, or the very tensor another input receives)."""
+        self._grad = grad.clone() if self._grad is None else self._grad + grad
 
     def detach(self) -> Tensor:
         """A new tensor on the same storage, cut out of the graph (no history, no grad)."""
@@ -282,10 +262,6 @@ class Tensor(TensorOps):
     # skip autograd, so they are private; everywhere else use the operators and methods.
     def _new(self, data: Any) -> Tensor:
         return Tensor(data, self.backend)
-
-    def _with_history(self, history: History) -> Tensor:
-        """A graph node: a new tensor on this storage (and version counter) made by ``history``."""
-        return Tensor(self.storage, self.backend, True, history, self._version)
 
     def _lift(self, value: Any) -> Tensor:
         """A Python number/list/array as a tensor on this backend (numbers keep self's dtype)."""
@@ -357,19 +333,21 @@ class Tensor(TensorOps):
             return out if bias is None else out._zip("add", bias)
         _check_matmul(self.shape, weight.shape[::-1])
         b = None if bias is None else bias.storage
-        return Tensor(backend.linear(self.storage, weight.storage, b), backend)
+        fused = cast(FusedKernels, backend)  # (every backend has the fused kernels)
+        return Tensor(fused.linear(self.storage, weight.storage, b), backend)
 
     def _log_softmax(self, dim: int) -> Tensor:
         """Fused backend kernel: ``log(softmax(self))`` along ``dim`` in one call
-        (``backend.log_softmax``); see :class:`~torchlight.backends.base.FusedKernels`."""
+        (``backend.log_softmax``); see :mod:`torchlight.backends.fused`."""
         a = self.storage
         if not self.dtype.is_floating_point:  # integers: in float64, as exp() would compute
             a = self.backend.astype(a, np.dtype(np.float64))
-        return Tensor(self.backend.log_softmax(a, dim), self.backend)
+        fused = cast(FusedKernels, self.backend)  # (every backend has the fused kernels)
+        return Tensor(fused.log_softmax(a, dim), self.backend)
 
     def _fused(self, kernel: str, *others: Tensor | None) -> tuple[Tensor, ...]:
         """Fused backend kernel ``backend.<kernel>(self, *others)`` (``lstm_forward``,
-        ``lstm_backward``; see :class:`~torchlight.backends.base.FusedKernels`), its results as
+        ``lstm_backward``; see :mod:`torchlight.backends.fused`), its results as
         tensors. Every tensor must be on this backend with this dtype (None passes through)."""
         backend, dtype = self.backend, self.dtype
         for other in others:
@@ -531,7 +509,7 @@ class _RemovableHook:
         self._tensor, self._hook = tensor, hook
 
     def remove(self) -> None:
-        self._tensor._hooks = tuple(h for h in self._tensor._hooks if h is not self._hook)
+        self._tensor.hooks = tuple(h for h in self._tensor.hooks if h is not self._hook)
 
 
 #: PyTorch's categories of dtypes, lowest first: bool, integers, floating point.

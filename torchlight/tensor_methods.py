@@ -327,7 +327,7 @@ class TensorOps:
     # an in-place op just writes into the storage. In the graph it is recorded as PyTorch does:
     # ``y.add_(1)`` computes ``Add(y_before, 1)`` and ``y`` takes that node as its history, with
     # ``y_before`` (a copy of the old values) as its first input. Earlier users of ``y`` still
-    # send their gradients to ``y_before`` (see ``History.recorded_inputs``), and a Function that
+    # send their gradients to ``y_before`` (see ``History.recorded_parents``), and a Function that
     # saved ``y`` itself finds its version changed and raises.
     def _records_in_place(self: Tensor, other: Any, what: str) -> bool:
         """Whether an in-place op on ``self`` (with tensor ``other``) goes into the graph."""

@@ -3,9 +3,9 @@ r"""Reverse-mode automatic differentiation, in PyTorch's layout (``torch/autogra
 - :mod:`~torchlight.autograd.grad_mode`: :class:`no_grad`, :class:`enable_grad`,
   :func:`is_grad_enabled`.
 - :mod:`~torchlight.autograd.function`: :class:`Context`, :class:`History`, :class:`Function`
-  (``apply``, and ``History.chain_rule``: one step of the walk).
+  (``apply``, and ``History.chain_rule``: one step of the walk), :func:`once_differentiable`.
 - :mod:`~torchlight.autograd.engine`: :func:`topological_sort`, :func:`backpropagate`,
-  :func:`grad` (the walk).
+  :func:`grad` (the walk), :func:`seed` (the root's gradient).
 - :mod:`~torchlight.autograd.gradcheck`: :func:`central_difference`, :func:`gradcheck`,
   :func:`gradgradcheck`.
 
@@ -13,8 +13,8 @@ r"""Reverse-mode automatic differentiation, in PyTorch's layout (``torch/autogra
 central_difference`` is the contract of the Tutorial 2 page.
 """
 
-from torchlight.autograd.engine import backpropagate, backward_steps, grad, topological_sort
-from torchlight.autograd.function import Context, Function, History, Variable
+from torchlight.autograd.engine import backpropagate, backward_steps, grad, seed, topological_sort
+from torchlight.autograd.function import Context, Function, History, Variable, once_differentiable
 from torchlight.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
 from torchlight.autograd.gradcheck import (
     GradcheckError,
@@ -38,5 +38,7 @@ __all__ = [
     "gradgradcheck",
     "is_grad_enabled",
     "no_grad",
+    "once_differentiable",
+    "seed",
     "topological_sort",
 ]

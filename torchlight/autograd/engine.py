@@ -15,92 +15,75 @@ from typing import Any
 from torchlight.autograd.function import Variable
 from torchlight.autograd.grad_mode import enable_grad, no_grad
 
-__all__ = ["backpropagate", "backward_steps", "grad", "topological_sort"]
+__all__ = ["backpropagate", "backward_steps", "grad", "seed", "topological_sort"]
 
 
 def topological_sort(root: Variable, *more_roots: Variable) -> list[Variable]:
-    """All tensors that lead to ``root`` (and ``more_roots``) and require grad, ordered from the
-    leaves to the roots.
-
-    Depth-first search, iterative (a deep graph must not hit Python's recursion limit): the
-    stack holds each node being visited with an iterator over its inputs, and a node joins the
-    order once every input that requires grad already has. A leaf joins as soon as it is met.
-    """
+    """The tensors that lead to the roots and require grad, from the leaves to the roots: depth
+    first, a node after its parents, with a stack of ``(node, iterator over its parents)`` (not
+    recursion: a deep graph must not hit Python's recursion limit)."""
     order: list[Variable] = []
     seen: set[int] = set()
-    for start in (root, *more_roots):
-        if not start.requires_grad or id(start) in seen:
-            continue
-        seen.add(id(start))
-        if start.history is None:
-            order.append(start)
-            continue
-        stack: list[tuple[Variable, Iterator[Variable]]] = [
-            (start, iter(start.history.recorded_inputs()))
-        ]
-        while stack:
-            node, inputs = stack[-1]
-            for parent in inputs:
-                if parent.requires_grad and id(parent) not in seen:
-                    seen.add(id(parent))
-                    if parent.history is None:
-                        order.append(parent)  # a leaf: nothing comes before it
-                    else:
-                        stack.append((parent, iter(parent.history.recorded_inputs())))
-                        break  # visit parent's inputs first; node's iterator resumes afterwards
-            else:  # all of node's inputs are in the order
-                stack.pop()
+    stack: list[tuple[Any, Iterator[Variable]]] = [(None, iter((root, *more_roots)))]
+    while stack:
+        node, parents = stack[-1]
+        for parent in parents:
+            if parent.requires_grad and id(parent) not in seen:
+                seen.add(id(parent))
+                h = parent.history
+                stack.append((parent, iter(h.recorded_parents() if h else ())))
+                break  # visit parent's parents first; node's iterator resumes afterwards
+        else:  # all of node's parents are in the order
+            stack.pop()
+            if node is not None:  # (the roots' placeholder)
                 order.append(node)
     return order
 
 
 def backward_steps(
-    root: Variable, grad: Any, more: Sequence[tuple[Variable, Any]] = ()
+    root: Variable, deriv: Any, more: Sequence[tuple[Variable, Any]] = ()
 ) -> Iterator[tuple[Any, Any, list[tuple[Any, Any]]]]:
-    """Walk the graph from ``root`` (whose gradient is ``grad``) back to the leaves, yielding
-    ``(node, grad, sends)`` for each node: its complete gradient, and the ``(input, share)``
-    pairs its chain rule passes on (none for a leaf, where the gradient stops). ``more`` adds
-    further ``(root, grad)`` pairs (``autograd.grad`` of several outputs).
-
-    In reverse topological order a node's gradient is complete when its turn comes: every node
-    that uses it came earlier and has already sent its share. So one pass suffices: take the
-    node's summed gradient, apply its chain rule, and add each share to its input's gradient.
-    This is the one backward loop: ``backpropagate`` and the graph viewer's replay consume it.
-    With recording on (``create_graph``) its sums and chain rules are recorded too.
-    """
-    grads: dict[int, Any] = {id(root): grad}  # summed so far, by node
-    for other, other_grad in more:
-        key = id(other)
-        grads[key] = grads[key] + other_grad if key in grads else other_grad
+    """The walk from the root (and ``more`` roots) to the leaves: ``(node, deriv, sends)``, its
+    complete gradient and its chain rule's ``(parent, share)`` pairs. Every user of a node comes
+    first in reverse topological order, so one pass suffices (backpropagate, grad, the viewer)."""
+    derivs: dict[int, Any] = {}  # summed so far, by node
+    for node, share in ((root, deriv), *more):
+        derivs[id(node)] = derivs[id(node)] + share if id(node) in derivs else share
     for node in reversed(topological_sort(root, *[other for other, _ in more])):
-        grad = grads.pop(id(node), None)
-        if grad is None:  # no gradient reaches it (a backward returned None for it)
+        deriv = derivs.pop(id(node), None)
+        if deriv is None:  # no gradient reaches it (a backward returned None for it)
             continue
-        for hook in node._hooks:  # Tensor.register_hook: may replace the gradient
-            changed = hook(grad)
-            grad = grad if changed is None else node._lift(changed)
-        sends = [] if node.history is None else node.history.chain_rule(grad, node)
-        yield node, grad, sends
+        for hook in node.hooks:  # Tensor.register_hook: may replace the gradient
+            changed = hook(deriv)
+            deriv = deriv if changed is None else seed(node, changed, "a hook's result")
+        sends = node.history.chain_rule(deriv) if node.history else []
+        yield node, deriv, sends
         for parent, share in sends:
-            key = id(parent)
-            grads[key] = grads[key] + share if key in grads else share
+            derivs[id(parent)] = derivs[id(parent)] + share if id(parent) in derivs else share
 
 
 def backpropagate(
-    root: Variable, deriv: Any, retain_graph: bool = False, create_graph: bool = False
+    root: Variable, deriv: Any = None, retain_graph: bool = False, create_graph: bool = False
 ) -> None:
-    """Compute the gradients from ``root`` back: leaves accumulate them into ``.grad``.
-
-    Saved values are released as each node is done, unless ``retain_graph``. With
-    ``create_graph`` the backward formulas are recorded (they are tensor math), so the
-    gradients have a history of their own and can be differentiated again.
-    """
-    with enable_grad() if create_graph else no_grad():  # backward's ops recorded or not
-        for node, grad, _ in backward_steps(root, deriv):
-            if node.history is None or node._retains_grad:
-                node._accumulate_grad(grad)
+    """Send ``deriv`` (ones if omitted) from ``root`` to the leaves' ``.grad``; free the saved
+    tensors unless ``retain_graph``; ``create_graph`` records the math (to differentiate again)."""
+    with enable_grad() if create_graph else no_grad():
+        for node, d, _ in backward_steps(root, seed(root, deriv)):
+            if node.history is None or node.retains_grad:
+                node.accumulate_grad(d)
             if node.history is not None and not retain_graph:
                 node.history.ctx.release()
+
+
+def seed(root: Variable, deriv: Any = None, what: str = "the gradient") -> Any:
+    """The gradient a backward starts from: ``deriv`` as a tensor of ``root``'s shape, or ones."""
+    deriv = root.new_ones(root.shape) if deriv is None else deriv
+    deriv = deriv if hasattr(deriv, "requires_grad") else root.new_tensor(deriv)
+    if deriv.shape != root.shape:
+        raise ValueError(
+            f"{what} has shape {tuple(deriv.shape)} but the tensor has shape {tuple(root.shape)}"
+        )
+    return deriv
 
 
 def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
@@ -153,12 +136,12 @@ def grad(
     if not outs or not ins:
         raise ValueError("autograd.grad: outputs and inputs must each hold at least one tensor")
     if grad_outputs is None:
-        seeds: tuple[Any, ...] = (None,) * len(outs)
+        givens: tuple[Any, ...] = (None,) * len(outs)
     else:
-        seeds = tuple(grad_outputs) if isinstance(grad_outputs, (list, tuple)) else (grad_outputs,)
-    if len(seeds) != len(outs):
+        givens = tuple(grad_outputs) if isinstance(grad_outputs, (list, tuple)) else (grad_outputs,)
+    if len(givens) != len(outs):
         raise ValueError(
-            f"autograd.grad: got {len(seeds)} grad_outputs for {len(outs)} outputs; "
+            f"autograd.grad: got {len(givens)} grad_outputs for {len(outs)} outputs; "
             "give one per output (None for ones)"
         )
     for i, t in enumerate(ins):
@@ -168,13 +151,13 @@ def grad(
                 "for it; create it with requires_grad=True"
             )
     roots = []
-    for k, (out, seed) in enumerate(zip(outs, seeds, strict=True)):
+    for k, (out, given) in enumerate(zip(outs, givens, strict=True)):
         if out is None or not out.requires_grad:
             raise RuntimeError(
                 f"autograd.grad: output {k} does not require grad and has no history: it does "
                 "not depend on any tensor with requires_grad=True"
             )
-        roots.append((out, _seed(out, seed, f"grad_outputs[{k}]")))
+        roots.append((out, seed(out, given, f"autograd.grad: grad_outputs[{k}]")))
     keep = create_graph if retain_graph is None else retain_graph
     wanted: dict[int, list[int]] = {}  # input positions by tensor (one may be asked twice)
     for i, t in enumerate(ins):
@@ -194,16 +177,3 @@ def grad(
                 "the outputs, so it has no gradient; pass allow_unused=True to get None for it"
             )
     return tuple(found)
-
-
-def _seed(out: Any, seed: Any, what: str) -> Any:
-    """The gradient a backward starts from: ``seed`` as a tensor of ``out``'s shape, or ones."""
-    if seed is None:
-        return out._lift(1.0).expand(out.shape).detach().contiguous()
-    seed = out._lift(seed)
-    if seed.shape != out.shape:
-        raise ValueError(
-            f"{what} has shape {tuple(seed.shape)} but the output has shape {tuple(out.shape)}; "
-            "they must match"
-        )
-    return seed

@@ -1,349 +1,256 @@
 r"""The graph's nodes: :class:`Context`, :class:`History` and :class:`Function` (with ``apply``).
 
-Every tensor made by a :class:`Function` carries a :class:`History`: which Function made it
-(``last_fn``), the :class:`Context` that Function stashed values in, and the input tensors
-(``inputs``, the page's ``parents``). :meth:`History.chain_rule` is one step of the backward walk
-(:mod:`torchlight.autograd.engine`):
+A tensor made by a :class:`Function` carries a :class:`History`: the Function (``last_fn``), the
+:class:`Context` it stashed values in, and the ``parents`` it was applied to (the graph's edges).
+:meth:`History.chain_rule` is one step of the backward walk (:mod:`~torchlight.autograd.engine`):
+$\partial L/\partial x_i = \sum_{\text{uses of } x_i} \partial L/\partial f \cdot \partial f/\partial x_i$.
+``deriv`` is $\partial L / \partial\,\text{node}$ (the Tutorial 2 page's word); a Function's
+``backward`` receives it as ``grad_output`` (PyTorch's parameter name).
 
-$$\frac{\partial L}{\partial x_i} = \sum_{\text{uses of } x_i}
-  \frac{\partial L}{\partial f} \cdot \frac{\partial f}{\partial x_i}$$
+Example (a Function of your own; ``Mul`` in :mod:`torchlight.ops.arithmetic` is a built-in one):
+    >>> import torchlight as tl
+    >>> class Cube(tl.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x * x * x
+    ...     @staticmethod
+    ...     def backward(ctx, grad_output):
+    ...         (x,) = ctx.saved_tensors
+    ...         return grad_output * 3 * x * x
+    >>> x = tl.tensor([1.0, 2.0], requires_grad=True)
+    >>> Cube.apply(x).sum().backward(); x.grad
+    tensor([ 3., 12.])
 """
 
 from __future__ import annotations
 
+import functools
+import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from torchlight.autograd.grad_mode import _GradMode, no_grad
 from torchlight.shape import broadcasts_to, unbroadcast
 
-__all__ = ["Context", "Function", "History", "Variable"]
+__all__ = ["Context", "Function", "History", "Variable", "once_differentiable"]
 
 
 class Variable(Protocol):
-    """What the engine needs of a tensor: its history, whether it wants a gradient, its shape."""
+    """What the engine needs of a tensor (a :class:`~torchlight.Tensor` is one)."""
 
-    history: History | None
+    history: History | None  # None for a leaf
     requires_grad: bool
-    _retains_grad: bool
-    _hooks: tuple[Any, ...]
+    retains_grad: bool  # a non-leaf that keeps its .grad (Tensor.retain_grad)
+    hooks: tuple[Callable[[Any], Any], ...]  # functions of its gradient (Tensor.register_hook)
+    shape: tuple[int, ...]
 
-    @property
-    def shape(self) -> tuple[int, ...]: ...
+    def accumulate_grad(self, deriv: Any) -> None: ...
 
-    def _accumulate_grad(self, grad: Any) -> None: ...
+    def new_tensor(self, data: Any) -> Any: ...
 
-    def _lift(self, value: Any) -> Any: ...
-
-
-_FREED = (
-    "Trying to backward through the graph a second time: the values saved for backward by "
-    "{fn} were freed by the first backward(). Call backward(retain_graph=True) the first time "
-    "if you need to backward through this graph again."
-)
+    def new_ones(self, *size: Any) -> Any: ...
 
 
 class Context:
-    """Scratchpad a :class:`Function` uses to stash values for ``backward()``.
+    """Scratchpad a :class:`Function` uses to stash values for ``backward()``: tensors through
+    ``save_for_backward`` (checked for in-place changes), anything else as ``ctx.dim = 1``."""
 
-    ``save_for_backward(*tensors)`` keeps tensors and their version numbers; reading
-    ``saved_tensors`` after any of them was changed in place raises, because the gradient
-    would silently be wrong. Plain attributes (``ctx.dim = 1``) work too.
-    """
-
-    # Class-level defaults: most contexts save nothing, and a Context is made for every op.
-    _saved: tuple[Any, ...] = ()
-    _versions: list[tuple[Any, int] | None] = []
+    _saved: tuple[Any, ...] = ()  # (class defaults: a Context is made for every op)
     _freed = False
-    _result: Any = None  # what forward returned (it may be among the saved tensors)
-    _output: Any = None  # that result as the graph node, while a create_graph backward runs
     _non_differentiable: tuple[Any, ...] = ()
-    forward_args: tuple[Any, ...] = ()  # what ``apply`` passed to ``forward``, tensors or not
-    #: One flag per ``forward`` argument: whether it is a tensor that requires grad (PyTorch's
-    #: name), so ``backward`` can skip a gradient nobody asked for.
-    needs_input_grad: tuple[bool, ...] = ()
 
-    def __init__(self, fn_name: str = "Function") -> None:
-        self._fn_name = fn_name
+    def __init__(self, fn_name: str = "Function", args: tuple[Any, ...] = ()) -> None:
+        self._fn_name, self.forward_args = fn_name, args
+        self.needs_input_grad = tuple([getattr(a, "requires_grad", False) for a in args])
 
-    if TYPE_CHECKING:  # Functions stash arbitrary attributes (ctx.dim = 1); tell the type checker
+    if TYPE_CHECKING:  # Functions stash arbitrary attributes (ctx.dim = 1)
 
         def __getattr__(self, name: str) -> Any: ...
-
         def __setattr__(self, name: str, value: Any) -> None: ...
 
     def save_for_backward(self, *tensors: Any) -> None:
-        """Keep ``tensors`` for ``backward()``; they are released once backward has run."""
+        """Keep ``tensors``, with their version counters, until backward has run."""
         self._saved = tensors
-        self._versions = []  # each tensor's version counter, with its value now
-        for t in tensors:
-            counter = getattr(t, "_version", None)  # None: not a tensor
-            self._versions.append(None if counter is None else (counter, counter.value))
+        self._versions = [
+            (t._version, t._version.value) if hasattr(t, "_version") else None for t in tensors
+        ]
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
-        """Say that forward's output is not differentiable (an index, a mask, a count): it is
-        returned without history and does not require grad, as in PyTorch."""
-        self._non_differentiable = (*self._non_differentiable, *tensors)
+        """Forward's output is not differentiable (an index, a mask): it gets no history."""
+        self._non_differentiable = tensors
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
         """The tensors given to :meth:`save_for_backward`, checked against in-place changes."""
         if self._freed:
-            raise RuntimeError(_FREED.format(fn=self._fn_name))
-        for i, saved in enumerate(self._versions):
-            if saved is not None and saved[0].value != saved[1]:
-                counter, v = saved
-                t = self._saved[i]
+            raise RuntimeError(
+                f"Trying to backward through the graph a second time: the values saved for "
+                f"backward by {self._fn_name} were freed by the first backward(). Call "
+                "backward(retain_graph=True) the first time if you need to backward again."
+            )
+        saved: tuple[Any, ...] = tuple([t() if type(t) is weakref.ref else t for t in self._saved])
+        for i, (t, version) in enumerate(zip(saved, self._versions, strict=True)):
+            if version is not None and version[0].value != version[1]:
                 raise RuntimeError(
                     f"one of the tensors saved for {self._fn_name}.backward (saved tensor {i}, "
                     f"shape {tuple(t.shape)}) was modified by an in-place operation: it was at "
-                    f"version {v} when saved and is now at version {counter.value}. The "
-                    "gradient would be wrong; use an out-of-place op (x = x + 1, not x.add_(1)) "
-                    "or .clone() the tensor before changing it."
+                    f"version {version[1]} when saved and is now at version {version[0].value}. "
+                    "The gradient would be wrong; use an out-of-place op (x = x + 1, not "
+                    "x.add_(1)) or .clone() the tensor before changing it."
                 )
-        if self._output is not None:  # create_graph: forward's saved result is the graph node
-            return tuple(self._output if t is self._result else t for t in self._saved)
-        return self._saved
+        return saved
 
     def release(self) -> None:
-        """Drop the saved values (called by the engine after backward).
-
-        A Function that saved no tensor (``Add``, ``Sum``) keeps working: only reading
-        ``saved_tensors`` after the release raises.
-        """
+        """Drop the saved tensors (the engine calls this after backward, unless retain_graph)."""
         if self._saved:
-            self._saved = ()
-            self._freed = True
-            self._result = None
-
-
-class _UnrecordedContext(Context):
-    """The context of an op that no graph will record: saving for backward is pointless."""
-
-    def save_for_backward(self, *tensors: Any) -> None:
-        pass
+            self._saved, self._freed = (), True
 
 
 class History:
-    """Records which Function built a tensor, with its context and the input tensors.
+    """Which Function built a tensor (``last_fn``), its :class:`Context` and its ``parents``."""
 
-    ``history.inputs`` are the tensors the Function was applied to (the graph's edges);
-    ``parents`` is the docs page's word for the same tuple.
-    """
+    __slots__ = ("ctx", "last_fn", "parent_histories", "parents")
 
-    __slots__ = ("ctx", "input_histories", "inputs", "last_fn")
+    def __init__(self, last_fn: type[Function], ctx: Context, parents: tuple[Any, ...]) -> None:
+        self.last_fn, self.ctx, self.parents = last_fn, ctx, parents
+        # Each parent's History now: an in-place op may give a parent a new one later.
+        self.parent_histories = tuple([t.history for t in parents])
 
-    def __init__(self, last_fn: type[Function], ctx: Context, inputs: tuple[Any, ...]) -> None:
-        self.last_fn = last_fn
-        self.ctx = ctx
-        self.inputs = inputs
-        # Each input's own History now: an in-place op may give an input a new one later.
-        self.input_histories = tuple([t.history for t in inputs])
-
-    @property
-    def parents(self) -> tuple[Any, ...]:
-        return self.inputs
-
-    def recorded_inputs(self) -> list[Any]:
-        """The inputs as they were when this node was recorded.
-
-        An in-place op (``y.add_(1)``) gives ``y`` a new History whose first input is ``y``
-        as it was before; a node that used ``y`` earlier must send its gradient to that
-        earlier ``y``, as in PyTorch. So follow each changed input back to its recorded History.
-        """
+    def recorded_parents(self) -> list[Any]:
+        """The parents as this node saw them: ``y.add_(1)`` gives ``y`` a new History whose first
+        parent is the old ``y``, where earlier users of ``y`` send their gradient (as PyTorch)."""
         recorded = []
-        for t, h in zip(self.inputs, self.input_histories, strict=True):
+        for t, h in zip(self.parents, self.parent_histories, strict=True):
             while t.history is not h:  # t was changed in place after this node used it
                 if getattr(self.last_fn, "makes_view", False):
                     raise RuntimeError(
                         f"a view ({self.last_fn.__name__}) was taken of a tensor that was then "
                         f"changed in place by {t.history.last_fn.__name__}: the view's gradient "
-                        "would be wrong. Take the view after the in-place change, or change a "
-                        ".clone() of the tensor instead."
+                        "would be wrong. Take the view after the change, or change a .clone()."
                     )
-                t = t.history.inputs[0]  # the tensor before that in-place op
+                t = t.history.parents[0]  # the tensor before that in-place op
             recorded.append(t)
         return recorded
 
-    def chain_rule(self, grad_output: Any, output: Any = None) -> list[tuple[Any, Any]]:
-        r"""One step of the chain rule: ``(input, dL/dinput)`` for each input that needs it.
-
-        Calls ``last_fn.backward(ctx, grad_output)``, checks it returned one gradient per input,
-        and sums broadcast gradients back to each input's shape (``unbroadcast``), so a
-        Function only writes math.
-
-        ``output`` is the tensor this History made. When recording is on (``create_graph``), a
-        result that forward saved for backward (``Exp`` saves $e^x$) is read as ``output``, so
-        the gradient depends on the inputs through it and can be differentiated again.
-        """
-        fn = self.last_fn
-        ctx = self.ctx
-        if fn.once_differentiable and _GradMode.enabled:
-            return self._once_differentiable_chain_rule(grad_output)
-        if ctx._saved and output is not None and _GradMode.enabled:
-            ctx._output = output  # (only for this call: the context must not keep its output)
-            try:
-                grads = fn.backward(ctx, grad_output)
-            finally:
-                ctx._output = None
-        else:
-            grads = fn.backward(ctx, grad_output)
-        if not isinstance(grads, tuple):
-            grads = (grads,)
-        inputs = self.recorded_inputs()
-        if len(grads) != len(inputs):
-            grads = _one_per_tensor(fn, self.ctx, grads, len(inputs))
+    def chain_rule(self, deriv: Any) -> list[tuple[Any, Any]]:
+        """One step of the chain rule: ``(parent, dL/dparent)`` for each parent that needs it.
+        A broadcast parent's gradient is summed back to its shape (``unbroadcast``)."""
+        grads = self.last_fn.backward(self.ctx, deriv)
+        grads = _one_per_parent(self, grads if isinstance(grads, tuple) else (grads,))
         pairs = []
-        for i, (inp, grad) in enumerate(zip(inputs, grads, strict=True)):
-            if grad is None or not inp.requires_grad:
-                continue
-            grad = _check_gradient(fn, i, inp, grad)
-            if grad.shape != inp.shape:  # the input was broadcast: sum the copies' gradients
-                grad = unbroadcast(grad, inp.shape)
-            if grad.dtype != inp.dtype:
-                grad = grad.to(inp.dtype)
-            pairs.append((inp, grad))
+        for i, (parent, grad) in enumerate(zip(self.recorded_parents(), grads, strict=True)):
+            if grad is not None and parent.requires_grad:
+                pairs.append((parent, _fitted(self.last_fn, i, parent, grad)))
         return pairs
 
-    def _once_differentiable_chain_rule(self, grad_output: Any) -> list[tuple[Any, Any]]:
-        """``create_graph`` through a Function whose backward is not recorded tensor math: the
-        first derivatives are right, and differentiating them again raises a clear error."""
-        with no_grad():
-            pairs = self.chain_rule(grad_output)
-        sources = [t for t in (grad_output, *self.inputs) if t.requires_grad]
-        return [(inp, _NotTwiceDifferentiable.apply(g, self.last_fn, *sources)) for inp, g in pairs]
-
     def __repr__(self) -> str:
-        return f"History(last_fn={self.last_fn.__name__}, parents={self.inputs!r})"
+        return f"History(last_fn={self.last_fn.__name__}, parents={self.parents!r})"
 
 
-def _check_gradient(fn: type[Function], i: int, inp: Any, grad: Any) -> Any:
-    """``grad`` as a tensor on ``inp``'s backend, of ``inp``'s shape or one it broadcasts to."""
-    grad = inp._lift(grad)  # a number or an array becomes a tensor
-    if grad.backend is not inp.backend:
-        raise RuntimeError(
-            f"{fn.__name__}.backward returned input {i}'s gradient on backend "
-            f"{grad.backend.name!r}, but the input is on {inp.backend.name!r}"
-        )
-    if grad.shape != inp.shape and not broadcasts_to(inp.shape, grad.shape):
-        raise RuntimeError(
-            f"{fn.__name__}.backward returned a gradient of shape {grad.shape} for input {i}, "
-            f"which has shape {inp.shape}: the gradient must have the input's shape (or a "
-            "shape the input broadcasts to)"
-        )
-    return grad
-
-
-def _one_per_tensor(
-    fn: type[Function], ctx: Context, grads: tuple[Any, ...], n_tensors: int
-) -> tuple[Any, ...]:
-    """PyTorch's convention: backward returned one value per ``forward`` argument, ``None``
-    for each argument that is not a tensor. Keep the tensors' gradients."""
-    args = ctx.forward_args
+def _one_per_parent(history: History, grads: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The parents' gradients: one per tensor, or (PyTorch's way) one per forward argument."""
+    fn, args, n = history.last_fn.__name__, history.ctx.forward_args, len(history.parents)
+    if len(grads) == n:
+        return grads
     if len(grads) != len(args):
         raise RuntimeError(
-            f"{fn.__name__}.backward returned {len(grads)} gradient(s), but "
-            f"{fn.__name__}.forward took {n_tensors} tensor input(s) ({len(args)} argument(s)): "
-            "return one gradient per tensor input, or one value per forward argument, in order "
-            "(None for an input that needs none and for each argument that is not a tensor)"
+            f"{fn}.backward returned {len(grads)} gradient(s), but {fn}.forward took {n} tensor "
+            f"input(s) ({len(args)} argument(s)): return one gradient per tensor input, or one "
+            "value per argument (None for each argument that is not a tensor)"
         )
     for i, (arg, grad) in enumerate(zip(args, grads, strict=True)):
         if grad is not None and not hasattr(arg, "requires_grad"):
             raise RuntimeError(
-                f"{fn.__name__}.backward returned a gradient for forward's argument {i}, "
-                f"which is not a tensor (it is a {type(arg).__name__}): return None for it"
+                f"{fn}.backward returned a gradient for forward's argument {i}, which is not a "
+                f"tensor (it is a {type(arg).__name__}): return None for it"
             )
-    return tuple(g for arg, g in zip(args, grads, strict=True) if hasattr(arg, "requires_grad"))
+    return tuple([g for a, g in zip(args, grads, strict=True) if hasattr(a, "requires_grad")])
+
+
+def _fitted(fn: type[Function], i: int, parent: Any, grad: Any) -> Any:
+    """``grad`` as a tensor of ``parent``'s shape, dtype and backend (a broadcast one summed)."""
+    grad = grad if hasattr(grad, "requires_grad") else parent.new_tensor(grad)
+    if grad.shape != parent.shape and not broadcasts_to(parent.shape, grad.shape):
+        raise RuntimeError(
+            f"{fn.__name__}.backward returned a gradient of shape {grad.shape} for input {i}, "
+            f"which has shape {parent.shape}: return one of the input's shape (or one it "
+            "broadcasts to)"
+        )
+    grad = grad if grad.shape == parent.shape else unbroadcast(grad, parent.shape)
+    return grad if grad.dtype == parent.dtype else grad.to(parent.dtype)
 
 
 class Function:
     r"""A differentiable operation: a ``forward``/``backward`` pair of static methods.
 
-    Subclass it, then call ``YourFunction.apply(*inputs)``. ``forward(ctx, *inputs)`` computes
-    the result with grad recording off; ``backward(ctx, grad_output)`` returns
-    $\partial L / \partial \text{input}_i = $ ``grad_output`` $\cdot\ \partial f / \partial \text{input}_i$,
-    one per tensor input. The engine reduces broadcast gradients to each input's shape.
-
-    Example:
-        >>> import torchlight as tl
-        >>> class Cube(tl.autograd.Function):
-        ...     @staticmethod
-        ...     def forward(ctx, x):
-        ...         ctx.save_for_backward(x)
-        ...         return x * x * x
-        ...     @staticmethod
-        ...     def backward(ctx, grad_output):
-        ...         (x,) = ctx.saved_tensors
-        ...         return grad_output * 3 * x * x
-        >>> x = tl.tensor([1.0, 2.0], requires_grad=True)
-        >>> Cube.apply(x).sum().backward(); x.grad
-        tensor([ 3., 12.])
+    Subclass it (the module's example) and call ``YourFunction.apply(*inputs)``. ``forward(ctx, *inputs)`` computes the
+    result with recording off; ``backward(ctx, grad_output)`` returns, for each tensor input,
+    $\partial L / \partial \text{input}_i = $ ``grad_output`` $\cdot\ \partial f / \partial \text{input}_i$.
     """
 
-    #: True for a Function whose ``backward`` uses unrecorded backend primitives (a fused
-    #: kernel): ``create_graph`` still gives its first derivatives, but differentiating them
-    #: again raises (PyTorch's ``@once_differentiable``).
-    once_differentiable = False
-
-    @staticmethod
-    def forward(ctx: Context, *inputs: Any) -> Any:
-        raise NotImplementedError("a Function subclass must define forward(ctx, *inputs)")
-
-    @staticmethod
-    def backward(ctx: Context, grad_output: Any) -> Any:
-        raise NotImplementedError("a Function subclass must define backward(ctx, grad_output)")
+    forward: Callable[..., Any]  # (ctx, *inputs) -> Tensor, a staticmethod of each subclass
+    backward: Callable[..., Any]  # (ctx, grad_output) -> one gradient per tensor input
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
-        """Run ``forward`` and, if any tensor input requires grad, record a History node."""
-        if not _GradMode.enabled:  # inside no_grad, or inside another forward/backward
-            return _checked(cls, cls.forward(_UnrecordedContext(cls.__name__), *args, **kwargs))
-        tensors, needs = [], []
-        for a in args:
-            is_tensor = hasattr(a, "requires_grad")
-            if is_tensor:  # an input of the graph
-                tensors.append(a)
-            needs.append(is_tensor and a.requires_grad)
-        record = any(needs)
-        ctx = Context(cls.__name__) if record else _UnrecordedContext(cls.__name__)
-        ctx.forward_args, ctx.needs_input_grad = args, tuple(needs)
-        _GradMode.enabled = False  # forward's own ops are not recorded
+        """Run ``forward``; if a tensor argument requires grad, return a graph node: a new
+        tensor on the result's storage whose History records this call."""
+        ctx = Context(cls.__name__, args)
+        recording = _GradMode.enabled and any(ctx.needs_input_grad)
+        enabled, _GradMode.enabled = _GradMode.enabled, False  # forward's ops are not recorded
         try:
-            result = _checked(cls, cls.forward(ctx, *args, **kwargs))
+            result = cls.forward(ctx, *args, **kwargs)
         finally:
-            _GradMode.enabled = True
-        if ctx._non_differentiable:
-            _check_marked(cls, ctx._non_differentiable, result)
-            return result  # no history: it does not require grad
-        if not record:
+            _GradMode.enabled = enabled
+        if not hasattr(result, "requires_grad"):
+            raise TypeError(f"{cls.__name__}.forward must return a Tensor, not {type(result)}")
+        if not recording or _marked(cls, ctx, result):
             return result
-        if ctx._saved:  # (a saved result is read as the graph node by create_graph)
-            ctx._result = result
-        # The graph node: a new tensor on the result's storage, which remembers how it was made.
-        return result._with_history(History(cls, ctx, tuple(tensors)))
+        node = result.detach()  # (forward's result itself is left as it was made)
+        node.history = History(cls, ctx, tuple([a for a in args if hasattr(a, "requires_grad")]))
+        node.requires_grad = True
+        if any(t is result for t in ctx._saved):  # a saved output is the node, held weakly
+            # (as PyTorch's SavedVariable): the node holds this ctx, so no cycle
+            ctx._saved = tuple([weakref.ref(node) if t is result else t for t in ctx._saved])
+        return node
 
 
-def _check_marked(cls: type[Function], marked: tuple[Any, ...], result: Any) -> None:
-    for t in marked:
-        if t is not result:
-            raise ValueError(
-                f"{cls.__name__}.forward: ctx.mark_non_differentiable got a "
-                f"{type(t).__name__} that forward does not return; mark the returned tensor"
-            )
+def _marked(cls: type[Function], ctx: Context, result: Any) -> bool:
+    if ctx._non_differentiable and ctx._non_differentiable[0] is not result:
+        raise ValueError(f"{cls.__name__}.forward: mark the returned tensor non-differentiable")
+    return bool(ctx._non_differentiable)
 
 
-def _checked(cls: type[Function], result: Any) -> Any:
-    if not hasattr(result, "requires_grad"):
-        raise TypeError(f"{cls.__name__}.forward must return a Tensor, got {type(result).__name__}")
-    return result
+def once_differentiable(backward: Callable[[Context, Any], Any]) -> Callable[[Context, Any], Any]:
+    """Mark a ``backward`` that is not recorded tensor math (a fused kernel), as PyTorch's
+    ``@once_differentiable``: with ``create_graph`` its gradients are right, and
+    differentiating them again raises an error that names the Function."""
+
+    @functools.wraps(backward)
+    def once(ctx: Context, grad_output: Any) -> Any:
+        with no_grad():
+            grads = backward(ctx, grad_output)
+        if not _GradMode.enabled:  # an ordinary backward: nothing is recorded anyway
+            return grads
+        sources = [a for a in (grad_output, *ctx.forward_args) if getattr(a, "requires_grad", 0)]
+        marked = [
+            _NotTwiceDifferentiable.apply(g, ctx._fn_name, *sources)
+            if hasattr(g, "requires_grad") else g
+            for g in (grads if isinstance(grads, tuple) else (grads,))
+        ]  # fmt: skip
+        return tuple(marked)
+
+    return once
 
 
 class _NotTwiceDifferentiable(Function):
-    """A gradient computed by a ``once_differentiable`` Function: the same values, and a
-    backward that says why it cannot be differentiated again."""
+    """A gradient computed by a once-differentiable backward: the same values, and a backward
+    that says why it cannot be differentiated again."""
 
     @staticmethod
-    def forward(ctx: Context, grad: Any, fn: type[Function], *sources: Any) -> Any:
-        ctx.fn_name = fn.__name__
+    def forward(ctx: Context, grad: Any, fn_name: str, *sources: Any) -> Any:
+        ctx.fn_name = fn_name
         return grad
 
     @staticmethod

@@ -15,8 +15,9 @@ Two things make it fast, both textbook (and what PyTorch does):
    steps, and then $\partial L/\partial W_{hh} = \sum_t (\partial L/\partial z_t)^T h_{t-1}$ is
    *one* matmul of the stacked steps, not $L$ thin ones; the gradient of the projected inputs
    is the same stack. (Recorded step by step, each $x_t$ = ``xp[t]`` would send back a
-   zero-filled gradient of the whole sequence: $L^2$ work.) ``nn.LSTM`` runs ``LSTMLayer``:
-   the same loop with an ``LSTMStep``, as one fused backend kernel, for speed.
+   zero-filled gradient of the whole sequence: $L^2$ work.) ``nn.LSTM`` runs the same loop
+   with an ``LSTMStep`` (``ops.recurrent.lstm``), unless the backend overrides it with a fused
+   kernel (``ops.recurrent.FusedLSTM``, the same math, checked equal).
 
 Parameter names (``weight_ih_l0``, ``weight_hh_l1_reverse``, ...), shapes, gate order and
 initialization ($\mathcal{U}(-1/\sqrt H, 1/\sqrt H)$) are PyTorch's, so a PyTorch
@@ -47,7 +48,7 @@ from torchlight.nn.linear import Linear
 from torchlight.nn.module import Module, Parameter
 from torchlight.nn.sparse import Embedding
 from torchlight.ops.linear import linear
-from torchlight.ops.recurrent import GRUStep, LSTMLayer, LSTMStep, Recurrence, RNNStep, State, Step
+from torchlight.ops.recurrent import GRUStep, LSTMStep, Recurrence, RNNStep, State, Step, lstm
 from torchlight.tensor import Tensor
 
 __all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "LSTMLanguageModel", "RNN", "RNNCell"]
@@ -145,8 +146,8 @@ class _RNNBase(Module):
     def _recurrence(
         self, step: Step, xp: Tensor, w_hh: Tensor, b_hh: Tensor | None, initial: State
     ) -> Tensor:
-        """Every step of one layer in one direction, stacked: ``Recurrence`` (LSTM: the fused
-        ``LSTMLayer``)."""
+        """Every step of one layer in one direction, stacked: ``Recurrence`` (LSTM:
+        ``ops.recurrent.lstm``)."""
         return Recurrence.apply(step, xp, w_hh, b_hh, *initial)
 
     def _prepare(self, x: Tensor) -> tuple[Tensor, bool]:
@@ -254,7 +255,7 @@ class LSTM(_RNNBase):
     def _recurrence(
         self, step: Step, xp: Tensor, w_hh: Tensor, b_hh: Tensor | None, initial: State
     ) -> Tensor:
-        return LSTMLayer.apply(xp, w_hh, b_hh, *initial)
+        return lstm(xp, w_hh, b_hh, *initial)
 
     def forward(
         self,

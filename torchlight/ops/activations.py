@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from torchlight.autograd import Context, Function, is_grad_enabled
+from torchlight.autograd import Context, Function
 
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
@@ -41,17 +41,19 @@ class GELUFunction(Function):
 
     @staticmethod
     def forward(ctx: Context, x: Tensor) -> Tensor:
-        t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
-        ctx.save_for_backward(x, t)
-        return 0.5 * x * (1.0 + t)
+        ctx.save_for_backward(x)
+        return 0.5 * x * (1.0 + _gelu_tanh(x))
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
-        x, t = ctx.saved_tensors
-        if is_grad_enabled():  # create_graph: t as recorded math, differentiable in x
-            t = (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
+        (x,) = ctx.saved_tensors
+        t = _gelu_tanh(x)  # (again, from x: so a create_graph backward is differentiable in x)
         slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 0.134145 * x * x)
         return grad_output * slope
+
+
+def _gelu_tanh(x: Tensor) -> Tensor:
+    return (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
 
 
 class SoftplusFunction(Function):

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from torchlight.autograd import Context, Function
+from torchlight.autograd import Context, Function, once_differentiable
 from torchlight.creation import arange, full, zeros
 
 if TYPE_CHECKING:
@@ -119,8 +119,6 @@ class Conv2dFunction(Function):
     Called as ``Conv2dFunction.apply(x, weight, bias_or_None, stride, padding)``.
     """
 
-    once_differentiable = True  # backward is not recorded tensor math: no double backward
-
     @staticmethod
     def forward(
         ctx: Context, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Pair, padding: Pair
@@ -140,6 +138,7 @@ class Conv2dFunction(Function):
         return out._view((o, ho, wo, n), copy_ok=True)._permute(TO_NCHW)
 
     @staticmethod
+    @once_differentiable  # backward is unrecorded backend kernels: no double backward
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
         cols, weight = ctx.saved_tensors
         needs_x, needs_w, needs_b = ctx.needs_input_grad[:3]  # (stride, padding: not tensors)
@@ -167,8 +166,6 @@ class MaxPool2dFunction(Function):
     PyTorch), then is folded back to the input.
     """
 
-    once_differentiable = True  # backward is not recorded tensor math: no double backward
-
     @staticmethod
     def forward(ctx: Context, x: Tensor, kernel: Pair, stride: Pair, padding: Pair) -> Tensor:
         xp = _pad(x, padding, value=float("-inf"))
@@ -179,6 +176,7 @@ class MaxPool2dFunction(Function):
         return windows._reduce("max", (1,))._permute(TO_NCHW)
 
     @staticmethod
+    @once_differentiable  # backward is unrecorded backend kernels: no double backward
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         size = ctx.kernel[0] * ctx.kernel[1]
         n, c, ho, wo = grad_output.shape
@@ -197,8 +195,6 @@ class AvgPool2dFunction(Function):
     Backward: every element of a window receives $G / (k_h k_w)$, folded back to the input.
     """
 
-    once_differentiable = True  # backward is not recorded tensor math: no double backward
-
     @staticmethod
     def forward(ctx: Context, x: Tensor, kernel: Pair, stride: Pair, padding: Pair) -> Tensor:
         xp = _pad(x, padding)
@@ -209,6 +205,7 @@ class AvgPool2dFunction(Function):
         return windows._reduce("sum", (1,))._zip("div", size)._permute(TO_NCHW)  # window means
 
     @staticmethod
+    @once_differentiable  # backward is unrecorded backend kernels: no double backward
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         size = ctx.kernel[0] * ctx.kernel[1]
         n, c, ho, wo = grad_output.shape

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from torchlight.autograd import Context, Function, is_grad_enabled
+from torchlight.autograd import Context, Function
 from torchlight.shape import normalize_dim
 
 if TYPE_CHECKING:
@@ -133,16 +133,15 @@ class CrossEntropy(Function):
         ctx: Context, x: Tensor, target: Tensor, reduction: str, labels: np.ndarray
     ) -> Tensor:
         logp = _log_softmax(x, 1)
-        ctx.save_for_backward(logp.exp(), x)  # softmax(x), for backward
+        ctx.save_for_backward(x)
         ctx.picks = (np.arange(len(labels)), labels)  # row n, column y_n
         ctx.reduction = reduction
         return _reduce_rows(-logp[ctx.picks], reduction)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None, None, None]:
-        softmax, x = ctx.saved_tensors
-        if is_grad_enabled():  # create_graph: softmax as recorded math, differentiable in x
-            softmax = x.softmax(1)
+        (x,) = ctx.saved_tensors
+        softmax = x.softmax(1)  # (from x: a create_graph backward is differentiable in x)
         one_hot = _one_hot(softmax, softmax.shape, ctx.picks)  # the truth
         scale = _per_row(grad_output, ctx.reduction, softmax.shape[0])
         return (softmax - one_hot) * scale, None, None, None  # prediction minus truth
@@ -151,7 +150,7 @@ class CrossEntropy(Function):
 def _log_softmax(x: Tensor, dim: int) -> Tensor:
     # shifted = x - x.max((dim,), keepdim=True)  (e^shifted <= 1 cannot overflow), then
     # shifted - shifted.exp().sum(dim, keepdim=True).log(): one fused backend kernel
-    # (backend.log_softmax, written as exactly this composition in backends/base.py)
+    # (backend.log_softmax, written as exactly this composition in backends/fused.py)
     return x._log_softmax(dim)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchlight.autograd import Context, Function, is_grad_enabled
+from torchlight.autograd import Context, Function
 
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
@@ -53,16 +53,17 @@ class LayerNormFunction(Function):
     ) -> Tensor:
         dims = tuple(range(x.ndim - ndim, x.ndim))
         x_hat, rstd = _normalized(x, dims, eps)
-        ctx.save_for_backward(x_hat, rstd, weight, x)
+        ctx.save_for_backward(x, weight)
         ctx.dims, ctx.eps, ctx.has = dims, eps, (weight is not None, bias is not None)
         out = x_hat if weight is None else x_hat * weight
         return out if bias is None else out + bias
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
-        x_hat, rstd, weight, x = ctx.saved_tensors
-        if is_grad_enabled():  # create_graph: the statistics again, as recorded math in x
-            x_hat, rstd = _normalized(x, ctx.dims, ctx.eps)
+        x, weight = ctx.saved_tensors
+        # The statistics again, from x (cheap next to saving them, and a create_graph backward
+        # is then differentiable in x as it stands).
+        x_hat, rstd = _normalized(x, ctx.dims, ctx.eps)
         g = grad_output if weight is None else grad_output * weight
         mean_g, mean_gx = g.mean(ctx.dims, keepdim=True), (g * x_hat).mean(ctx.dims, keepdim=True)
         grads = [rstd * (g - mean_g - x_hat * mean_gx)]

@@ -5,19 +5,23 @@ step to step. ``Recurrence`` runs the loop of one layer in one direction as one 
 backpropagation through time written out, each cell's own derivative (``RNNStep``,
 ``LSTMStep``, ``GRUStep``, derived on paper) walked in reverse, and the weight gradient
 $\partial L/\partial W_{hh} = \sum_t (\partial L/\partial z_t)^T h_{t-1}$ as *one* matmul of
-the stacked steps. ``LSTMLayer`` is the same loop with an ``LSTMStep`` in one fused backend
-kernel (what ``nn.LSTM`` runs); ``LSTMCellFunction`` is one LSTM step. The layers that use
+the stacked steps. ``nn.LSTM`` runs :func:`lstm`: that loop with an ``LSTMStep``, or, where
+the backend overrides it with a fused kernel, ``FusedLSTM`` (the same math, checked equal);
+``LSTMCellFunction`` is one LSTM step. The layers that use
 them (parameters, layers, directions, ``batch_first``) are in :mod:`torchlight.nn.recurrent`.
 """
 
 from __future__ import annotations
 
-from torchlight.autograd import Context, Function, is_grad_enabled
+from torchlight.autograd import Context, Function, once_differentiable
 from torchlight.creation import cat, stack
 from torchlight.ops.linear import linear
 from torchlight.tensor import Tensor
 
-__all__ = ["GRUStep", "LSTMCellFunction", "LSTMLayer", "LSTMStep", "RNNStep", "Recurrence"]
+__all__ = [
+    "FusedLSTM", "GRUStep", "LSTMCellFunction", "LSTMStep", "RNNStep", "Recurrence", "State", "Step",
+    "lstm",
+]  # fmt: skip
 
 #: A cell's state: ``(h,)`` for RNN and GRU, ``(h, c)`` for LSTM; ``state[0]`` is always $h$.
 State = tuple[Tensor, ...]
@@ -132,10 +136,6 @@ class Recurrence(Function):
         (8, 2)
     """
 
-    # backward reads the gates saved at each step, not recorded math: no double backward
-    # (for that, loop over LSTMCellFunction or write the step with tensor ops)
-    once_differentiable = True
-
     @staticmethod
     def forward(
         ctx: Context, step: Step, xp: Tensor, w_hh: Tensor, b_hh: Tensor | None, *state: Tensor
@@ -151,7 +151,9 @@ class Recurrence(Function):
         return out
 
     @staticmethod
+    @once_differentiable  # it reads the gates saved at each step, which are not in the graph
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
+        # (for a double backward, loop over LSTMCellFunction or write the step in tensor ops)
         w_hh, h_0, out, saved = ctx.saved_tensors
         size, steps = h_0.shape[-1], out.shape[1]
         grad_state = [grad_output[s, -1] for s in range(out.shape[0])]
@@ -176,34 +178,35 @@ class Recurrence(Function):
         return None, all_xp, grad_w_hh, grad_b_hh, *grad_state
 
 
-class LSTMLayer(Function):
-    r"""``Recurrence.apply(LSTMStep(), xp, w_hh, b_hh, h_0, c_0)`` with the whole loop, forward
-    and backward, in one fused backend kernel (``backend.lstm_forward`` and
-    ``backend.lstm_backward``, see :class:`~torchlight.backends.base.FusedKernels`): the same
-    math (``LSTMStep``, ``LSTMCellFunction``) and the same result, for speed only. ``nn.LSTM``
-    runs it.
-
-    Why a kernel: a layer is $2L$ thin matmuls and $2L$ gate updates of $(N, H)$ arrays. Written
-    with tensor ops, each update is about fifteen backend calls and as many new arrays, and for
-    PyTorch-sized layers those cost more than the matmuls; the numpy backend's kernel updates
-    preallocated arrays in place, the Numba backend's computes each step's gates in one
-    compiled loop. Backends without their own kernel run the composition of primitives in
-    ``FusedKernels``.
+def lstm(xp: Tensor, w_hh: Tensor, b_hh: Tensor | None, h_0: Tensor, c_0: Tensor) -> Tensor:
+    r"""One LSTM layer in one direction, what ``nn.LSTM`` runs: the readable recurrence
+    ``Recurrence.apply(LSTMStep(), xp, w_hh, b_hh, h_0, c_0)``, or :class:`FusedLSTM` where the
+    backend overrides it (``lstm_forward``/``lstm_backward``, :mod:`torchlight.backends.fused`).
 
     Shape: as ``Recurrence`` with an ``LSTMStep``: returns $(2, L, N, H)$.
+    """
+    if hasattr(xp.backend, "lstm_forward") and xp.dtype == w_hh.dtype == h_0.dtype == c_0.dtype:
+        return FusedLSTM.apply(xp, w_hh, b_hh, h_0, c_0)
+    return Recurrence.apply(LSTMStep(), xp, w_hh, b_hh, h_0, c_0)
+
+
+class FusedLSTM(Function):
+    r"""The backend's override of ``Recurrence.apply(LSTMStep(), xp, w_hh, b_hh, h_0, c_0)``:
+    the whole loop, forward and backward, in one fused kernel per direction
+    (``backend.lstm_forward``, ``backend.lstm_backward``; numpy's in ``backends/numpy/kernels.py``,
+    Numba's in ``backends/numba/lstm.py``, each saying what it buys). The same math and the same
+    result (``tests/test_recurrent.py`` checks it against the recurrence), for speed only.
 
     Example:
         >>> import torchlight as tl
-        >>> from torchlight.ops.recurrent import LSTMLayer, LSTMStep, Recurrence
+        >>> from torchlight.ops.recurrent import FusedLSTM, LSTMStep, Recurrence
         >>> xp, w_hh = tl.randn(5, 3, 8), tl.randn(8, 2, requires_grad=True)
         >>> h0 = c0 = tl.zeros(3, 2)
-        >>> out = LSTMLayer.apply(xp, w_hh, None, h0, c0)
+        >>> out = FusedLSTM.apply(xp, w_hh, None, h0, c0)
         >>> reference = Recurrence.apply(LSTMStep(), xp, w_hh, None, h0, c0)
         >>> out.shape, bool(abs(out - reference).max() < 1e-12)
         ((2, 5, 3, 2), True)
     """
-
-    once_differentiable = True  # the kernel's backward is not recorded math
 
     @staticmethod
     def forward(
@@ -215,6 +218,7 @@ class LSTMLayer(Function):
         return out
 
     @staticmethod
+    @once_differentiable  # the kernel's backward is not recorded math
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
         w_hh, h_0, c_0, out, gates, tanh_c = ctx.saved_tensors
         grads = w_hh._fused("lstm_backward", h_0, c_0, out, gates, tanh_c, grad_output)
@@ -235,23 +239,21 @@ class LSTMCellFunction(Function):
     \delta_c i\,(1-g^2),\ G_h \tanh(c_t)\, o(1-o)]$;
     $\partial L/\partial c_{t-1} = \delta_c f$. The cell state is carried by addition, which
     is why its gradient survives many steps: the forget gate, not a matrix power, scales it.
-    ``LSTMStep`` (inside ``Recurrence``) uses the same two helpers; ``nn.LSTM`` runs
-    ``LSTMLayer``, the same math in one backend kernel.
+    ``LSTMStep`` (inside ``Recurrence``, what ``nn.LSTM`` runs) uses the same two helpers.
     """
 
     @staticmethod
     def forward(ctx: Context, z: Tensor, c_prev: Tensor) -> Tensor:
-        i, f, g, o, c = _lstm_gates(z, c_prev)
-        tanh_c = c.tanh()
-        ctx.save_for_backward(i, f, g, o, c_prev, tanh_c, z)
-        return stack([o * tanh_c, c])
+        _, _, _, o, c = _lstm_gates(z, c_prev)
+        ctx.save_for_backward(z, c_prev)
+        return stack([o * c.tanh(), c])
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
-        i, f, g, o, c_prev, tanh_c, z = ctx.saved_tensors
-        if is_grad_enabled():  # create_graph: the gates again, as recorded math in z and c_prev
-            i, f, g, o, c = _lstm_gates(z, c_prev)
-            tanh_c = c.tanh()
+        z, c_prev = ctx.saved_tensors
+        # The gates again, from z and c_prev: a create_graph backward is differentiable as is.
+        i, f, g, o, c = _lstm_gates(z, c_prev)
+        tanh_c = c.tanh()
         return _lstm_backward((i, f, g, o, c_prev, tanh_c), grad_output[0], grad_output[1])
 
 

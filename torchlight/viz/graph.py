@@ -190,7 +190,7 @@ def _all_tensors(root: Any) -> list[Any]:
         seen.add(id(tensor))
         stack.append((tensor, True))
         if tensor.history is not None:
-            for parent in reversed(tensor.history.inputs):
+            for parent in reversed(tensor.history.parents):
                 if id(parent) not in seen:
                     stack.append((parent, False))
     return order
@@ -245,7 +245,7 @@ def trace(
             fn_id = f"f{len(nodes)}"
             fn_name = history.last_fn.__name__
             nodes.append(Node(fn_id, FUNCTION, fn_name, fn_name=fn_name))
-            for slot, parent in enumerate(history.inputs):
+            for slot, parent in enumerate(history.parents):
                 if id(parent) in tensor_ids:  # absent only when constants are hidden
                     edges.append(Edge(tensor_ids[id(parent)], fn_id, slot))
         node_id = f"t{len(nodes)}"

@@ -17,9 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from torchlight.autograd import backward_steps, no_grad, topological_sort
+from torchlight.autograd import backward_steps, no_grad, seed, topological_sort
 from torchlight.viz.graph import Graph
 
 __all__ = ["BackwardReplay", "BackwardStep", "replay_backward"]
@@ -95,17 +93,14 @@ def replay_backward(graph: Graph, gradient: Any = None) -> BackwardReplay:
     fn_of = {e.dst: e.src for e in graph.edges if e.slot == -1}
     if not root.requires_grad:
         return BackwardReplay([], "this tensor does not require grad: there is no backward to show")
-    if gradient is None:
-        seed = root._new(root.backend.from_numpy(np.ones(root.shape, dtype=root.dtype.numpy)))
-    else:
-        seed = root._lift(gradient)
+    start = seed(root, gradient)  # as backward() seeds it
     order = topological_sort(root)
     for tensor in order:
         if tensor.history is not None and tensor.history.ctx._freed:
             return BackwardReplay([], _freed_message(tensor.history.last_fn.__name__))
 
     steps: list[BackwardStep] = []
-    walk = backward_steps(root, seed)
+    walk = backward_steps(root, start)
     with no_grad():
         while True:
             try:
@@ -120,7 +115,7 @@ def replay_backward(graph: Graph, gradient: Any = None) -> BackwardReplay:
             step = BackwardStep(ids[id(tensor)], grad.clone())
             if tensor.history is not None:
                 step.fn = fn_of[step.node]
-                step.sends = _with_slots(tensor.history.recorded_inputs(), sends, ids)
+                step.sends = _with_slots(tensor.history.recorded_parents(), sends, ids)
             steps.append(step)
 
 

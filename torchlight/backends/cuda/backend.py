@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from torchlight.backends.base import FusedKernels, Index
+from torchlight.backends.base import Index
 from torchlight.backends.cuda.kernels import (
     BK,
     BM,
@@ -72,6 +72,7 @@ from torchlight.backends.cuda.memory import (
     integer_progression,
     uniform_value,
 )
+from torchlight.backends.fused import FusedKernels
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided.layout import (
     LayoutOps,

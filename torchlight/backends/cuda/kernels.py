@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -40,14 +41,19 @@ from typing import Any
 import numba
 import numpy as np
 
-if "numba.cuda" not in sys.modules:
-    numba.core.config.reload_config()  # honour NUMBA_ENABLE_CUDASIM even if set after `import numba`
-from numba import cuda as _cuda  # noqa: E402
+from torchlight.backends import scalar_ops
 
-from torchlight.backends import scalar_ops  # noqa: E402
+
+def _numba_cuda() -> Any:
+    """``numba.cuda``, imported after numba has read its configuration again: so
+    ``NUMBA_ENABLE_CUDASIM=1`` is honoured even when set after ``import numba``."""
+    if "numba.cuda" not in sys.modules:
+        numba.core.config.reload_config()
+    return importlib.import_module("numba.cuda")
+
 
 # Typed as Any: numba's stubs describe the CUDA intrinsics for numba's compiler, not for mypy.
-cuda: Any = _cuda
+cuda: Any = _numba_cuda()
 
 
 def device_function(fn: Callable[..., Any], float32: bool = False) -> Any:

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import config
 
-from torchlight.backends.base import FusedKernels
+from torchlight.backends.fused import FusedKernels
 from torchlight.backends.numba.expf import exp_float32_kernel
 from torchlight.backends.numba.kernels import (
     OPTIONS,
@@ -50,7 +50,8 @@ from torchlight.backends.numba.kernels import (
     zip_kernels,
 )
 from torchlight.backends.numba.lstm import lstm_cell_backward, lstm_cell_forward
-from torchlight.backends.numpy.backend import NumpyBackend, lstm_weight_gradients
+from torchlight.backends.numpy.backend import NumpyBackend
+from torchlight.backends.numpy.kernels import lstm_weight_gradients
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided.backend import expand_strides, position_table
 from torchlight.shape import broadcast_shape, reduced_shape
@@ -310,9 +311,9 @@ class NumbaBackend(NumpyBackend):
             shape = shape[:-1]
         return out.reshape(shape).astype(dtype, copy=False)
 
-    # An LSTM layer (FusedKernels.lstm_forward/lstm_backward has the math; numba_lstm.py the
-    # kernels): per step our matmul kernel, then one compiled pass over the gates. float32
-    # only (see numba_lstm.py); other dtypes take the numpy backend's kernels.
+    # The override of the readable LSTM recurrence (ops/recurrent.py has the math; numba/lstm.py
+    # the kernels): per step our matmul kernel, then one compiled pass over the gates. float32
+    # only (see numba/lstm.py); other dtypes take the numpy backend's override.
     def lstm_forward(
         self,
         xp: np.ndarray,

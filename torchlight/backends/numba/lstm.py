@@ -1,6 +1,7 @@
 r"""The Numba backend's LSTM kernels: one compiled loop for each step's gates, forward and back.
 
-An LSTM layer (``FusedKernels.lstm_forward`` and ``lstm_backward`` have the math) runs per
+The Numba backend's override of the readable LSTM recurrence (``ops.recurrent.Recurrence``
+with an ``LSTMStep`` has the math) runs per
 step one thin matmul, which numpy's BLAS does well, and an update of the four gates of
 $(N, H)$ arrays, which numpy does in 15-25 passes over memory, one ufunc each. Here each
 step's update is one pass: :func:`lstm_cell_forward` reads the matmul's result and the

@@ -50,7 +50,8 @@ from typing import Any
 import numpy as np
 
 from torchlight.backends import scalar_ops
-from torchlight.backends.base import FusedKernels, Index
+from torchlight.backends.base import Index
+from torchlight.backends.fused import FusedKernels
 from torchlight.backends.scalar_ops import map_dtype, reduce_dtype, zip_dtype
 from torchlight.backends.strided.layout import (
     LayoutOps,
