@@ -17,11 +17,13 @@ test pytest notebooks: export OMP_NUM_THREADS ?= 1
 .PHONY: venv lab test pytest lint typecheck notebooks bench gpu-check clean distclean docs docs-serve
 
 # (Re)install when pyproject.toml is newer than the stamp, or the venv is missing.
+# EXTRAS=course (or course,cluster) installs only what an instructor needs (assignments/README.md).
+EXTRAS ?= all
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
-	$(PY) -m pip install -e '.[all]'
+	$(PY) -m pip install -e '.[$(EXTRAS)]'
 	$(PY) -m ipykernel install --sys-prefix --name torchlight --display-name "Python (torchlight)"
 	@touch $@
 

@@ -30,7 +30,9 @@ Needs ``/usr/bin/chromium`` (``.ci/run`` installs it); never ``playwright instal
 
 from __future__ import annotations
 
+import copy
 import csv
+import importlib.util
 import os
 import re
 import secrets
@@ -58,7 +60,8 @@ from test_browser import CHROMIUM, CHROMIUM_ARGS, free_port, wait_for_server
 
 from torchlight_grader.collect import COURSE_ID
 
-pytestmark = [pytest.mark.browser, pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(300)]
+# The first test's setup builds and grades the course and starts the lab: minutes on a busy machine.
+pytestmark = [pytest.mark.browser, pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(600)]
 
 A = "a1_functions"
 STUDENT = "bob"
@@ -135,8 +138,18 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Course:
     source, release = notebooks(path, A)
     submit(path, STUDENT, A, handed_in(SUBMISSION, STUDENT, source, release))
     solution = handed_in(SOLUTION, CLASSMATE, source, release)
-    submit(path, CLASSMATE, A, solution)
+    carol = copy.deepcopy(solution)  # ... who also edits a locked cell (restored: no points lost)
+    next(
+        c for c in carol.cells if c.metadata["nbgrader"]["grade_id"] == "intro"
+    ).source += "\nEdited."
+    submit(path, CLASSMATE, A, carol)
     nbgrader(path, "autograde", A, "--force", *FLAGS)
+    # bob's page as it is without Node.js (MathJax inlined), kept aside; then the real one.
+    nbgrader(
+        path, "generate_feedback", A, "--force", f"--student={STUDENT}", "--FeedbackExporter.node="
+    )
+    page = path / "feedback" / STUDENT / A / f"{A}.html"
+    page.rename(path.parent / "feedback-mathjax-inlined.html")
     nbgrader(path, "generate_feedback", A, "--force", f"--student={STUDENT}")
     points = max_points(source)
     scores = SUBMISSION.expected(points)
@@ -149,6 +162,18 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Course:
     }
     assert set(verdicts) == {g for g, s in scores.items() if s < points[g]}, verdicts
     return Course(path, points, scores, verdicts, solution)
+
+
+def test_integrity_report_puts_tampering_in_its_own_section(course: Course) -> None:
+    """integrity.csv (tools/course.py): carol's edit in the "tampering" section; bob's wrong
+    answer (it fails its visible test too) nowhere."""
+    spec = importlib.util.spec_from_file_location("course_tool", ROOT / "tools" / "course.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with open(tool.integrity_report(course.path), newline="", encoding="utf-8") as f:
+        rows = [(r["section"], r["student"], r["finding"]) for r in csv.DictReader(f)]
+    assert rows == [("tampering", CLASSMATE, "locked cell intro was edited (restored)")], rows
 
 
 @pytest.fixture(scope="module")
@@ -247,13 +272,23 @@ def test_formgrader_in_course_lab_shows_the_course_and_the_graded_submission(
     assert not refused, f"the Formgrader asked for outside addresses: {refused}"
 
 
-def test_feedback_page_offline_and_narrow(course: Course, browser: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("math", ["typeset at feedback time", "MathJax inlined"])
+def test_feedback_page_offline_and_narrow(
+    course: Course, browser: Any, tmp_path: Path, math: str
+) -> None:
+    """The page as generate_feedback writes it (the math typeset into SVG by Node.js and the
+    installed MathJax 3: no script in the page) and as it is without Node.js (MathJax inlined)."""
     from playwright.sync_api import expect
 
     # The student gets the .html file alone (release_feedback/fetch_feedback copy nothing else).
     page_path = tmp_path / "inbox" / f"{A}.html"
     page_path.parent.mkdir()
-    shutil.copy(course.path / "feedback" / STUDENT / A / f"{A}.html", page_path)
+    if math == "MathJax inlined":
+        shutil.copy(course.path.parent / "feedback-mathjax-inlined.html", page_path)
+    else:
+        shutil.copy(course.path / "feedback" / STUDENT / A / f"{A}.html", page_path)
+    size = page_path.stat().st_size
+    print(f"feedback page ({math}): {size / 1e6:.2f} MB")
     # Nothing but the page itself may load: no CDN, and no file beside it.
     context, refused = offline_context(browser, (page_path.as_uri(),), viewport=NARROW)
     page = context.new_page()
@@ -286,16 +321,26 @@ def test_feedback_page_offline_and_narrow(course: Course, browser: Any, tmp_path
     # The math: typeset by MathJax (SVG), with no TeX left as text in the rendered markdown.
     page.wait_for_function("() => document.querySelectorAll('mjx-container svg').length > 0",
                            timeout=30_000)  # fmt: skip
-    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-    page.evaluate("() => MathJax.startup.promise")
+    if math == "MathJax inlined":
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        page.evaluate("() => MathJax.startup.promise")
+        # The safe extension is on: TeX cannot make a javascript: link.
+        link = page.evaluate("() => MathJax.tex2svg('\\\\href{javascript:alert(1)}{x}').outerHTML")
+        assert "<svg" in link and "javascript" not in link, link
+        # TeX cannot ask for more packages (\require would load a file, or fetch one).
+        required = (
+            "async () => (await MathJax.tex2svgPromise('\\\\require{torchlight} x')).outerHTML"
+        )
+        assert "<svg" in page.evaluate(required)
+        assert size > 2_000_000, size  # MathJax itself is 2.3 MB
+    else:
+        # No script at all: the page also works where scripts do not run (JupyterLab's HTML
+        # viewer of an untrusted file), and it is a seventh of the inlined page's size.
+        assert page.evaluate("() => document.scripts.length") == 0
+        assert size < 600_000, f"{size} bytes"
+        assert page.locator("code.tex-error").count() == 0
     raw = page.evaluate(RAW_TEX)
     assert raw == [], f"TeX not typeset: {raw[:5]}"
-    # The safe extension is on: TeX cannot make a javascript: link.
-    link = page.evaluate("() => MathJax.tex2svg('\\\\href{javascript:alert(1)}{x}').outerHTML")
-    assert "<svg" in link and "javascript" not in link, link
-    # TeX cannot ask for more packages (\require would load a file, or fetch one).
-    required = "async () => (await MathJax.tex2svgPromise('\\\\require{torchlight} x')).outerHTML"
-    assert "<svg" in page.evaluate(required)
     page.screenshot(path=str(tmp_path / "feedback.png"), full_page=True)
     context.close()
     assert not refused, f"the feedback page asked for more than itself: {refused}"
@@ -344,6 +389,7 @@ class HandGraded:
 
     ids: dict[str, str]  # student -> submission id of the notebook
     manual: dict[str, dict[str, float]]  # student -> grade_id -> manual score given
+    extra: dict[str, float]  # grade_id -> extra credit given to bob
     comment: str  # the comment given on bob's written answer
     override: str  # bob's failed test cell, given partial credit by hand
 
@@ -360,6 +406,7 @@ def gradebook_state(course: Course) -> dict[str, dict[str, Any]]:
                 "score": nb.score,
                 "needs_manual_grade": nb.needs_manual_grade,
                 "manual": {g.name: g.manual_score for g in nb.grades if g.manual_score is not None},
+                "extra": {g.name: g.extra_credit for g in nb.grades if g.extra_credit},
                 "comments": {c.name: c.manual_comment for c in nb.comments if c.manual_comment},
             }
     return state
@@ -385,12 +432,16 @@ def formgrader_totals(page: Any, base: str) -> dict[str, tuple[str, bool]]:
     return totals
 
 
-def grading_page(page: Any, course: Course) -> None:
+def grading_page(page: Any, course: Course, errors: list[str]) -> None:
     """Wait until nbgrader's grading page has loaded its scores and MathJax has typeset it."""
-    from playwright.sync_api import expect
+    from playwright.sync_api import Error, expect
 
     expect(page.locator(f"input.score#{WRITTEN}")).to_have_count(1, timeout=30_000)
-    page.wait_for_function("() => window.MathJax && MathJax.loaded === true", timeout=60_000)
+    try:
+        page.wait_for_function("() => window.MathJax && MathJax.loaded === true", timeout=60_000)
+    except Error as exc:
+        pytest.fail(f"the grading page's MathJax did not load ({exc.message.splitlines()[0]}); "
+                    f"errors on the page: {errors}")  # fmt: skip
     for grade_id in course.points:  # autograde's score of every test cell, from the server
         expect(page.locator(f"input.score#{grade_id}")).to_have_attribute(
             "placeholder", re.compile(r"^[0-9.]+$"), timeout=30_000
@@ -424,8 +475,11 @@ def graded_by_hand(course: Course, course_lab: tuple[str, str], browser: Any,
     page.goto(f"{base}/formgrader/?token={token}")  # the token becomes a cookie
     listed = page.request.get(f"{base}/formgrader/api/submitted_notebooks/{A}/{A}").json()
     ids = {nb["student"]: nb["id"] for nb in listed}
-    order = sorted(listed, key=lambda nb: nb["index"])
-    assert [nb["student"] for nb in order] == [STUDENT, CLASSMATE], order
+    assert sorted(ids) == [STUDENT, CLASSMATE], listed
+    # The Formgrader's order (the gradebook's): bob first, Next goes to carol; else Previous does.
+    first = {nb["student"]: nb["index"] for nb in listed}[STUDENT] == 0
+    to_carol, to_bob = ("li.next a", "li.previous a") if first else ("li.previous a", "li.next a")
+    bob_at, carol_at = ("1 / 2", "2 / 2") if first else ("2 / 2", "1 / 2")
     failed = next(g for g, v in course.scores.items() if v < course.points[g])
     before = formgrader_totals(page, base)
     assert before[STUDENT] == (
@@ -435,9 +489,9 @@ def graded_by_hand(course: Course, course_lab: tuple[str, str], browser: Any,
 
     # bob's notebook: the math typeset by the server's MathJax 2, autograde's scores shown.
     page.goto(f"{base}/formgrader/submissions/{ids[STUDENT]}/")
-    grading_page(page, course)
+    grading_page(page, course, errors)
     heading = page.locator(".panel-heading .panel-title")
-    expect(heading).to_contain_text("Submission 1 / 2")
+    expect(heading).to_contain_text(f"Submission {bob_at}")
     assert page.locator(".text_cell_render .MathJax").count() > 0, "no math typeset"
     for grade_id, points in course.scores.items():  # autograde's (the placeholder), no override
         score = page.locator(f"input.score#{grade_id}")
@@ -449,32 +503,36 @@ def graded_by_hand(course: Course, course_lab: tuple[str, str], browser: Any,
     enter(page, f"input.score#{WRITTEN}", "1.5", "grade")
     enter(page, f"#{WRITTEN}-comment", comment, "comment")
     enter(page, f"input.score#{failed}", "0.5", "grade")
+    enter(page, f"input#{WRITTEN}_extra_credit", "0.25", "grade")
     page.screenshot(path=str(shots / "bob.png"), full_page=True)
 
-    # Next: carol's notebook; her written answer gets full credit (the button).
-    page.locator("li.next a").click()
-    expect(heading).to_contain_text("Submission 2 / 2", timeout=30_000)
+    # Next (or Previous): carol's notebook; her written answer gets full credit (the button).
+    page.locator(to_carol).click()
+    expect(heading).to_contain_text(f"Submission {carol_at}", timeout=30_000)
     assert page.url.rstrip("/").endswith(ids[CLASSMATE]), page.url
-    grading_page(page, course)
+    grading_page(page, course, errors)
     panel = page.locator(".nbgrader_cell", has=page.locator(f"input.score#{WRITTEN}"))
     with page.expect_response(
         lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT"
     ):
-        panel.locator("button.full-credit").click()
+        # a DOM click on the button itself: the fixed navigation bar may lie over it after the
+        # page scrolled to the field it focuses (a pointer click then never lands)
+        panel.locator("button.full-credit").dispatch_event("click")
     expect(page.locator(f"input.score#{WRITTEN}")).to_have_value(f"{WRITTEN_POINTS:g}")
 
-    # Previous: back to bob, where everything entered is still there (read back from the server).
-    page.locator("li.previous a").click()
-    expect(heading).to_contain_text("Submission 1 / 2", timeout=30_000)
-    grading_page(page, course)
+    # The other way: back to bob, where everything entered is still there (from the server).
+    page.locator(to_bob).click()
+    expect(heading).to_contain_text(f"Submission {bob_at}", timeout=30_000)
+    grading_page(page, course, errors)
     expect(page.locator(f"input.score#{WRITTEN}")).to_have_value("1.5")
     expect(page.locator(f"input.score#{failed}")).to_have_value("0.5")
     expect(page.locator(f"#{WRITTEN}-comment")).to_have_value(comment)
+    expect(page.locator(f"input#{WRITTEN}_extra_credit")).to_have_value("0.25")
     context.close()
     assert not refused, f"the Formgrader asked for outside addresses: {refused}"
     assert not errors, f"errors on the grading page: {errors}"
     return HandGraded(ids, {STUDENT: {WRITTEN: 1.5, failed: 0.5}, CLASSMATE: {WRITTEN: WRITTEN_POINTS}},
-                      comment, failed)  # fmt: skip
+                      {WRITTEN: 0.25}, comment, failed)  # fmt: skip
 
 
 def test_manual_grading_in_the_formgrader_offline_updates_the_totals(
@@ -485,11 +543,12 @@ def test_manual_grading_in_the_formgrader_offline_updates_the_totals(
     "MathJax is not defined" (nbgrader's grading page loaded MathJax 2 from cdnjs)."""
     base, token = course_lab
     autograded = sum(course.scores.values())
-    bob = autograded - course.scores[graded_by_hand.override] + 0.5 + 1.5
+    bob = autograded - course.scores[graded_by_hand.override] + 0.5 + 1.5 + 0.25
     carol = sum(course.points.values()) + WRITTEN_POINTS
     state = gradebook_state(course)
     assert state[STUDENT]["manual"] == graded_by_hand.manual[STUDENT], state
     assert state[STUDENT]["comments"] == {WRITTEN: graded_by_hand.comment}, state
+    assert state[STUDENT]["extra"] == graded_by_hand.extra, state
     assert state[CLASSMATE]["manual"] == graded_by_hand.manual[CLASSMATE], state
     assert (state[STUDENT]["score"], state[CLASSMATE]["score"]) == (bob, carol), state
     assert not state[STUDENT]["needs_manual_grade"] and not state[CLASSMATE]["needs_manual_grade"]
@@ -528,7 +587,10 @@ def test_resubmission_after_a_manual_grade_reports_the_stale_scores(
         (r["student"], r["cell"]): float(r["old_manual_score"])
         for r in csv.DictReader(stale.open())
     }
-    assert rows == {(STUDENT, g): v for g, v in graded_by_hand.manual[STUDENT].items()}, rows
+    assert rows == {
+        **{(STUDENT, g): v for g, v in graded_by_hand.manual[STUDENT].items()},
+        **{(STUDENT, f"{g} (extra credit)"): v for g, v in graded_by_hand.extra.items()},
+    }, rows
     for grade_id in graded_by_hand.manual[STUDENT]:
         assert (
             f"STALE manual score {graded_by_hand.manual[STUDENT][grade_id]:g} of {STUDENT} {A}/{grade_id}"
@@ -538,19 +600,21 @@ def test_resubmission_after_a_manual_grade_reports_the_stale_scores(
 
     state = gradebook_state(course)
     # The corrected version: every test cell's points by autograde, the written answer to grade again.
-    assert state[STUDENT]["manual"] == {}, state
+    assert state[STUDENT]["manual"] == {} and state[STUDENT]["extra"] == {}, state
     assert state[STUDENT]["score"] == sum(course.points.values()), state
     assert state[STUDENT]["needs_manual_grade"], state
     assert state[CLASSMATE]["manual"] == graded_by_hand.manual[CLASSMATE], state
     base, token = course_lab
     context, refused = offline_context(browser, (base,), viewport={"width": 1400, "height": 900})
     page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{base}/formgrader/?token={token}")
     totals = formgrader_totals(page, base)
     total = f"{sum(course.points.values()) + WRITTEN_POINTS:g}"
     assert totals[STUDENT] == (f"{sum(course.points.values()):g} / {total}", True), totals
     page.goto(f"{base}/formgrader/submissions/{graded_by_hand.ids[STUDENT]}/")
-    grading_page(page, course)
+    grading_page(page, course, errors)
     # The overridden cell: autograde's full points now, no manual score; the written answer blank.
     override = page.locator(f"input.score#{graded_by_hand.override}")
     points = f"{course.points[graded_by_hand.override]:g}"
@@ -558,3 +622,25 @@ def test_resubmission_after_a_manual_grade_reports_the_stale_scores(
     assert page.locator(f"input.score#{WRITTEN}").input_value() == "", "the stale score is shown"
     context.close()
     assert not refused, refused
+
+
+def test_math_typeset_at_feedback_time_is_inert() -> None:
+    """prerender_math (Node.js + the installed MathJax 3): formulas become SVG, the inlined
+    MathJax goes, TeX that could make a link or load a file, or does not parse, is shown as
+    code, and what MathJax skips (code, pre) stays as it is."""
+    import shutil as sh
+
+    from torchlight_grader.feedback import MATHJAX_BEGIN, MATHJAX_END, prerender_math
+
+    node = sh.which("node")
+    assert node, "Node.js is missing: `apt-get install -y nodejs` (.ci/run does it)"
+    page = (f"<html><head>{MATHJAX_BEGIN}<script>MathJax</script>{MATHJAX_END}</head><body>"
+            r"<p>$x^2$, $$\frac{a}{b}$$, $\href{javascript:alert(1)}{x}$, $\require{x} y$, "
+            r"$\frac{a$ and a \$5 note</p><pre>$y$</pre><code>$z$</code></body></html>")  # fmt: skip
+    out = prerender_math(page, node)
+    assert "<script" not in out and "MathJax</script>" not in out, out
+    assert out.count("<mjx-container") == 2 and 'display="true"' in out, out
+    assert "javascript" not in out.replace(r"$\href{javascript:alert(1)}{x}$", ""), out
+    errors = re.findall(r'<code class="tex-error">(.*?)</code>', out)
+    assert errors == [r"$\href{javascript:alert(1)}{x}$", r"$\require{x} y$", r"$\frac{a$"], errors
+    assert r"a \$5 note</p><pre>$y$</pre><code>$z$</code>" in out, out
