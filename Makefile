@@ -22,6 +22,8 @@ test pytest notebooks: export OMP_NUM_THREADS ?= 1
 .PHONY: venv lab homework homework-check test pytest lint typecheck notebooks bench gpu-check clean distclean docs docs-clean docs-serve
 
 # (Re)install when pyproject.toml is newer than the stamp, or the venv is missing.
+# EXTRAS=course (or course,cluster) installs only what an instructor needs (assignments/README.md).
+EXTRAS ?= all
 venv: $(STAMP)
 
 # $(call install,EXTRAS): .venv (created if missing) with torchlight and those extras, and the
@@ -33,8 +35,8 @@ define install
 endef
 
 $(STAMP): pyproject.toml
-	$(call install,all)
-	@touch $@ $(STAMP_LAB) $(STAMP_HOMEWORK)
+	$(call install,$(EXTRAS))
+	@touch $@ $(if $(filter all,$(EXTRAS)),$(STAMP_LAB) $(STAMP_HOMEWORK),)
 
 $(STAMP_LAB): pyproject.toml
 	$(call install,lab)

@@ -135,6 +135,13 @@ try:
         str(feedback.nbgrader_templates()),
     ]
     c.FeedbackExporter.filters = {"mathjax_script": "torchlight_grader.feedback.mathjax_script"}
+    # The Formgrader's grading page (nbgrader's HTMLExporter, "formgrade" template): the local
+    # MathJax 2 the Jupyter server serves (jupyter-server-mathjax) instead of a CDN, so manual
+    # grading works offline. Only its mathjax macro changes (templates/formgrader/base/).
+    c.HTMLExporter.extra_template_basedirs = [
+        str(feedback.TEMPLATES / "formgrader"),
+        str(feedback.nbgrader_templates()),  # nbgrader's "formgrade" template (what it sets itself)
+    ]
 
 except Exception as error:  # noqa: BLE001 - any failure must fail closed
     refuse_to_grade(c, error)

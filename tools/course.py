@@ -125,33 +125,52 @@ def gradebook_changes(before: dict, after: dict) -> list[str]:
     return changes
 
 
+#: ``integrity.csv``'s two sections, in this order: what a student did to the notebook or the
+#: exchange (review these), then answers whose in-kernel run and isolated check disagree (the
+#: isolated grade counts; nearly always an ordinary wrong answer that passes the visible test
+#: but not the hidden inputs, listed so that a high count on one item shows up).
+INTEGRITY_SECTIONS = ("tampering", "answers")
+
+
 def integrity_report(course: Path) -> Path:
-    """``integrity.csv``: per student and notebook, what the grader found and undid (edited or
-    deleted locked/test cells, changed metadata, refused files) and where the in-kernel score
-    of a test cell differs from the isolated grade."""
+    """``integrity.csv``, in two sections (column ``section``, :data:`INTEGRITY_SECTIONS`):
+
+    - ``tampering``: per student and notebook, what the grader found and undid or flagged
+      (refused files, edited or deleted locked/test cells, changed metadata, a backward that
+      uses the library's own autograd or Functions);
+    - ``answers``: each test cell whose in-kernel score differs from its isolated grade.
+
+    Prints one summary line per section."""
     import csv
 
     path = course / "integrity.csv"
+    rows: dict[str, list[list[str]]] = {section: [] for section in INTEGRITY_SECTIONS}
+    for nb_path in sorted((course / "autograded").glob("*/*/*.ipynb")):
+        student, assignment = nb_path.parts[-3], nb_path.parts[-2]
+        where = [student, assignment, nb_path.stem]
+        nb = nbformat.read(nb_path, as_version=4)
+        report = nb.metadata.get("torchlight", {})
+        for finding in [*report.get("refused", []), *report.get("findings", [])]:
+            rows["tampering"].append([*where, finding])
+        for cell in nb.cells:
+            mark = cell.metadata.get("torchlight")
+            if isinstance(mark, dict) and bool(mark.get("kernel_score")) != bool(
+                mark.get("passed")
+            ):
+                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+                verdict = "passed" if mark.get("passed") else "failed"
+                finding = (f"test cell {grade_id}: in-kernel score {mark.get('kernel_score')}, "
+                           f"isolated check {verdict} (the isolated grade counts)")  # fmt: skip
+                rows["answers"].append([*where, finding])
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["student", "assignment", "notebook", "finding"])
-        for nb_path in sorted((course / "autograded").glob("*/*/*.ipynb")):
-            student, assignment = nb_path.parts[-3], nb_path.parts[-2]
-            nb = nbformat.read(nb_path, as_version=4)
-            report = nb.metadata.get("torchlight", {})
-            rows = [*report.get("refused", []), *report.get("findings", [])]
-            for cell in nb.cells:
-                mark = cell.metadata.get("torchlight")
-                if isinstance(mark, dict) and bool(mark.get("kernel_score")) != bool(
-                    mark.get("passed")
-                ):
-                    grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-                    rows.append(
-                        f"test cell {grade_id}: in-kernel score {mark.get('kernel_score')}, "
-                        f"isolated check {'passed' if mark.get('passed') else 'failed'}"
-                    )
-            for row in rows:
-                writer.writerow([student, assignment, nb_path.stem, row])
+        writer.writerow(["section", "student", "assignment", "notebook", "finding"])
+        for section in INTEGRITY_SECTIONS:
+            writer.writerows([section, *row] for row in rows[section])
+    tampering, answers = rows["tampering"], rows["answers"]
+    print(f"integrity: {len(tampering)} tampering findings ({len({r[0] for r in tampering})} "
+          f"students: review them), {len(answers)} answers whose in-kernel and isolated results "
+          f"differ ({len({r[0] for r in answers})} students: usually ordinary wrong answers)")  # fmt: skip
     return path
 
 

@@ -353,6 +353,10 @@ def clear_manual_scores(course: Path, assignment: str, student: str,
                         [student, assignment, nb.name, grade.name, f"{grade.manual_score:g}"]
                     )
                     grade.manual_score = None
+                if grade.extra_credit:  # the Formgrader's extra credit is a manual score too
+                    cell = f"{grade.name} (extra credit)"
+                    rows.append([student, assignment, nb.name, cell, f"{grade.extra_credit:g}"])
+                    grade.extra_credit = None
         gb.db.commit()
     return rows
 

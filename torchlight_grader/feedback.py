@@ -7,9 +7,12 @@
   score, instead of nbgrader's "Test cell" for each;
 - outputs wrap (``white-space: pre-wrap``): a hidden check's verdict is one long line, and it
   used to run off the page, hidden unless the student scrolled the box sideways;
-- the math is typeset by a local MathJax 3, *inlined* into the page, because nbgrader's
-  exchange (``release_feedback`` / ``fetch_feedback``) hands the student the ``.html`` file alone:
-  a script beside it would be lost, and nbconvert's default (a CDN) fails without internet.
+- the math is typeset here, at feedback time, into SVG (:func:`prerender_math`: MathJax 3
+  under Node.js, ``tex_svg.js``), so the page has no script and is ~0.35 MB instead of 2.5 MB;
+  without Node.js a local MathJax 3 is *inlined* into the page instead. Either way the page is
+  one file, because nbgrader's exchange (``release_feedback`` / ``fetch_feedback``) hands the
+  student the ``.html`` file alone: a script beside it would be lost, and nbconvert's default
+  (a CDN) fails without internet.
 
 The MathJax files come from the ``django-static-mathjax`` wheel (MathJax's own release files,
 importable as ``mathjax``; it needs no Django). ``tex-svg-full`` draws with SVG paths, so it
@@ -21,12 +24,16 @@ submission produces is stripped of scripts before it gets here (``SanitizeNotebo
 
 from __future__ import annotations
 
+import html
 import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import markupsafe
 from nbconvert.exporters import HTMLExporter
+from traitlets import Unicode
 
 #: ``c.FeedbackExporter.extra_template_basedirs`` holds this folder (and nbgrader's templates).
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -43,7 +50,28 @@ class FeedbackExporter(HTMLExporter):
     Formgrader renders each submission with nbgrader's plain ``HTMLExporter`` and its
     ``formgrade`` template, and a template forced on every ``HTMLExporter`` broke manual
     grading (``TemplateNotFound: torchlight.html.j2``).
+
+    With Node.js (``node``) the page's math is typeset here, into SVG, and the page carries no
+    MathJax (:func:`prerender_math`); without it, MathJax is inlined (about 2.3 MB a page).
     """
+
+    node = Unicode(
+        "node",
+        help="Node.js, which typesets the page's math at feedback time with the installed "
+        "MathJax 3; '' (or a node that does not run) inlines MathJax into every page instead.",
+    ).tag(config=True)
+
+    def from_notebook_node(
+        self, nb: Any, resources: dict[str, Any] | None = None, **kw: Any
+    ) -> Any:
+        output, resources = super().from_notebook_node(nb, resources, **kw)
+        node = shutil.which(self.node) if self.node else None
+        if node:
+            try:
+                output = prerender_math(output, node)
+            except RuntimeError as exc:  # the page keeps its inlined MathJax
+                self.log.warning("math not typeset at feedback time (MathJax inlined): %s", exc)
+        return output, resources
 
 
 def nbgrader_templates() -> Path:
@@ -91,3 +119,104 @@ def mathjax_script(components: Sequence[str]) -> markupsafe.Markup:
     # One element: the extensions register before MathJax starts (it starts once this script
     # has run), and nothing is fetched.
     return markupsafe.Markup("<script>\n" + "\n".join(parts) + "\n</script>")  # noqa: S704
+
+
+# ------------------------------------------------------------------ math rendered at feedback time
+#: The Node.js program that typesets TeX with the installed MathJax 3 (``tex_svg.js``).
+TEX_SVG = Path(__file__).resolve().parent / "tex_svg.js"
+#: Between these markers the template inlines MathJax; cut when the math is already typeset.
+MATHJAX_BEGIN, MATHJAX_END = "<!-- torchlight:mathjax -->", "<!-- /torchlight:mathjax -->"
+#: Where MathJax does not look for math (it skips these elements too).
+_SKIP = {"script", "style", "textarea", "pre", "code", "noscript", "svg", "math"}
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)[^>]*>|<!--.*?-->", re.DOTALL)
+#: The delimiters the page's MathJax would typeset (its tex config in templates/feedback/),
+#: displayed ones first; ``\$`` is a dollar sign, not a delimiter (processEscapes).
+_MATH = re.compile(
+    r"(?<!\\)\$\$(?P<dd>.+?)(?<!\\)\$\$"
+    r"|\\\[(?P<db>.+?)\\\]"
+    r"|(?P<env>\\begin\{(?P<name>[a-zA-Z*]+)\}.+?\\end\{(?P=name)\})"
+    r"|\\\((?P<ip>.+?)\\\)"
+    r"|(?<![\\$])\$(?P<id>[^$]+?)(?<!\\)\$",
+    re.DOTALL,
+)
+#: Formulas typeset so far (TeX, display) -> element; every student's page shares the assignment's.
+_CACHE: dict[tuple[str, bool], str | None] = {}
+
+
+def find_math(html_text: str) -> list[tuple[int, int, str, bool]]:
+    """``(start, end, tex, display)`` of each formula in the text of an HTML page, outside
+    the elements MathJax skips. A formula that spans a tag is not found (left as it is)."""
+    found = []
+    skipping: list[str] = []
+    pos = 0
+    for tag in [*_TAG.finditer(html_text), None]:
+        end = tag.start() if tag else len(html_text)
+        if not skipping:
+            for m in _MATH.finditer(html_text, pos, end):
+                display = m.group("ip") is None and m.group("id") is None
+                tex = (
+                    m.group("dd")
+                    or m.group("db")
+                    or m.group("env")
+                    or m.group("ip")
+                    or m.group("id")
+                )
+                found.append((m.start(), m.end(), html.unescape(tex), display))
+        if tag is None:
+            break
+        pos = tag.end()
+        name = (tag.group(2) or "").lower()
+        if name in _SKIP and not tag.group(0).endswith("/>"):
+            if tag.group(1):  # a closing tag
+                if skipping and skipping[-1] == name:
+                    skipping.pop()
+            else:
+                skipping.append(name)
+    return found
+
+
+def typeset(formulas: Sequence[tuple[str, bool]], node: str, timeout: float) -> list[str | None]:
+    """Each ``(tex, display)`` as MathJax's SVG (``<mjx-container>``), ``None`` where the TeX has
+    an error or could make a link, a style or a class (:data:`torchlight_grader.hostile.MATHJAX_ACTIVE`,
+    which nbgrader's inputs lose anyway). Raises ``RuntimeError`` when Node.js cannot run."""
+    import json
+    import subprocess
+
+    from torchlight_grader.hostile import MATHJAX_ACTIVE
+
+    todo = sorted({f for f in formulas if f not in _CACHE and not MATHJAX_ACTIVE.search(f[0])})
+    if todo:
+        try:
+            proc = subprocess.run([node, str(TEX_SVG), str(mathjax_folder())],
+                                  input=json.dumps(todo), capture_output=True, text=True,
+                                  timeout=timeout, check=False)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RuntimeError(f"{node} {TEX_SVG.name} did not run: {exc}") from exc
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"{node} {TEX_SVG.name} failed ({proc.returncode}): {proc.stderr[-2000:]}"
+            )
+        for formula, svg in zip(todo, json.loads(proc.stdout), strict=True):
+            # MathJax's own serialization; still, nothing that could run or link goes into a page
+            unsafe = svg is not None and re.search(
+                r"<script|\son[a-z]+\s*=|href\s*=\s*\"(?!#)", svg
+            )
+            _CACHE[formula] = None if unsafe else svg
+    return [None if MATHJAX_ACTIVE.search(f[0]) else _CACHE[f] for f in formulas]
+
+
+def prerender_math(page: str, node: str, timeout: float = 120.0) -> str:
+    """The page with its math typeset into SVG and the inlined MathJax cut out; TeX that does
+    not typeset is shown as code. Raises ``RuntimeError`` when Node.js cannot run (the caller
+    keeps the page as it was, with MathJax inlined)."""
+    start, stop = page.find(MATHJAX_BEGIN), page.find(MATHJAX_END)
+    if start < 0 or stop < start:
+        return page
+    page = page[:start] + page[stop + len(MATHJAX_END) :]
+    found = find_math(page)
+    svgs = typeset([(tex, display) for _, _, tex, display in found], node, timeout)
+    parts, pos = [], 0
+    for (begin, end, _, _), svg in zip(found, svgs, strict=True):
+        parts += [page[pos:begin], svg or f'<code class="tex-error">{page[begin:end]}</code>']
+        pos = end
+    return "".join([*parts, page[pos:]])
