@@ -51,7 +51,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -209,11 +209,18 @@ def connect(cluster: str, jobs: int) -> tuple[Any, Any]:
 
 
 def pool(
-    cluster: str, course: Path, jobs: Jobs, db_url: str | None, tools: Path, n_local: int
+    cluster: str,
+    course: Path,
+    jobs: Jobs,
+    db_url: str | None,
+    tools: Path,
+    n_local: int,
+    on_done: Callable[[str, list[RunTuple]], None] | None = None,
 ) -> dict[str, list[RunTuple]]:
     """Every student of ``jobs`` one Dask task on ``cluster``; each student's runs, as
     ``course_batch.Run`` fields (``tools``: the folder of ``course_batch.py``; ``n_local``: the
-    workers of ``CLUSTER=local``)."""
+    workers of ``CLUSTER=local``; ``on_done(student, runs)``: called as each student ends, for
+    the progress lines and the incremental state)."""
     from distributed import as_completed
 
     client, local = connect(cluster, n_local)
@@ -256,6 +263,8 @@ def pool(
                 done[student] = [
                     (first, 1, f"the Dask task failed: {type(exc).__name__}: {exc}\n", 0.0)
                 ]
+            if on_done is not None:
+                on_done(student, done[student])
         return done
     finally:
         client.close()
