@@ -413,6 +413,7 @@ class Progress:
                     self.state.graded(unit, self.keys[unit])
             cause = db_down(runs)
             if cause is not None:
+                self.done -= 1  # not graded
                 self.db_cause = self.db_cause or cause
                 return  # one message for the whole class, at the end
             locked = any(LOCKED in r.output for r in runs if r.returncode != 0)
