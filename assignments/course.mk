@@ -53,11 +53,12 @@ course-feedback-release: venv
 	$(PY) -m torchlight_grader.collect release-feedback --course $(COURSE) --exchange "$(EXCHANGE)" \
 		--assignment "$(ASSIGNMENT)" $(if $(DB_URL),--db-url '$(DB_URL)',)
 
+# (of COURSE: `make course-release COURSE=/elsewhere` builds that course's notebooks, not these)
 course-build: venv
-	$(PY) tools/course.py build
+	$(PY) tools/course.py build $(COURSE)
 
 course-check: venv
-	$(PY) tools/course.py check
+	$(PY) tools/course.py check $(COURSE)
 
 course-release: course-build
 	cd $(COURSE) && $(NBGRADER) generate_assignment "$(ASSIGNMENT)" --force

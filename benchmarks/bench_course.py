@@ -146,7 +146,7 @@ def main() -> int:
                 print(f"  {students} students, {key}: {table[students, key]:.1f} s (load "
                       f"average {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
             if args.incremental and students == max(args.students):
-                incremental = regrade_one(Path(where), f"jobs={max(args.jobs)}", max(args.jobs),
+                incremental = regrade_one(Path(where), f"jobs{max(args.jobs)}", max(args.jobs),
                                           pattern, assignments[0])  # fmt: skip
             if args.postgres:
                 course = shutil.copytree(base, Path(where) / "pg" / "course",

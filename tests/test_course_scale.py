@@ -57,7 +57,9 @@ from submissions.pipeline import ROOT, make_course, max_points, nbgrader, notebo
 
 from torchlight_grader.late import DAY, PercentPerDayLate
 
-pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
+# The whole term is one fixture: ~10 min on 2 cores shared by other work (load 10), so it gets
+# more than pytest-timeout's default 600 s (which counts a fixture's setup in its first test).
+pytestmark = [pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 A = "a1_functions"
 COURSE_ID = "torchlight-autograd"
@@ -88,7 +90,7 @@ class Stop:
     """A ``make course-grade`` run stopped by a signal."""
 
     signal: str
-    returncode: int | None  # the grading process's
+    returncode: int  # make's
     stdout: str
     stderr: str
     latency: float  # seconds from the signal to the grading process's exit
@@ -136,9 +138,9 @@ def grade(course: Path, jobs: int, *args: str, db_url: str | None = None) -> str
 
 
 def stopped(cmd: list[str], how: str) -> Stop:
-    """Run ``cmd`` (a grading command), and once its first student is done send ``how``:
-    ``SIGINT`` to its whole process group (a terminal's Ctrl-C), ``SIGTERM`` to the grading
-    process alone (``kill``); wait for it to end."""
+    """Run ``cmd`` (``make course-grade``) and stop it: ``SIGINT`` to its whole process group
+    (a terminal's Ctrl-C) once the first student is done, ``SIGTERM`` to the grading process
+    alone (``kill``) as soon as a sandbox runs; wait for it to end."""
     err = tempfile.TemporaryFile("w+")  # noqa: SIM115 - read after the process ends
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
                             start_new_session=True)  # fmt: skip
@@ -146,20 +148,26 @@ def stopped(cmd: list[str], how: str) -> Stop:
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if line.startswith("[1/"):
+        if line.startswith("[1/" if how == "SIGINT" else "5 submissions: "):
             break
+    # the Python process (not a shell make may have started it with)
     tool = next(p for p in psutil.Process(proc.pid).children(recursive=True)
-                if "course_parallel.py" in " ".join(p.cmdline()))  # fmt: skip
-    tree = tool.children(recursive=True)
+                if p.cmdline()[1:2] and p.cmdline()[1].endswith("course_parallel.py"))  # fmt: skip
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        tree = tool.children(recursive=True)
+        if any(p.name() == "bwrap" for p in tree):
+            break
+        time.sleep(0.1)
     start = time.monotonic()
     if how == "SIGINT":
         os.killpg(proc.pid, signal.SIGINT)
     else:
         tool.send_signal(signal.SIGTERM)
-    code = tool.wait(timeout=60)
+    tool.wait(timeout=60)  # (not our child: its status is make's to report)
     latency = time.monotonic() - start
     out = proc.stdout.read()
-    proc.wait(timeout=60)
+    code = proc.wait(timeout=60)
     err.seek(0)
     _, alive = psutil.wait_procs(tree, timeout=2)
     orphans = [p.pid for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
@@ -199,25 +207,36 @@ def backdate(exchange: Path, student: str, due: datetime) -> None:
 @pytest.fixture(scope="module")
 def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
     where = tmp_path_factory.mktemp("term")
+    clock = [time.perf_counter()]
+
+    def lap(what: str) -> None:  # where the fixture's time goes (pytest -s shows it)
+        clock.append(time.perf_counter())
+        print(f"term: {what}: {clock[-1] - clock[-2]:.1f} s")
+
     course = make_course(where / "term")
+    lap("make_course")
     exchange = where / "exchange"
     ex = f"EXCHANGE={exchange}"
     (course / "roster.csv").write_text(ROSTER)
     make("course-roster", course, f"ROSTER={course / 'roster.csv'}")
     make("course-release", course, f"ASSIGNMENT={A}")
     make("course-release-exchange", course, f"ASSIGNMENT={A}", ex)
+    lap("roster, release, release to the exchange")
 
     source, release = notebooks(course, A)
-    homes = {name: where / "home" / name for name in ("alice", "bob", "dave")}
+    homes = {name: where / "home" / name for name in ("alice", "bob")}
     (where / "home").mkdir()
+    dave = where / "home" / "dave"  # (writes his notebook in place of a fetch: one call less)
+    (dave / A).mkdir(parents=True)
 
     def hand_in(name: str, sub: Submission) -> None:
-        fetched = homes[name] / A / f"{A}.ipynb"
-        if not fetched.exists():
-            as_student(homes[name], "fetch_assignment", A, exchange=exchange)
-        assert fetched.exists(), f"fetch_assignment gave {name} nothing"
+        home = homes.get(name, dave)
+        fetched = home / A / f"{A}.ipynb"
+        if not fetched.exists() and name in homes:
+            as_student(home, "fetch_assignment", A, exchange=exchange)
+            assert fetched.exists(), f"fetch_assignment gave {name} nothing"
         nbformat.write(build(sub, source, release), fetched)
-        as_student(homes[name], "submit", A, f"--student={name}", exchange=exchange)
+        as_student(home, "submit", A, f"--student={name}", exchange=exchange)
 
     hand_in("alice", STUDENTS["alice"])
     hand_in("bob", BY_NAME["release"])  # his first version
@@ -237,19 +256,24 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
         else:
             (folder / f"{A}.ipynb").write_text(text)
         (folder / "timestamp.txt").write_text("2026-01-15 12:00:00.000000 UTC")
+    lap("students fetch and submit, collect")
 
     t = Term(course, course, where / "postgres" / "course", max_points(source), homes, exchange)
-    # Ctrl-C after the first student, SIGTERM after the next, then to the end: each run picks up.
+    # Ctrl-C after the first student, SIGTERM at the start, then to the end: each run picks up.
     t.stops.append(stopped(make_grade(course, exchange), "SIGINT"))
+    lap("grade, Ctrl-C")
     t.stops.append(stopped(make_grade(course, exchange), "SIGTERM"))
+    lap("grade, SIGTERM")
     t.runs.append(subprocess.run(make_grade(course, exchange), capture_output=True, text=True,
                                  timeout=600))  # fmt: skip
+    lap("grade to the end")
     # bob resubmits after the due date; frank's corrupt submission is deleted.
     hand_in("bob", STUDENTS["bob"])
     shutil.rmtree(course / "submitted" / "frank")
     make("course-collect", course, f"ASSIGNMENT={A}", ex)
     t.runs.append(make("course-grade", course, f"ASSIGNMENT={A}", "JOBS=2",
                        f"GRADE_ARGS={' '.join(FLAGS)}"))  # fmt: skip
+    lap("resubmit, delete, collect, grade")
     for name in EXPORTS:
         t.outputs[name] = (course / name).read_text()
     # Hook: a manual grade through the Formgrader (tests/test_course_browser.py drives it in
@@ -258,6 +282,7 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
     make("course-feedback-release", course, f"ASSIGNMENT={A}", ex)
     for name, home in homes.items():
         as_student(home, "fetch_feedback", A, f"--student={name}", exchange=exchange)
+    lap("export, feedback release and fetch")
 
     # The references, from the final submissions: a full regrade of a copy of the finished
     # course, and (pg_counts) a fresh PostgreSQL gradebook.
@@ -268,6 +293,7 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
     )  # fmt: skip
     t.serial = shutil.copytree(course, where / "serial" / "course", symlinks=True)
     t.outputs["full"] = grade(t.serial, 1, "--full")
+    lap("the full regrade")
     return t
 
 
@@ -370,9 +396,9 @@ def test_make_course_export_rewrites_the_grading_runs_exports(term: Term) -> Non
 
 
 def test_ctrl_c_and_sigterm_stop_every_worker_at_once_with_a_summary(term: Term) -> None:
-    for stop, code in zip(term.stops, (130, 143), strict=True):
+    for stop, make_says in zip(term.stops, ("] Interrupt", "] Error 143"), strict=True):
         print(f"{stop.signal}: the grading process ended {stop.latency:.2f} s after the signal")
-        assert stop.returncode == code, (stop.signal, stop.stderr)
+        assert stop.returncode != 0 and make_says in stop.stderr, (stop.signal, stop.stderr)
         assert stop.orphans == [], f"{stop.signal}: still running after the tool ended"
         assert stop.latency < 20, stop.latency  # the workers are killed, not waited for (40 s)
         assert "Traceback" not in stop.stderr + stop.stdout, stop.stderr
@@ -383,7 +409,7 @@ def test_ctrl_c_and_sigterm_stop_every_worker_at_once_with_a_summary(term: Term)
 
 
 def test_each_rerun_grades_only_what_the_last_one_left(term: Term) -> None:
-    """SIGINT after >= 1 student, SIGTERM after >= 1 more, the rest: together the class once."""
+    """SIGINT after >= 1 student, SIGTERM at the start, the rest: together the class once."""
     graded: list[str] = []
     for text in (term.stops[0].stdout, term.stops[1].stdout, term.runs[0].stdout):
         done = [line.split()[1].rstrip(":") for line in text.splitlines()
@@ -394,8 +420,10 @@ def test_each_rerun_grades_only_what_the_last_one_left(term: Term) -> None:
     assert first.startswith("5 submissions: 0 unchanged (skipped), 5 new"), first
     n1 = int(second.split(": ")[1].split()[0])  # skipped by the second run
     assert 1 <= n1 < 5, second
-    assert int(third.split(": ")[1].split()[0]) > n1, third
-    assert sorted(graded) == ["alice", "bob", "carol", "dave", "frank"], graded
+    assert int(third.split(": ")[1].split()[0]) >= n1, third
+    assert sorted(set(graded)) == ["alice", "bob", "carol", "dave", "frank"], graded
+    # graded once each; frank's corrupt notebook fails, so each run that reaches him tries again
+    assert len([g for g in graded if g != "frank"]) == 4, graded
 
 
 def test_a_resubmission_regrades_only_that_student(term: Term) -> None:
@@ -414,9 +442,9 @@ def test_a_corrupt_notebook_is_one_line_and_a_feedback_page(term: Term) -> None:
     line = f"FAILED frank {A}/{A}.ipynb: NotJSONError: Notebook does not appear to be JSON"
     assert text.count(line) >= 1, text
     assert "Traceback" not in text
-    final = term.runs[0].stderr
-    if "[1/" in final and "frank" in term.runs[0].stdout:  # the run that graded him ends so
-        assert "1 submission(s) could not be graded" in final and "  " + line in final, final
+    final = term.runs[0].stderr  # the last run tried him again (he failed) and sums up
+    assert "1 submission(s) could not be graded" in final and "  " + line in final, final
+    assert term.runs[0].returncode != 0
     page = (term.parallel / "feedback" / "frank" / A / f"{A}.html").read_text()
     assert "could not be graded" in page and "NotJSONError" in page, page
 
@@ -457,10 +485,11 @@ def test_course_report_summarizes_the_serial_run(term: Term, tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr
     page = out.read_text()
     total = sum(term.points.values())
-    scores = sorted([total, total - term.points["test_div"], 0.0, 0.8 * total])
+    scores = sorted([total, 0.9 * (total - term.points["test_div"]), 0.0, 0.9 * total])
     mean, median = sum(scores) / 4, (scores[1] + scores[2]) / 2
     row = page.split(f'data-name="{A}">')[1].split("</tr>")[0]
-    assert f"<td>4</td><td>1</td><td>1</td><td>{mean:.2f}".rstrip("0").rstrip(".") in row, row
+    # 4 submitted; missing: erin and frank (deleted); late: bob (resubmitted) and dave
+    assert f"<td>4</td><td>2</td><td>2</td><td>{mean:.2f}".rstrip("0").rstrip(".") in row, row
     assert f"<td>{median:.2f}".rstrip("0").rstrip(".") in row
     assert page.count('<rect class="bar"') == 10 and "<svg" in page
     div = page.split('data-name="test_div">')[1].split("</tr>")[0]

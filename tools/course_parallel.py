@@ -588,7 +588,8 @@ def grade(
         seconds["graded"], seconds["skipped"] = len(todo), len(units) - len(todo)
         # Nothing about to be graded stays marked graded (a crash from here on regrades it);
         # entries of deleted submissions go too.
-        state.forget(todo, keep={f"{s}/{a}" for s, a in units})
+        # (other assignments' entries stay: ASSIGNMENT=a1 keeps a2's)
+        state.forget(todo, keep={k for k in state.keys if (course / "submitted" / k).is_dir()})
         jobs_by_student = by_student(todo)
         progress = Progress(len(jobs_by_student), log_dir, state, keys)
         since = time.time() - 1
