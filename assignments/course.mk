@@ -5,7 +5,8 @@
 #   make course-release               build + nbgrader generate_assignment (release/)
 #   make course-release-exchange ASSIGNMENT=a1_functions   put the release into the exchange
 #   make course-collect ...           (the exchange's submissions into submitted/)
-#   make course-grade                 autograde submitted/, feedback, grades.csv + items.csv
+#   make course-grade                 autograde what is new or changed in submitted/, feedback,
+#                                     grades.csv + items.csv + canvas.csv (FULL=1: regrade all)
 #   make course-grade ASSIGNMENT=a1_functions   one assignment only
 #   make course-grade JOBS=4          4 students at once (default: the number of cores)
 #   make course-grade DB_URL=postgresql+psycopg2://user@host/db   (also for course-release)
@@ -52,11 +53,12 @@ course-feedback-release: venv
 	$(PY) -m torchlight_grader.collect release-feedback --course $(COURSE) --exchange "$(EXCHANGE)" \
 		--assignment "$(ASSIGNMENT)" $(if $(DB_URL),--db-url '$(DB_URL)',)
 
+# (of COURSE: `make course-release COURSE=/elsewhere` builds that course's notebooks, not these)
 course-build: venv
-	$(PY) tools/course.py build
+	$(PY) tools/course.py build $(COURSE)
 
 course-check: venv
-	$(PY) tools/course.py check
+	$(PY) tools/course.py check $(COURSE)
 
 course-release: course-build
 	cd $(COURSE) && $(NBGRADER) generate_assignment "$(ASSIGNMENT)" --force
@@ -74,12 +76,17 @@ course-release-exchange: venv
 course-export: venv
 	cd $(COURSE) && $(NBGRADER) export --exporter=torchlight_grader.exports.CourseExportPlugin --to=.
 
-# Always every step, for everyone (one broken submission costs only that student; the failures
-# are listed at the end and the target fails). Students in parallel (tools/course_parallel.py: how sqlite and Postgres are serialized), then
-# feedback per student and the exports once: grades.csv, items.csv (per test cell), canvas.csv.
+# Only what is new or changed since the last run (keyed by a hash of the submission, the release
+# and the grader, in graded.json; FULL=1 regrades everything), students in parallel with
+# progress lines (tools/course_parallel.py: how sqlite and Postgres are serialized), then the
+# exports once, for everyone: grades.csv, items.csv (per test cell), canvas.csv. One broken
+# submission costs only that student (one FAILED line, a feedback page saying why; the target
+# fails at the end). Ctrl-C / SIGTERM stop the workers at once; a rerun grades what is left.
+# GRADE_ARGS: more options for nbgrader autograde (e.g. --IsolatedGrader.seed=1).
 course-grade: venv
 	$(PY) tools/course_parallel.py --course $(COURSE) --jobs $(JOBS) --assignment "$(ASSIGNMENT)" \
-		$(if $(DB_URL),--db-url '$(DB_URL)',) $(if $(CLUSTER),--cluster '$(CLUSTER)',)
+		$(if $(DB_URL),--db-url '$(DB_URL)',) $(if $(CLUSTER),--cluster '$(CLUSTER)',) \
+		$(if $(filter-out 0 no,$(FULL)),--full,) $(if $(GRADE_ARGS),-- $(GRADE_ARGS),)
 
 # The roster: a CSV with a header row; `id` is required, first_name, last_name, email and
 # lms_user_id (the Canvas user ID, used by canvas.csv) are optional.

@@ -143,6 +143,9 @@ class Worker:
                 stderr=subprocess.STDOUT,
                 text=True,
                 bufsize=1,
+                # Its own process group: a terminal's Ctrl-C reaches only the tool, which kills
+                # the whole group (nbgrader, kernels, sandboxes) at once and says what was kept.
+                start_new_session=True,
             )
         return self.proc
 

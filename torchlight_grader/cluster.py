@@ -51,7 +51,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -138,15 +138,16 @@ def grade_student(
 
 
 def grader_digest() -> str:
-    """A digest of the sources that decide a grade: torchlight, torchlight_grader, nbgrader."""
-    import nbgrader
-
-    import torchlight
-    import torchlight_grader
+    """A digest of the sources that decide a grade: torchlight, torchlight_grader, nbgrader
+    (found without importing them: importing nbgrader costs seconds)."""
+    import importlib.util
 
     h = hashlib.sha256()
-    for module in (torchlight, torchlight_grader, nbgrader):
-        root = Path(str(module.__file__)).resolve().parent
+    for name in ("torchlight", "torchlight_grader", "nbgrader"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise RuntimeError(f"expected the package {name} to be installed, found none")
+        root = Path(list(spec.submodule_search_locations)[0]).resolve()
         for path in sorted(root.rglob("*.py")):
             h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
@@ -209,11 +210,18 @@ def connect(cluster: str, jobs: int) -> tuple[Any, Any]:
 
 
 def pool(
-    cluster: str, course: Path, jobs: Jobs, db_url: str | None, tools: Path, n_local: int
+    cluster: str,
+    course: Path,
+    jobs: Jobs,
+    db_url: str | None,
+    tools: Path,
+    n_local: int,
+    on_done: Callable[[str, list[RunTuple]], None] | None = None,
 ) -> dict[str, list[RunTuple]]:
     """Every student of ``jobs`` one Dask task on ``cluster``; each student's runs, as
     ``course_batch.Run`` fields (``tools``: the folder of ``course_batch.py``; ``n_local``: the
-    workers of ``CLUSTER=local``)."""
+    workers of ``CLUSTER=local``; ``on_done(student, runs)``: called as each student ends, for
+    the progress lines and the incremental state)."""
     from distributed import as_completed
 
     client, local = connect(cluster, n_local)
@@ -256,6 +264,8 @@ def pool(
                 done[student] = [
                     (first, 1, f"the Dask task failed: {type(exc).__name__}: {exc}\n", 0.0)
                 ]
+            if on_done is not None:
+                on_done(student, done[student])
         return done
     finally:
         client.close()
