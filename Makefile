@@ -74,7 +74,7 @@ homework-check: $(STAMP_HOMEWORK)
 test: venv lint typecheck pytest
 
 pytest: venv
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --durations=30
 
 lint: venv
 	$(VENV)/bin/ruff check $(LINT_PATHS)
