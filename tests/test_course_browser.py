@@ -584,12 +584,17 @@ def test_resubmission_after_a_manual_grade_reports_the_stale_scores(
     assert f"collected {STUDENT} " in out, out
     stale = course.path / "collect" / f"{A}-stale-manual.csv"
     rows = {
-        (r["student"], r["cell"]): float(r["old_manual_score"])
+        (r["student"], r["cell"]): (
+            r["old_manual_score"]
+            if r["cell"].endswith("(comment)")
+            else float(r["old_manual_score"])
+        )
         for r in csv.DictReader(stale.open())
     }
     assert rows == {
         **{(STUDENT, g): v for g, v in graded_by_hand.manual[STUDENT].items()},
         **{(STUDENT, f"{g} (extra credit)"): v for g, v in graded_by_hand.extra.items()},
+        (STUDENT, f"{WRITTEN} (comment)"): graded_by_hand.comment,
     }, rows
     for grade_id in graded_by_hand.manual[STUDENT]:
         assert (
@@ -601,6 +606,7 @@ def test_resubmission_after_a_manual_grade_reports_the_stale_scores(
     state = gradebook_state(course)
     # The corrected version: every test cell's points by autograde, the written answer to grade again.
     assert state[STUDENT]["manual"] == {} and state[STUDENT]["extra"] == {}, state
+    assert state[STUDENT]["comments"] == {}, state  # the old version's comment is not shown
     assert state[STUDENT]["score"] == sum(course.points.values()), state
     assert state[STUDENT]["needs_manual_grade"], state
     assert state[CLASSMATE]["manual"] == graded_by_hand.manual[CLASSMATE], state

@@ -1,16 +1,16 @@
 """The library's layering (issue 23), measured by tools/import_graph.py on the real source.
 
 The issue's "Show": no circle except the Tensor <-> ops one, at most 10 imports that run
-upward, no ``noqa: E402`` in ``torchlight/``. One file is let through for now, by name:
-``backends/cuda/kernels.py`` (its two late imports set numba's CUDA configuration before numba
-loads); the engine work of issue 23 removes them, and then ``ALLOWED_LATE`` goes too. Beyond
-the issue: no module below ``nn/`` imports ``nn``, ``nn/functional.py`` only re-exports and no
-topic file imports it, and ``nn/`` and ``train/`` have no import inside a function.
+upward, no ``noqa: E402`` in ``torchlight/``. Beyond the issue: no module below ``nn/``
+imports ``nn``, ``nn/functional.py`` only re-exports and no topic file imports it, ``nn/`` and
+``train/`` have no import inside a function, and no Function in ``ops/`` inherits another one
+to reuse its code (composition: ``Min`` hands its steps to ``Max``).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import pathlib
 
@@ -22,8 +22,6 @@ spec.loader.exec_module(import_graph)
 
 REPORT = import_graph.report()
 EDGES, FILES = import_graph.graph()
-#: The one file allowed a ``noqa: E402`` until the engine work removes it (see above).
-ALLOWED_LATE = "torchlight/backends/cuda/kernels.py:"
 
 
 def test_every_module_has_a_layer() -> None:
@@ -39,9 +37,25 @@ def test_no_circle_but_the_tensor_and_its_ops() -> None:
     assert REPORT["bad_circles"] == [], "\n".join(REPORT["bad_circles"])
 
 
-def test_no_late_import_noqa_outside_the_cuda_kernels() -> None:
-    others = [late for late in REPORT["late"] if not late.startswith(ALLOWED_LATE)]
-    assert others == [], "\n".join(others)
+def test_no_late_import_noqa() -> None:
+    assert REPORT["late"] == [], "\n".join(REPORT["late"])
+
+
+def test_no_function_inherits_another_to_reuse_it() -> None:
+    import inspect
+    import pkgutil
+
+    import torchlight.ops
+    from torchlight.autograd import Function
+
+    reused = []
+    for info in pkgutil.iter_modules(torchlight.ops.__path__):
+        module = importlib.import_module(f"torchlight.ops.{info.name}")
+        for name, cls in vars(module).items():
+            ours = inspect.isclass(cls) and cls.__module__ == module.__name__
+            if ours and issubclass(cls, Function) and cls.__bases__ != (Function,):
+                reused.append(f"{module.__name__}.{name}{cls.__bases__}")
+    assert reused == [], "\n".join(reused)
 
 
 def test_nn_and_train_import_nothing_inside_a_function() -> None:

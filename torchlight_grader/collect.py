@@ -293,6 +293,10 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
                 writer.writerow(["student", "assignment", "notebook", "cell", "old_manual_score"])
             writer.writerows(stale)
         for row in stale:
+            if row[3].endswith(" (comment)"):
+                print(f"STALE manual comment of {row[0]} {row[2]}/{row[3]} (the student "
+                      f"resubmitted): cleared, review it in the Formgrader ({path})")  # fmt: skip
+                continue
             print(f"STALE manual score {row[4]} of {row[0]} {row[2]}/{row[3]} (the student "
                   f"resubmitted): cleared, review it in the Formgrader ({path})")  # fmt: skip
     print(f"collect {assignment}: {len(accepted)} accepted, {len(report) - len(accepted)} "
@@ -334,7 +338,9 @@ def _install(course: Path, assignment: str, entry: Entry) -> bool | None:
 
 def clear_manual_scores(course: Path, assignment: str, student: str,
                         db_url: str | None) -> list[list[str]]:  # fmt: skip
-    """Manual scores given on the submission a resubmission replaced: cleared and returned."""
+    """Manual scores, extra credit and comments given on the submission a resubmission
+    replaced: cleared and returned (a comment on an old version must not reach the new
+    version's feedback page)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     db = db_url or os.environ.get("COURSE_DB_URL") or f"sqlite:///{course / 'gradebook.db'}"
@@ -357,6 +363,11 @@ def clear_manual_scores(course: Path, assignment: str, student: str,
                     cell = f"{grade.name} (extra credit)"
                     rows.append([student, assignment, nb.name, cell, f"{grade.extra_credit:g}"])
                     grade.extra_credit = None
+            for comment in nb.comments:
+                if comment.manual_comment:
+                    cell = f"{comment.name} (comment)"
+                    rows.append([student, assignment, nb.name, cell, comment.manual_comment])
+                    comment.manual_comment = None
         gb.db.commit()
     return rows
 

@@ -485,14 +485,19 @@ class Cat(Function):
         return tuple(grads)
 
 
-class Min(Max):
-    r"""$f(x) = \min_{i \in \text{dims}} x_i$: the gradient goes to the minimum, split at ties."""
+class Min(Function):
+    r"""$f(x) = \min_{i \in \text{dims}} x_i$: the gradient goes to the minimum, split at ties.
+
+    The same rule as :class:`Max`, so it hands both steps to it (composition, not inheritance).
+    """
 
     @staticmethod
-    def forward(
-        ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool, op: str = "min"
-    ) -> Tensor:
+    def forward(ctx: Context, a: Tensor, dims: tuple[int, ...], keepdim: bool) -> Tensor:
         return Max.forward(ctx, a, dims, keepdim, op="min")
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> Tensor:
+        return Max.backward(ctx, grad_output)
 
 
 class Cast(Function):
