@@ -111,10 +111,11 @@ def test_gpu_check_reports_a_failing_item_and_goes_on(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             import sys
+            import torchlight.nn.conv
             import torchlight.nn.functional as F
             def conv2d(*args, **kwargs):
                 raise RuntimeError("conv2d is broken on purpose")
-            F.conv2d = conv2d
+            F.conv2d = torchlight.nn.conv.conv2d = conv2d  # the face and the topic file nn.Conv2d uses
             """
         )
     )

@@ -319,8 +319,14 @@ def failure_page(student: str, assignment: str, notebook: str, cause: str) -> st
 
 
 def write_failure_pages(course: Path, unit: Unit, runs: Sequence[Run], since: float) -> None:
-    """For each notebook of a failed submission without a page from this run: the failure page."""
+    """For each notebook of a failed submission without a page from this run: the failure page.
+    A student id outside the safe alphabet gets none (autograde refused it: its name is the
+    attack, and a folder named after it would reach the exports and the exchange)."""
+    from torchlight_grader.ids import is_safe_student_id
+
     student, assignment = unit
+    if not is_safe_student_id(student):
+        return
     cause = cause_of(next(r.output for r in runs if r.returncode != 0))
     folder = course / "feedback" / student / assignment
     for nb in sorted((course / "submitted" / student / assignment).glob("*.ipynb")):

@@ -362,13 +362,15 @@ def run(args: argparse.Namespace, progress: dict[str, Any] | None = None) -> flo
     progress["epoch"] = start_epoch
     report_every = max(1, args.epochs // 10)
     for epoch in range(start_epoch + 1, args.epochs + 1):
-        with tqdm(
-            total=len(loader),
-            desc=f"epoch {epoch}/{args.epochs}",
-            unit="batch",
-            file=sys.stderr,
-            leave=False,
-        ) as bar:
+        with ctrl_c_deferred():  # a Ctrl-C inside tqdm's set-up leaves a half-made bar behind
+            bar = tqdm(  # whose __del__ prints a traceback
+                total=len(loader),
+                desc=f"epoch {epoch}/{args.epochs}",
+                unit="batch",
+                file=sys.stderr,
+                leave=False,
+            )
+        with bar:
             loss, accuracy, step = train_epoch(model, optimizer, loader, step, bar)
         if epoch % report_every == 0 or epoch == args.epochs:  # about ten summary lines
             line = f"epoch {epoch}/{args.epochs}: loss {loss:.4f}, train accuracy {accuracy:.2%}"

@@ -193,10 +193,12 @@ def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -
     valid_loss = math.nan
     for epoch in range(start_epoch + 1, args.epochs + 1):
         total = 0.0
-        with tqdm(
-            total=len(loader), desc=f"epoch {epoch}/{args.epochs}", unit="batch", file=sys.stderr,
-            leave=False,
-        ) as bar:  # fmt: skip
+        with ctrl_c_deferred():  # a Ctrl-C inside tqdm's set-up leaves a half-made bar behind
+            bar = tqdm(  # whose __del__ prints a traceback
+                total=len(loader), desc=f"epoch {epoch}/{args.epochs}", unit="batch",
+                file=sys.stderr, leave=False,
+            )  # fmt: skip
+        with bar:
             for batch, (x, y) in enumerate(loader, start=1):
                 step += 1
                 loss = language_model_loss(model, x, y)

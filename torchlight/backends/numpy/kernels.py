@@ -62,6 +62,7 @@ def quietly(ufunc: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """``x @ weight.T + bias`` (the fused ``linear``), the bias added in place."""
     threads.for_matmul(x.shape, weight.shape[::-1])  # issue 26: as in matmul
     out = np.matmul(x, weight.T)
     if bias is not None:
@@ -123,6 +124,9 @@ def lstm_forward(
     h0: np.ndarray,
     c0: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A whole LSTM layer forward (the override of the readable recurrence): ``(h, c)`` of
+    every step stacked as ``out``, plus the activated gates and ``tanh(c)`` that
+    :func:`lstm_backward` reads; each step's gates updated in place in arrays made once."""
     steps, batch, four = xp.shape
     size = four // 4
     out = np.empty((2, steps, batch, size), xp.dtype)
@@ -157,6 +161,8 @@ def lstm_backward(
     tanh_c: np.ndarray,
     grad_out: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Backpropagation through time for :func:`lstm_forward`'s layer: the gradients of the
+    gate pre-activations, ``w_hh``, ``b_hh``, ``h0`` and ``c0``, in place where it can."""
     steps, batch, size = out.shape[1:]
     grad_z = np.empty(gates.shape, gates.dtype)
     grad_h, grad_c = grad_out[0, -1].copy(), grad_out[1, -1].copy()
