@@ -5,7 +5,10 @@ A tensor made by a :class:`Function` carries a :class:`History`: the Function (`
 :meth:`History.chain_rule` is one step of the backward walk (:mod:`~torchlight.autograd.engine`):
 $\partial L/\partial x_i = \sum_{\text{uses of } x_i} \partial L/\partial f \cdot \partial f/\partial x_i$.
 ``deriv`` is $\partial L / \partial\,\text{node}$ (the Tutorial 2 page's word); a Function's
-``backward`` receives it as ``grad_output`` (PyTorch's parameter name).
+``backward`` receives it as ``grad_output`` (PyTorch's parameter name). The tensor ``forward``
+returns becomes the graph node (as in PyTorch; an input returned as it came gets a new tensor):
+to use it in ``backward``, keep it with ``ctx.save_for_backward`` (held weakly, no reference
+cycle), not as a ``ctx`` attribute (a cycle that only the garbage collector frees).
 
 Example (a Function of your own; ``Mul`` in :mod:`torchlight.ops.arithmetic` is a built-in one):
     >>> import torchlight as tl
@@ -60,9 +63,9 @@ class Context:
     _freed = False
     _non_differentiable: tuple[Any, ...] = ()
 
-    def __init__(self, fn_name: str = "Function", args: tuple[Any, ...] = ()) -> None:
-        self._fn_name, self.forward_args = fn_name, args
-        self.needs_input_grad = tuple([getattr(a, "requires_grad", False) for a in args])
+    def __init__(self, fn_name: str = "Function", args: tuple = (), needs: tuple = ()) -> None:
+        # needs_input_grad (PyTorch's name): per forward argument, a tensor that requires grad?
+        self._fn_name, self.forward_args, self.needs_input_grad = fn_name, args, needs
 
     if TYPE_CHECKING:  # Functions stash arbitrary attributes (ctx.dim = 1)
 
@@ -194,26 +197,26 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
-        """Run ``forward``; if a tensor argument requires grad, return a graph node: a new
-        tensor on the result's storage whose History records this call."""
-        ctx = Context(cls.__name__, args)
-        recording = _GradMode.enabled and any(ctx.needs_input_grad)
-        enabled, _GradMode.enabled = _GradMode.enabled, False  # forward's ops are not recorded
+        """Run ``forward``; if a tensor argument requires grad, its result is a graph node."""
+        on = _GradMode.enabled  # (off inside no_grad, inside a forward, in a plain backward)
+        needs = tuple([getattr(a, "requires_grad", False) for a in args]) if on else ()
+        ctx, recording = Context(cls.__name__, args, needs), any(needs)
+        _GradMode.enabled = False  # forward's own ops are not recorded
         try:
             result = cls.forward(ctx, *args, **kwargs)
         finally:
-            _GradMode.enabled = enabled
+            _GradMode.enabled = on
         if not hasattr(result, "requires_grad"):
             raise TypeError(f"{cls.__name__}.forward must return a Tensor, not {type(result)}")
         if not recording or _marked(cls, ctx, result):
             return result
-        node = result.detach()  # (forward's result itself is left as it was made)
-        node.history = History(cls, ctx, tuple([a for a in args if hasattr(a, "requires_grad")]))
-        node.requires_grad = True
-        if any(t is result for t in ctx._saved):  # a saved output is the node, held weakly
-            # (as PyTorch's SavedVariable): the node holds this ctx, so no cycle
-            ctx._saved = tuple([weakref.ref(node) if t is result else t for t in ctx._saved])
-        return node
+        if result.requires_grad or id(result) in map(id, args):  # not made by forward:
+            result = result.detach()  # the node is a new tensor on its storage
+        elif id(result) in map(id, ctx._saved):  # a saved output, held weakly: no cycle
+            ctx._saved = tuple([weakref.ref(t) if t is result else t for t in ctx._saved])
+        result.history = History(cls, ctx, tuple([a for a in args if hasattr(a, "requires_grad")]))
+        result.requires_grad = True
+        return result
 
 
 def _marked(cls: type[Function], ctx: Context, result: Any) -> bool:

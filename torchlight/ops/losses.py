@@ -141,7 +141,8 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None, None, None]:
         (x,) = ctx.saved_tensors
-        softmax = x.softmax(1)  # (from x: a create_graph backward is differentiable in x)
+        softmax = LogSoftmaxFunction.apply(x, 1).exp()  # (recorded under create_graph: the
+        # gradient is differentiable in x; the fused log_softmax is one backend call)
         one_hot = _one_hot(softmax, softmax.shape, ctx.picks)  # the truth
         scale = _per_row(grad_output, ctx.reduction, softmax.shape[0])
         return (softmax - one_hot) * scale, None, None, None  # prediction minus truth
