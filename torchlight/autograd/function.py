@@ -63,8 +63,9 @@ class Context:
     _freed = False
     _non_differentiable: tuple[Any, ...] = ()
 
-    def __init__(self, fn_name: str = "Function", args: tuple = (), needs: tuple = ()) -> None:
+    def __init__(self, fn_name: str = "Function", args: tuple = (), needs: Any = ()) -> None:
         # needs_input_grad (PyTorch's name): per forward argument, a tensor that requires grad?
+        # None when the op is not recorded: its backward never runs, so nothing is kept
         self._fn_name, self.forward_args, self.needs_input_grad = fn_name, args, needs
 
     if TYPE_CHECKING:  # Functions stash arbitrary attributes (ctx.dim = 1)
@@ -74,10 +75,10 @@ class Context:
 
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors``, with their version counters, until backward has run."""
-        self._saved = tensors
-        self._versions = [
-            (t._version, t._version.value) if hasattr(t, "_version") else None for t in tensors
-        ]
+        if self.needs_input_grad is not None:  # (None: not recorded, backward never runs)
+            self._saved = tensors
+            self._versions = [(t._version, t._version.value) if hasattr(t, "_version") else None
+                              for t in tensors]  # fmt: skip
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
         """Forward's output is not differentiable (an index, a mask): it gets no history."""
@@ -117,8 +118,7 @@ class History:
 
     def __init__(self, last_fn: type[Function], ctx: Context, parents: tuple[Any, ...]) -> None:
         self.last_fn, self.ctx, self.parents = last_fn, ctx, parents
-        # Each parent's History now: an in-place op may give a parent a new one later.
-        self.parent_histories = tuple([t.history for t in parents])
+        self.parent_histories = tuple([t.history for t in parents])  # an in-place op may change one
 
     def recorded_parents(self) -> list[Any]:
         """The parents as this node saw them: ``y.add_(1)`` gives ``y`` a new History whose first
@@ -140,7 +140,9 @@ class History:
         """One step of the chain rule: ``(parent, dL/dparent)`` for each parent that needs it.
         A broadcast parent's gradient is summed back to its shape (``unbroadcast``)."""
         grads = self.last_fn.backward(self.ctx, deriv)
-        grads = _one_per_parent(self, grads if isinstance(grads, tuple) else (grads,))
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        if len(grads) != len(self.parents):  # one per forward argument (PyTorch's way)
+            grads = _one_per_parent(self, grads)
         pairs = []
         for i, (parent, grad) in enumerate(zip(self.recorded_parents(), grads, strict=True)):
             if grad is not None and parent.requires_grad:
@@ -154,8 +156,6 @@ class History:
 def _one_per_parent(history: History, grads: tuple[Any, ...]) -> tuple[Any, ...]:
     """The parents' gradients: one per tensor, or (PyTorch's way) one per forward argument."""
     fn, args, n = history.last_fn.__name__, history.ctx.forward_args, len(history.parents)
-    if len(grads) == n:
-        return grads
     if len(grads) != len(args):
         raise RuntimeError(
             f"{fn}.backward returned {len(grads)} gradient(s), but {fn}.forward took {n} tensor "
@@ -185,11 +185,10 @@ def _fitted(fn: type[Function], i: int, parent: Any, grad: Any) -> Any:
 
 
 class Function:
-    r"""A differentiable operation: a ``forward``/``backward`` pair of static methods.
-
-    Subclass it (the module's example) and call ``YourFunction.apply(*inputs)``. ``forward(ctx, *inputs)`` computes the
-    result with recording off; ``backward(ctx, grad_output)`` returns, for each tensor input,
-    $\partial L / \partial \text{input}_i = $ ``grad_output`` $\cdot\ \partial f / \partial \text{input}_i$.
+    r"""A differentiable operation: a ``forward``/``backward`` pair of static methods; subclass
+    it (the module's example) and call ``YourFunction.apply(*inputs)``. ``forward(ctx, *inputs)``
+    computes the result with recording off; ``backward(ctx, grad_output)`` returns, for each
+    tensor input, ``grad_output`` $\cdot\ \partial f / \partial \text{input}_i$.
     """
 
     forward: Callable[..., Any]  # (ctx, *inputs) -> Tensor, a staticmethod of each subclass
@@ -199,8 +198,9 @@ class Function:
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run ``forward``; if a tensor argument requires grad, its result is a graph node."""
         on = _GradMode.enabled  # (off inside no_grad, inside a forward, in a plain backward)
-        needs = tuple([getattr(a, "requires_grad", False) for a in args]) if on else ()
-        ctx, recording = Context(cls.__name__, args, needs), any(needs)
+        needs = tuple([getattr(a, "requires_grad", False) for a in args]) if on else None
+        ctx = Context(cls.__name__, args, needs)
+        recording = needs is not None and any(needs)
         _GradMode.enabled = False  # forward's own ops are not recorded
         try:
             result = cls.forward(ctx, *args, **kwargs)
