@@ -9,6 +9,13 @@ sandbox). Prints seconds side by side and the ratio.
 Usage::
 
     .venv/bin/python benchmarks/bench_sandbox.py [REPEATS]
+    .venv/bin/python benchmarks/bench_sandbox.py --margins [--busy N]
+
+``--margins``: which timeout binds first. Grades every solution once in bubblewrap and prints,
+slowest first, how long each hidden check took against its own timeout, and how long the
+notebook's cells took against the cell timeout and the notebook budget (the cells run one
+after another, so their total bounds the slowest one). ``--busy N`` keeps N extra processes
+spinning on the CPU meanwhile (a loaded grading machine); the load average is printed.
 """
 
 from __future__ import annotations
@@ -94,7 +101,73 @@ def use(unsafe: bool) -> None:
     sandbox.ensure_available()
 
 
+def margins(busy: int) -> None:
+    """Each item's and each notebook's cells' time against the timeout that would stop it."""
+    import multiprocessing
+
+    use(False)
+    rows: list[tuple[float, str, float, float]] = []  # (fraction, what, seconds, limit)
+    collect = sandbox._collect
+    receive = sandbox.Sandbox.receive
+
+    def timed_collect(box, item, nonce, timeout, limits, deadline):  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        outcome = collect(box, item, nonce, timeout, limits, deadline)
+        took = time.perf_counter() - start
+        rows.append((took / float(item["timeout"]), f"item {item['id']}", took, item["timeout"]))
+        return outcome
+
+    sandbox._collect = timed_collect  # (measuring only: the grader itself is unchanged)
+    burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(busy)]
+    for b in burners:
+        b.start()
+    limits = sandbox.Limits()
+    try:
+        for assignment in ASSIGNMENTS:
+            cells, tests, _ = solution(assignment)
+            start = time.perf_counter()
+            state = {"first": None}
+
+            def first_receive(self, deadline, _state=state, _start=start):  # type: ignore[no-untyped-def]
+                message = receive(self, deadline)
+                if _state["first"] is None and isinstance(message, dict) and "cells" in message:
+                    _state["first"] = time.perf_counter() - _start
+                return message
+
+            sandbox.Sandbox.receive = first_receive  # type: ignore[method-assign]
+            verdicts = grade(assignment, cells, tests, seed=0)
+            sandbox.Sandbox.receive = receive  # type: ignore[method-assign]
+            total = time.perf_counter() - start
+            failed = [k for k, v in verdicts.items() if not v.passed]
+            cells_s = state["first"] or 0.0
+            rows.append((cells_s / limits.cell_timeout, f"{assignment} cells (all)", cells_s,
+                         limits.cell_timeout))  # fmt: skip
+            rows.append((total / limits.budget, f"{assignment} notebook", total, limits.budget))
+            print(
+                f"{assignment}: {total:.2f} s, {len(verdicts)} checks, failed: {failed or 'none'}"
+            )
+    finally:
+        for b in burners:
+            b.terminate()
+        sandbox._collect = collect
+    load = os.getloadavg()
+    print(f"\nload average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} ({os.cpu_count()} CPUs, "
+          f"{busy} extra spinning processes); slowest against its timeout first:")  # fmt: skip
+    print(f"{'what':>40} {'seconds':>8} {'timeout':>8} {'used':>6}")
+    for fraction, what, took, limit in sorted(rows, reverse=True)[:15]:
+        print(f"{what:>40} {took:8.2f} {limit:8.1f} {fraction:6.0%}")
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
 def main() -> None:
+    if "--margins" in sys.argv:
+        busy = int(sys.argv[sys.argv.index("--busy") + 1]) if "--busy" in sys.argv else 0
+        margins(busy)
+        return
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     # alternate the two modes, so that a change in the machine's load hits both alike
     times: dict[tuple[str, bool], list[tuple[float, float]]] = {}
