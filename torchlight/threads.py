@@ -106,6 +106,7 @@ def free_cores() -> int:
     the CPUs this process may use (``os.sched_getaffinity``) out of the machine's. Read at most
     once a second (:data:`LOAD_INTERVAL`); where there is no load average, every CPU is free.
 
+    >>> import os
     >>> import torchlight as tl
     >>> 1 <= tl.threads.free_cores() <= (os.cpu_count() or 1)
     True
