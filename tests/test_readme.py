@@ -174,6 +174,10 @@ def run_pasted(workdir: Path, setup: list[str], command: str) -> Pasted:
                     lab = probe_lab(started[0])
                 except (OSError, AssertionError) as error:
                     lab = {"error": repr(error)}
+                # jupyter_server logs from its SIGTERM handler: a signal that lands while it
+                # writes a log line (the probe's 404, written after the reply) raises a
+                # reentrant-write RuntimeError there, and the stop is lost (seen: 2 in 16)
+                time.sleep(1)
             os.killpg(proc.pid, long[2])
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(20)
