@@ -36,10 +36,10 @@ it; not idle: the lead re-runs it idle), from commits b66a2e4 and 7be5d1c, pip's
     GPT command, time per epoch        1.7 min, projected from 136/618 steps of epoch 1
                                        (8 min for its 5 epochs)                 load 3.5
     README shell commands (9)          all rc 0 in the second run; in the first, `make lab`
-                                       failed once: JupyterLab did not stop within 20 s of
-                                       SIGTERM (a logging error while logging the harness's
-                                       /formgrader probe, 404); 1 more in 14 retries, not
-                                       explained yet
+                                       failed: JupyterLab lost the harness's SIGTERM (its
+                                       handler logs, and a signal landing while it writes the
+                                       probe's 404 line raises a reentrant-write RuntimeError);
+                                       the harness now waits 1 s after its probe (397130a)
       make lab 5-25 s, make homework 34-54 s (installs the course extra), make test stopped
       once started 1 s, make homework-check A=a1 11-19 s, torchlight.compat 0.5 s, the
       shakespeare GPT (stopped at epoch 1) 1.6 s, generate 0.7-1.2 s, the BPE GPT 13-22 s
