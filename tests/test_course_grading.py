@@ -186,6 +186,57 @@ def test_every_graded_function_exists_and_no_solution_is_flagged() -> None:
         assert library_autograd([source]) == [], notebook
 
 
+KILLED_GRADER = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from test_course_grading import a1, unary
+from torchlight_grader import graded_library
+copy = Path(graded_library.for_notebook("a1_functions")[0][0]).parent
+verdict = "not graded"
+if sys.argv[2] == "grade":
+    honest = unary("Exp", 'x._map("exp")', "grad_output * x.exp()")
+    verdict = a1([("exp", honest)], ["test_exp"])["test_exp"]
+print(copy, verdict, flush=True)
+sys.stdin.read()  # until told to go: then it exits as a grader does
+"""
+
+
+def test_a_killed_graders_library_copies_are_removed_by_the_next_one() -> None:
+    """Issue 24: a grading process killed with SIGKILL leaves its grader-built library copy in
+    /tmp (no exit handler runs); the next grading process removes it, leaves a live grader's
+    alone, grades an honest answer as usual, and removes its own copy when it exits."""
+    import signal
+
+    def start(grade: bool = False) -> tuple[subprocess.Popen, Path, str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILLED_GRADER, str(ROOT / "tests"), "grade" if grade else ""],
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        assert proc.stdout and proc.stderr and proc.stdin
+        line = proc.stdout.readline().split(maxsplit=1)
+        assert len(line) == 2, (line, proc.stderr.read())
+        return proc, Path(line[0]), line[1]
+
+    killed, killed_copy, _ = start()
+    live, live_copy, _ = start()  # a grader still at work: its copy must stay
+    try:
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+        assert (killed_copy / "torchlight").is_dir(), "the killed grader built nothing to leak"
+        after, after_copy, verdict = start(grade=True)
+        after.communicate("")
+        assert not killed_copy.exists(), f"{killed_copy} leaked past the next grader"
+        assert (live_copy / "torchlight").is_dir(), "a live grader's copy was removed"
+        assert not after_copy.exists(), "a grader that exits leaves its copy"
+        assert verdict.startswith("Verdict(passed=True"), verdict
+    finally:
+        live.communicate("")
+        killed.kill()
+    assert not live_copy.exists()
+
+
 def test_student_code_cannot_write_a_frame_the_grader_reads() -> None:
     """Issue 24 item 7: a thread the last cell left running in the process that receives the
     items forges Tanh's result and status into every pipe and socket it has; the slow, wrong

@@ -59,6 +59,51 @@ def test_default_is_physical_cores_or_the_environment():
     assert one.stdout == "1 {1}\n", one.stderr
 
 
+LOADED = """
+import os, sys
+reads = []
+def loadavg():  # the machine's load average, as given on the command line
+    reads.append(1)
+    return (float(sys.argv[1]),) * 3
+os.getloadavg = loadavg
+import torchlight as tl
+from threadpoolctl import threadpool_info
+def blas():
+    return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+import time
+y = tl.randn(200, 200)
+start, first = time.monotonic(), len(reads)
+for _ in range(500):
+    _ = y @ y
+seconds = time.monotonic() - start  # the load is read at most once a second
+print(tl.get_num_threads(), blas(), len(reads) - first <= 1 + seconds)
+tl.set_num_threads(2)
+_ = y @ y
+print(tl.get_num_threads(), blas())
+"""
+
+
+def test_the_default_gives_a_busy_machine_fewer_threads_and_a_set_number_stays():
+    """With nobody choosing a number, a large matmul gets no more BLAS threads than the CPUs
+    others leave free (the load average, read at most once a second though 500 matmuls ask):
+    one on a machine loaded far past its CPUs, all of them on an idle one. ``get_num_threads``
+    still says the default, and ``set_num_threads(2)`` is obeyed on the busy machine."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    cores = tl.threads.physical_cores()
+
+    def run(load: float) -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", LOADED, str(load)], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()
+
+    busy = run(100.0 * (os.cpu_count() or 1))
+    assert busy == [f"{cores} {{1}} True", "2 {2}"]
+    idle = run(0.0)
+    assert idle == [f"{cores} {{{cores}}} True", "2 {2}"]
+
+
 def test_threads_for_small_work_is_one():
     assert tl.threads.threads_for(8 * 8 * 8) == 1
     assert 1 <= tl.threads.threads_for(2048 * 96 * 96) <= tl.get_num_threads()

@@ -19,6 +19,12 @@ What stays reachable: every other Function's backward (a student can rebuild a d
 of ops this notebook does not grade: flagged from the code's structure by
 :mod:`torchlight_grader.structure`, see assignments/README.md). Real PyTorch, when it is
 installed in the environment, is hidden from the same sandbox (:func:`hidden_packages`).
+
+Where the copies live: one folder per grading process, ``<tmp>/torchlight-graded-<pid>-<start
+time>-<random>`` (:func:`process_dir`), removed when the process ends. A process killed with
+SIGKILL cannot remove it, so the next grading process removes every such folder of this user
+whose process is gone (the pid is not running, or runs a later process: its start time
+differs), and the pre-fix ``torchlight-graded-<random>`` folders older than a day.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import os
 import py_compile
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -119,12 +126,81 @@ def _without_backward(source: str, classes: Iterable[str], path: str) -> str:
     return "".join(lines)
 
 
+PREFIX = "torchlight-graded-"
+#: A pre-fix folder (no pid in its name) is removed once this old: no grading runs a day long.
+LEGACY_AGE = 24 * 3600
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, Linux), "" where /proc cannot
+    say, None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return ""
+
+
+def remove_stale(tmp: Path) -> list[Path]:
+    """Remove this user's grader-built copies under ``tmp`` whose grading process is gone
+    (killed before its exit handler ran); returns what it removed."""
+    removed = []
+    for path in tmp.glob(PREFIX + "*"):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not path.is_dir() or path.is_symlink() or info.st_uid != os.getuid():
+            continue
+        parts = path.name[len(PREFIX) :].split("-")
+        if len(parts) == 3 and parts[0].isdigit():
+            started = _start_time(int(parts[0]))
+            if started is not None and started in ("", parts[1]):
+                continue  # its process is alive (or /proc cannot tell): leave it
+        elif time.time() - info.st_mtime < LEGACY_AGE:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _remove_own(root: Path, pid: int) -> None:
+    if os.getpid() == pid:  # not from a forked child that inherited the handler
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@functools.cache
+def process_dir() -> Path:
+    """This process's folder for its grader-built copies (made once, stale ones removed first;
+    removed at exit). Its name carries the pid and the process's start time, so a later
+    process can tell it from a live one; the random part keeps the name unguessable."""
+    tmp = Path(tempfile.gettempdir())
+    remove_stale(tmp)
+    pid = os.getpid()
+    started = _start_time(pid) or "0"
+    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{started}-", dir=tmp))
+    atexit.register(_remove_own, root, pid)
+    os.chmod(root, 0o755)  # the sandbox's user reads the copies; mkdtemp made it 0700
+    return root
+
+
+def _fresh_folder() -> Path:
+    root = Path(tempfile.mkdtemp(dir=process_dir()))
+    os.chmod(root, 0o755)
+    return root
+
+
 def _copy(src: Path) -> Path:
     """A fresh folder holding a copy of ``src`` (removed when this process ends)."""
-    root = Path(tempfile.mkdtemp(prefix="torchlight-graded-"))
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
-    os.chmod(root, 0o755)
-    dst = root / src.name
+    dst = _fresh_folder() / src.name
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dst
 
@@ -178,10 +254,7 @@ def build(names: frozenset[str]) -> Path:
                 raise GradedLibraryError(f"{cls.__qualname__} is defined outside {src}: {file}")
             by_file.setdefault(file.relative_to(src), set()).add(cls.__name__)
     base = compiled()
-    root = Path(tempfile.mkdtemp(prefix="torchlight-graded-"))
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
-    os.chmod(root, 0o755)
-    dst = root / src.name
+    dst = _fresh_folder() / src.name
     shutil.copytree(base, dst)  # byte code included: copy2 keeps the mtimes it was checked by
     for rel, classes in sorted(by_file.items()):
         text = _without_backward((src / rel).read_text(encoding="utf-8"), classes, str(rel))
