@@ -31,7 +31,7 @@ import pytest
 from pg_server import PostgresServer
 from submissions import a1_functions
 from submissions.catalog import build
-from submissions.pipeline import ROOT, make_course, nbgrader, notebooks, stop_group, submit
+from submissions.pipeline import ROOT, nbgrader, notebooks, released_course, stop_group, submit
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
 
@@ -99,10 +99,9 @@ def kill_a_worker_mid_task(scheduler_file: Path, grading: subprocess.Popen[bytes
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     where = tmp_path_factory.mktemp("dask")
-    course = make_course(where / "serial")
+    course = released_course(where / "serial", A)  # a copy of the session's release
     (course / "roster.csv").write_text(ROSTER)
     nbgrader(course, "db", "student", "import", "roster.csv")
-    nbgrader(course, "generate_assignment", A, "--force")
     source, release = notebooks(course, A)
     for student, name in STUDENTS.items():
         submit(course, student, A, build(BY_NAME[name], source, release))
