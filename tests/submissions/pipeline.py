@@ -17,7 +17,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -129,22 +128,12 @@ def max_points(source_nb: Any) -> dict[str, float]:
 
 
 def grade_all(
-    course: Path,
-    extra: Iterable[str] = (),
-    log: list[str] | None = None,
-    groups: Iterable[str] = ("*",),
+    course: Path, extra: Iterable[str] = (), log: list[str] | None = None
 ) -> dict[str, float]:
-    """autograde + generate_feedback + both exports; seconds per step.
-
-    ``groups``: assignment names (or patterns) graded by concurrent nbgrader processes, one per
-    group, each step waiting for all (on a 2-core machine two processes take ~40% off, since
-    one nbgrader process spends much of its time waiting for its sandboxes to start). The
-    gradebook takes the concurrent writers as ``make course-grade JOBS=2`` does (sqlite's lock,
-    ``?timeout=600`` in the course's config); the exports run once, after every group."""
-    groups = tuple(groups)
+    """autograde + generate_feedback + both exports; seconds per step."""
     return {
-        "autograde": _each(course, groups, "autograde", "--force", *extra, log=log),
-        "feedback": _each(course, groups, "generate_feedback", "--force", log=log),
+        "autograde": nbgrader(course, "autograde", "*", "--force", *extra, log=log),
+        "feedback": nbgrader(course, "generate_feedback", "*", "--force", log=log),
         "export": nbgrader(course, "export", "--to=grades.csv", log=log),
         "export_items": nbgrader(
             course,
@@ -154,18 +143,6 @@ def grade_all(
             log=log,
         ),
     }
-
-
-def _each(
-    course: Path, groups: tuple[str, ...], step: str, *args: str, log: list[str] | None
-) -> float:
-    """``nbgrader STEP GROUP ARGS`` for every group at once; the wall-clock seconds of all."""
-    start = time.perf_counter()
-    with ThreadPoolExecutor(len(groups)) as pool:
-        runs = [pool.submit(nbgrader, course, step, group, *args, log=log) for group in groups]
-        for run in runs:
-            run.result()  # raises the first failure, with its output
-    return time.perf_counter() - start
 
 
 def secret_lines(source_nb: Any) -> tuple[list[str], list[str]]:
