@@ -1,9 +1,8 @@
 """The nbgrader course, graded by the real nbgrader CLI: every catalog submission, item by item.
 
 One module-scoped fixture builds a temporary copy of the course, releases every assignment,
-hands in every submission of ``tests/submissions`` as its own student, then autogrades and
-generates feedback (two nbgrader processes at once, each over its own assignments: ``GROUPS``)
-and exports grades (one nbgrader command each). The tests read the
+hands in every submission of ``tests/submissions`` as its own student, then autogrades,
+generates feedback and exports grades with one nbgrader command each. The tests read the
 exported CSVs and the produced files.
 """
 
@@ -48,9 +47,6 @@ GRADING_FLAGS = (
     "--IsolatedGrader.notebook_timeout=120",
 )
 
-# Two nbgrader processes grade at once (a1's 23 submissions; a2-a5's 19, heavier ones).
-GROUPS = ("a1_functions", "a[2-5]_*")
-
 
 @dataclass
 class Graded:
@@ -75,7 +71,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
         for sub in CATALOG:
             if sub.assignment == assignment:
                 submit(course, sub.student, assignment, build(sub, source, release))
-    seconds.update(grade_all(course, GRADING_FLAGS, log=log, groups=GROUPS))
+    seconds.update(grade_all(course, GRADING_FLAGS, log=log))
     print("\n".join(f"{step}: {s:.1f} s" for step, s in seconds.items()))
     return Graded(course, read_items(course), read_totals(course), points, sources, seconds, log)
 
