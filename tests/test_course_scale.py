@@ -42,7 +42,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -109,7 +108,6 @@ class Term:
     stops: list[Stop] = field(default_factory=list)
     runs: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
-    pg: Future[tuple[str, subprocess.CompletedProcess[str]]] | None = None  # postgres_run
 
 
 def make(
@@ -240,11 +238,8 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
         nbformat.write(build(sub, source, release), fetched)
         as_student(home, "submit", A, f"--student={name}", exchange=exchange)
 
-    with ThreadPoolExecutor(2) as pool:  # alice and bob at the same time, each in their home
-        first = [pool.submit(hand_in, "alice", STUDENTS["alice"]),
-                 pool.submit(hand_in, "bob", BY_NAME["release"])]  # (his first version)  # fmt: skip
-        for done in first:
-            done.result()
+    hand_in("alice", STUDENTS["alice"])
+    hand_in("bob", BY_NAME["release"])  # his first version
     # The due date is now: dave submits a second late (one started day: -10%), then backdates.
     due = datetime.now(UTC)
     (course / "duedates.csv").write_text(f"name,duedate\n{A},{due:%Y-%m-%d %H:%M:%S.%f} UTC\n")
@@ -285,11 +280,8 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
     # Chromium) belongs here; course-export then carries it into the exports.
     make("course-export", course)
     make("course-feedback-release", course, f"ASSIGNMENT={A}", ex)
-    with ThreadPoolExecutor(len(homes)) as pool:
-        fetches = [pool.submit(as_student, home, "fetch_feedback", A, f"--student={name}",
-                               exchange=exchange) for name, home in homes.items()]  # fmt: skip
-        for done in fetches:
-            done.result()
+    for name, home in homes.items():
+        as_student(home, "fetch_feedback", A, f"--student={name}", exchange=exchange)
     lap("export, feedback release and fetch")
 
     # The references, from the final submissions: a full regrade of a copy of the finished
@@ -300,11 +292,6 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
                                       "logs", *EXPORTS),
     )  # fmt: skip
     t.serial = shutil.copytree(course, where / "serial" / "course", symlinks=True)
-    # The PostgreSQL run (pg_counts) on its own copy, while the full regrade runs: both only read
-    # the finished course; on 2 cores the two overlap their waits.
-    pool = ThreadPoolExecutor(1)
-    t.pg = pool.submit(postgres_run, t.postgres)
-    pool.shutdown(wait=False)
     t.outputs["full"] = grade(t.serial, 1, "--full")
     lap("the full regrade")
     return t
@@ -312,20 +299,14 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
 
 @pytest.fixture(scope="module")
 def pg_counts(term: Term) -> tuple[str, Stop | subprocess.CompletedProcess[str]]:
-    """The PostgreSQL run the term started (``postgres_run``)."""
-    assert term.pg is not None
-    return term.pg.result(timeout=900)
-
-
-def postgres_run(course: Path) -> tuple[str, subprocess.CompletedProcess[str]]:
     """The final submissions graded by two workers into a real PostgreSQL server, which is
     stopped once the first student is done, started again, and the grading rerun; returns the
     number of submissions the server's gradebook holds and the stopped run."""
     with PostgresServer() as pg:
         url = pg.create_database("gradebook")
-        setup_gradebook(course, [f"--CourseDirectory.db_url={url}"])
+        setup_gradebook(term.postgres, [f"--CourseDirectory.db_url={url}"])
         cmd = [sys.executable, str(ROOT / "tools" / "course_parallel.py"), "--course",
-               str(course), "--jobs", "2", "--assignment", A, "--db-url", url, "--", *FLAGS]  # fmt: skip
+               str(term.postgres), "--jobs", "2", "--assignment", A, "--db-url", url, "--", *FLAGS]  # fmt: skip
         err = tempfile.TemporaryFile("w+")  # noqa: SIM115 - read after the process ends
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
         assert proc.stdout is not None
@@ -340,7 +321,7 @@ def postgres_run(course: Path) -> tuple[str, subprocess.CompletedProcess[str]]:
         err.seek(0)
         down = subprocess.CompletedProcess(cmd, proc.returncode, "".join(head), err.read())
         pg.resume()
-        grade(course, 2, db_url=url)
+        grade(term.postgres, 2, db_url=url)
         return pg.psql("gradebook", "SELECT count(*) FROM submitted_assignment"), down
 
 
