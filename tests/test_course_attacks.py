@@ -1,8 +1,9 @@
 """Attacks on the grader (issue 11), through the real nbgrader CLI, in both deployments.
 
 One batch per deployment: an honest student graded before the attackers, the attackers of
-``tests/submissions/attacks.py``, an honest student after them. Grading runs as root, and again
-as an unprivileged user this test creates (its sandboxes then come from user namespaces). The
+``tests/submissions/attacks.py``, an honest student after them. Grading runs as root, and at the
+same time as an unprivileged user this test creates (its sandboxes then come from user
+namespaces). The
 attackers get nothing, the honest grades are exact, and the course, the library, the grader and
 the Python environment are unchanged apart from nbgrader's own outputs.
 """
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +31,10 @@ import pytest
 from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS
 from submissions.catalog import build
 from submissions.pipeline import (
-    make_course,
     max_points,
-    nbgrader,
     notebooks,
     read_items,
+    released_course,
     secret_lines,
     submit,
 )
@@ -157,49 +158,84 @@ def _run(prefix: list[str], args: list[str], cwd: Path, home: Path) -> subproces
     )
 
 
-@pytest.fixture(scope="module", params=["root", "unprivileged"])
-def batch(request: pytest.FixtureRequest) -> Iterator[Batch]:
+DEPLOYMENTS = ("root", "unprivileged")
+
+
+@dataclass
+class Prepared:
+    """A deployment's course with the batch handed in, before grading."""
+
+    where: Path
+    course: Path
+    prefix: list[str]
+    source: Any
+
+
+def _prepare(deployment: str, where: Path) -> Prepared:
+    prefix: list[str] = []
+    course = released_course(where, A)  # a copy of the session's release (root made it)
+    if deployment == "unprivileged":
+        uid, gid = _user()
+        for path in [where, *where.rglob("*")]:
+            os.lchown(path, uid, gid)
+        prefix = _as_user(uid, gid)
+    source, released = notebooks(course, A)
+    paths = {"COURSE": str(course), "REPO": str(ROOT), "VENV": str(VENV)}
+    for sub in BATCH:
+        submit(course, sub.student, A, build(sub, source, released, paths))
+        folder = course / "submitted" / sub.student / A
+        for change in sub.files:
+            change(folder, course)
+        if prefix:
+            for path in [folder, *folder.rglob("*")]:
+                os.lchown(path, uid, gid)
+    return Prepared(where, course, prefix, source)
+
+
+def _grade(ready: Prepared) -> subprocess.CompletedProcess:
+    return _run(
+        ready.prefix,
+        [sys.executable, str(ROOT / "tools" / "course.py"), "grade", str(ready.course),
+         "--assignment", A, "--", *FLAGS],
+        ready.course,
+        ready.where,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def batches() -> Iterator[dict[str, Batch]]:
+    """Both deployments graded at the same time (two grading processes, as two courses on one
+    host would be; on 2 cores that takes ~40% off, a batch waits much for its sandboxes). Every
+    fingerprint "before" is taken before either batch starts and every "after" once both have
+    ended, so whatever either batch's attackers change is seen by both."""
     if os.geteuid() != 0:
         pytest.fail("these tests start as root: they create the unprivileged grading user")
-    where = Path(tempfile.mkdtemp(prefix="torchlight-attacks-"))
+    wheres = {d: Path(tempfile.mkdtemp(prefix=f"torchlight-attacks-{d}-")) for d in DEPLOYMENTS}
     try:
-        prefix: list[str] = []
-        course = make_course(where)
-        if request.param == "unprivileged":
-            uid, gid = _user()
-            for path in [where, *where.rglob("*")]:
-                os.lchown(path, uid, gid)
-            prefix = _as_user(uid, gid)
-        release = _run(prefix, [str(VENV / "bin" / "nbgrader"), "generate_assignment", A, "--force"],
-                       course, where)  # fmt: skip
-        assert release.returncode == 0, release.stderr[-3000:]
-        source, released = notebooks(course, A)
-        paths = {"COURSE": str(course), "REPO": str(ROOT), "VENV": str(VENV)}
-        for sub in BATCH:
-            submit(course, sub.student, A, build(sub, source, released, paths))
-            folder = course / "submitted" / sub.student / A
-            for change in sub.files:
-                change(folder, course)
-            if prefix:
-                for path in [folder, *folder.rglob("*")]:
-                    os.lchown(path, uid, gid)
-        before = fingerprint(course)
-        graded = _run(
-            prefix,
-            [sys.executable, str(ROOT / "tools" / "course.py"), "grade", str(course),
-             "--assignment", A, "--", *FLAGS],
-            course,
-            where,
-        )  # fmt: skip
-        after = fingerprint(course)
-        print(graded.stdout[-3000:], graded.stderr[-3000:])
-        yield Batch(request.param, course, read_items(course), max_points(source), source,
-                    before, after, graded.returncode, graded.stdout + graded.stderr)  # fmt: skip
+        ready = {d: _prepare(d, wheres[d]) for d in DEPLOYMENTS}
+        before = {d: fingerprint(ready[d].course) for d in DEPLOYMENTS}
+        with ThreadPoolExecutor(len(DEPLOYMENTS)) as pool:
+            runs = {d: pool.submit(_grade, ready[d]) for d in DEPLOYMENTS}
+            graded = {d: run.result() for d, run in runs.items()}
+        after = {d: fingerprint(ready[d].course) for d in DEPLOYMENTS}
+        out = {}
+        for d in DEPLOYMENTS:
+            r, g = ready[d], graded[d]
+            print(d, g.stdout[-3000:], g.stderr[-3000:])
+            out[d] = Batch(d, r.course, read_items(r.course), max_points(r.source), r.source,
+                           before[d], after[d], g.returncode, g.stdout + g.stderr)  # fmt: skip
+        yield out
     finally:
-        shutil.rmtree(where, ignore_errors=True)
+        for where in wheres.values():
+            shutil.rmtree(where, ignore_errors=True)
         if _CREATED:
             subprocess.run(["userdel", "--force", USER], check=False, capture_output=True)
             _CREATED.clear()
+
+
+@pytest.fixture(params=DEPLOYMENTS)
+def batch(request: pytest.FixtureRequest, batches: dict[str, Batch]) -> Batch:
+    return batches[request.param]
 
 
 # ------------------------------------------------------------------------------ the tests
@@ -425,8 +461,7 @@ def test_a_course_config_that_fails_to_load_fails_closed(tmp_path: Path, breakag
     sandbox proves whether that happened."""
     from torchlight_grader.preflight import CourseConfigError, check_config
 
-    course = make_course(tmp_path)
-    nbgrader(course, "generate_assignment", "a1_functions", "--force")
+    course = released_course(tmp_path, "a1_functions")
     source, release = notebooks(course, "a1_functions")
     escaped = tmp_path / "escaped"
     nb = nbformat.from_dict(release)

@@ -89,6 +89,7 @@ class Course:
     scores: dict[str, float]  # grade_id -> bob's expected points
     verdicts: dict[str, str]  # grade_id -> the failing items' verdict (the autograded output)
     solution: Any  # the notebook carol hands in (and bob resubmits)
+    lab: Lab | None = None  # make course-lab on it (course_lab)
 
 
 def add_written_response(course: Path) -> None:
@@ -128,13 +129,55 @@ def handed_in(sub: Any, student: str, source: Any, release: Any) -> Any:
     return nb
 
 
+@dataclass
+class Lab:
+    """``make course-lab`` on the course, started as soon as the course is released."""
+
+    server: subprocess.Popen[bytes]
+    base: str
+    token: str
+    log: Any
+    log_path: Path
+
+
+def start_course_lab(course: Path) -> Lab:
+    port, token = free_port(), secrets.token_hex(16)
+    home = course.parent / "jupyter"
+    env = {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+    }
+    lab_args = (f"--no-browser --port={port} --ServerApp.port_retries=0 --ServerApp.ip=127.0.0.1 "
+                f"--IdentityProvider.token={token} --LabApp.expose_app_in_browser=True")  # fmt: skip
+    log_path = course.parent / "course-lab.log"
+    log = open(log_path, "w")  # noqa: SIM115 - closed by the course fixture
+    server = subprocess.Popen(
+        ["make", "-s", "-C", str(ROOT), "course-lab", f"COURSE={course}", f"LAB_ARGS={lab_args}"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    return Lab(server, f"http://127.0.0.1:{port}", token, log, log_path)
+
+
 @pytest.fixture(scope="module")
-def course(tmp_path_factory: pytest.TempPathFactory) -> Course:
+def course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Course]:
+    """The course, released, two submissions autograded, bob's feedback; ``make course-lab``
+    starts right after the release and comes up while the grading runs (``course_lab`` waits
+    for it): the Formgrader reads the gradebook on each request."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)")
     path = make_course(tmp_path_factory.mktemp("course_browser"))
     add_written_response(path)
     nbgrader(path, "generate_assignment", A, "--force")
+    lab = start_course_lab(path)
+    try:
+        yield _graded(path, lab)
+    finally:
+        stop_group(lab.server, timeout=20)
+        lab.log.close()
+
+
+def _graded(path: Path, lab: Lab) -> Course:
     source, release = notebooks(path, A)
     submit(path, STUDENT, A, handed_in(SUBMISSION, STUDENT, source, release))
     solution = handed_in(SOLUTION, CLASSMATE, source, release)
@@ -161,7 +204,7 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Course:
         if cell.get("outputs") and cell.outputs[0].get("output_type") == "error"
     }
     assert set(verdicts) == {g for g, s in scores.items() if s < points[g]}, verdicts
-    return Course(path, points, scores, verdicts, solution)
+    return Course(path, points, scores, verdicts, solution, lab)
 
 
 def test_integrity_report_puts_tampering_in_its_own_section(course: Course) -> None:
@@ -206,30 +249,13 @@ def offline_context(
 
 
 @pytest.fixture(scope="module")
-def course_lab(course: Course) -> Iterator[tuple[str, str]]:
-    """``make course-lab`` on the course; yields ``(base url, token)``."""
-    port, token = free_port(), secrets.token_hex(16)
-    home = course.path.parent / "jupyter"
-    env = {
-        **os.environ,
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-    }
-    lab_args = (f"--no-browser --port={port} --ServerApp.port_retries=0 --ServerApp.ip=127.0.0.1 "
-                f"--IdentityProvider.token={token} --LabApp.expose_app_in_browser=True")  # fmt: skip
-    log_path = course.path.parent / "course-lab.log"
-    with open(log_path, "w") as log:
-        server = subprocess.Popen(
-            ["make", "-s", "-C", str(ROOT), "course-lab", f"COURSE={course.path}",
-             f"LAB_ARGS={lab_args}"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
-        try:
-            wait_for_server(base, token, server, log, log_path, "make course-lab", seconds=90)
-            yield base, token
-        finally:
-            stop_group(server, timeout=20)
+def course_lab(course: Course) -> tuple[str, str]:
+    """``make course-lab`` on the course (started by ``course``), up; ``(base url, token)``."""
+    lab = course.lab
+    assert lab is not None
+    wait_for_server(lab.base, lab.token, lab.server, lab.log, lab.log_path, "make course-lab",
+                    seconds=90)  # fmt: skip
+    return lab.base, lab.token
 
 
 def test_formgrader_in_course_lab_shows_the_course_and_the_graded_submission(

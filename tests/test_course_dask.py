@@ -31,7 +31,7 @@ import pytest
 from pg_server import PostgresServer
 from submissions import a1_functions
 from submissions.catalog import build
-from submissions.pipeline import ROOT, make_course, nbgrader, notebooks, stop_group, submit
+from submissions.pipeline import ROOT, nbgrader, notebooks, released_course, stop_group, submit
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
 
@@ -99,17 +99,18 @@ def kill_a_worker_mid_task(scheduler_file: Path, grading: subprocess.Popen[bytes
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     where = tmp_path_factory.mktemp("dask")
-    course = make_course(where / "serial")
+    course = released_course(where / "serial", A)  # a copy of the session's release
     (course / "roster.csv").write_text(ROSTER)
     nbgrader(course, "db", "student", "import", "roster.csv")
-    nbgrader(course, "generate_assignment", A, "--force")
     source, release = notebooks(course, A)
     for student, name in STUDENTS.items():
         submit(course, student, A, build(BY_NAME[name], source, release))
     cluster = shutil.copytree(course, where / "cluster" / "course", symlinks=True,
                               ignore=shutil.ignore_patterns("gradebook.db"))  # fmt: skip
-    proc = subprocess.run(grade_cmd(course, "--jobs", "1"), capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    # The serial reference grades while the scheduler, the workers and PostgreSQL start; it is
+    # done before the cluster run starts (whose worker is killed: no extra load then).
+    serial_log = where / "serial.log"
+    serial = start(grade_cmd(course, "--jobs", "1"), serial_log)
 
     scheduler_file = where / "scheduler.json"
     procs = [start([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
@@ -126,6 +127,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
                     [str(BIN / "dask"), "worker", "--scheduler-file", str(scheduler_file),
                      "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1",
                      "--local-directory", str(where / f"worker{n}")], where / f"worker{n}.log"))  # fmt: skip
+            assert serial.wait(timeout=600) == 0, serial_log.read_text()[-4000:]
             out = where / "cluster.log"
             with open(out, "wb") as log:
                 grading = subprocess.Popen(
@@ -142,6 +144,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     finally:
         for p in reversed(procs):
             stop_group(p, timeout=20)
+        if serial.poll() is None:  # (only when something above failed)
+            stop_group(serial, timeout=20)
     return Runs(course, cluster, killed, text)
 
 

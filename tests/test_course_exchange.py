@@ -3,7 +3,8 @@
 Each deployment runs one term on assignment 1 through the real nbgrader CLI (roster ``db student
 import``, ``release_assignment``, students ``fetch_assignment`` and ``submit`` into a shared
 exchange, ``fetch_feedback``) and the course's own steps (``make course-collect``,
-``tools/course_parallel.py``, ``make course-feedback-release``), with real student ids.
+``tools/course_parallel.py``, ``make course-feedback-release``), with real student ids. The two
+terms run at the same time (the ``terms`` fixture), each with its own course, exchange and ids.
 
 ``single`` (every student is the instructor's OS user; ``make course-collect`` then says "single
 OS user"):
@@ -37,6 +38,7 @@ collect`` and ``nbgrader release_feedback``): the tests fail there (today's main
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -48,6 +50,7 @@ import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -56,7 +59,7 @@ import nbformat
 import pytest
 from submissions import a1_functions
 from submissions.catalog import build
-from submissions.pipeline import BIN, ROOT, make_course, max_points, nbgrader, notebooks
+from submissions.pipeline import BIN, ROOT, max_points, nbgrader, notebooks, released_course
 
 from torchlight_grader.collect import LIMITS, RefusedError, check_notebook
 from torchlight_grader.export import FORMULA_START
@@ -256,20 +259,34 @@ def _make_term(deployment: str, pristine: Path) -> Iterator[Term]:
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The course built and its assignment generated once (the gradebook without students), for
-    both terms: ``generate_assignment`` is the slowest instructor step."""
-    course = make_course(tmp_path_factory.mktemp("exchange-course"))
-    nbgrader(course, "generate_assignment", A, "--force")
-    return course
+    both terms: ``generate_assignment`` is the slowest instructor step (a copy of the session's
+    release, ``released_course``)."""
+    return released_course(tmp_path_factory.mktemp("exchange-course"), A)
 
 
 @pytest.fixture(scope="module")
-def single(pristine: Path) -> Iterator[Term]:
-    yield from _make_term("single", pristine)
+def terms(pristine: Path) -> Iterator[dict[str, Term]]:
+    """Both terms run at the same time, each in its own folders, exchange and student ids (on
+    2 cores that takes ~40% off: a term is mostly nbgrader start-ups and sandboxes, which leave
+    the other core idle). Each term is cleaned up whatever became of the other."""
+    managers = {d: contextlib.contextmanager(_make_term)(d, pristine) for d in PREFIX}
+    with contextlib.ExitStack() as stack:
+        with ThreadPoolExecutor(len(managers)) as pool:
+            started = {d: pool.submit(m.__enter__) for d, m in managers.items()}
+        for d, future in started.items():
+            if future.exception() is None:  # (a term that failed has cleaned up after itself)
+                stack.push(managers[d].__exit__)
+        yield {d: future.result() for d, future in started.items()}
 
 
 @pytest.fixture(scope="module")
-def accounts(pristine: Path) -> Iterator[Term]:
-    yield from _make_term("accounts", pristine)
+def single(terms: dict[str, Term]) -> Term:
+    return terms["single"]
+
+
+@pytest.fixture(scope="module")
+def accounts(terms: dict[str, Term]) -> Term:
+    return terms["accounts"]
 
 
 @pytest.fixture(params=["single", "accounts"])

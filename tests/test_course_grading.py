@@ -264,6 +264,7 @@ for _ in range(3):  # three processes of 300 MiB each, every one far below its R
         os.close(_go_w)
         _block = bytearray(300 * 1024**2)  # zero-filled: every page touched
         os.write(_ready_w, b"+")
+        os.close(_ready_w)  # the parent reads EOF once every child has written or was killed
         os.read(_go_r, 1)  # all three hold their memory at once
         os._exit(0)
     _pids.append(_pid)

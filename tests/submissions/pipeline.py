@@ -7,12 +7,14 @@ nbgrader command costs a few seconds of start-up.
 
 from __future__ import annotations
 
+import atexit
 import csv
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -40,6 +42,24 @@ def make_course(where: Path) -> Path:
     subprocess.run([sys.executable, str(ROOT / "tools" / "course.py"), "build", str(course)], check=True,
                    capture_output=True)  # fmt: skip
     return course
+
+
+_RELEASED: dict[str, Path] = {}
+
+
+def released_course(where: Path, assignment: str = "a1_functions") -> Path:
+    """``make_course(where)`` then ``nbgrader generate_assignment ASSIGNMENT --force``, as a copy:
+    the course is built and released once per test session (~10 s: the course build and
+    nbgrader's slowest instructor step) and every caller gets its own copy of that tree (its
+    gradebook holds the assignment, no student), at ``where/course`` like ``make_course``'s."""
+    if assignment not in _RELEASED:
+        base = Path(tempfile.mkdtemp(prefix="torchlight-released-"))
+        atexit.register(shutil.rmtree, base, True)
+        course = make_course(base)
+        nbgrader(course, "generate_assignment", assignment, "--force")
+        _RELEASED[assignment] = course
+    where.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copytree(_RELEASED[assignment], where / "course", symlinks=True))
 
 
 def nbgrader(course: Path, *args: str, log: list[str] | None = None) -> float:
