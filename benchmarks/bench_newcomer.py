@@ -43,6 +43,13 @@ it; not idle: the lead re-runs it idle), from commits b66a2e4 and 7be5d1c, pip's
       make lab 5-25 s, make homework 34-54 s (installs the course extra), make test stopped
       once started 1 s, make homework-check A=a1 11-19 s, torchlight.compat 0.5 s, the
       shakespeare GPT (stopped at epoch 1) 1.6 s, generate 0.7-1.2 s, the BPE GPT 13-22 s
+
+Re-run idle (load 1.0-1.3, nothing else running), from 9d18aae, ``--skip readme --gpt-seconds 45``:
+
+    git clone 2.9 s; set-up 43.2 s (539 MB)
+    tutorials 1-7: 1.2, 1.5, 2.7, 9.3, 2.1, 17.9, 8.0 s (Tutorial 6's slowest cell is loading
+    and tokenizing the text, 16.2 s; 4's is numba compiling, 4.2 s)
+    GPT command: 1.5 min per epoch, projected from 301/618 steps in 44 s (8 min for 5 epochs)
 """
 
 from __future__ import annotations
