@@ -77,8 +77,7 @@ class Context:
         """Keep ``tensors``, with their version counters, until backward has run."""
         if self.needs_input_grad is not None:  # (None: not recorded, backward never runs)
             self._saved = tensors
-            self._versions = [(t._version, t._version.value) if hasattr(t, "_version") else None
-                              for t in tensors]  # fmt: skip
+            self._versions = [t._version.value if hasattr(t, "_version") else -1 for t in tensors]
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
         """Forward's output is not differentiable (an index, a mask): it gets no history."""
@@ -95,11 +94,11 @@ class Context:
             )
         saved: tuple[Any, ...] = tuple([t() if type(t) is weakref.ref else t for t in self._saved])
         for i, (t, version) in enumerate(zip(saved, self._versions, strict=True)):
-            if version is not None and version[0].value != version[1]:
+            if version >= 0 and t._version.value != version:
                 raise RuntimeError(
                     f"one of the tensors saved for {self._fn_name}.backward (saved tensor {i}, "
                     f"shape {tuple(t.shape)}) was modified by an in-place operation: it was at "
-                    f"version {version[1]} when saved and is now at version {version[0].value}. "
+                    f"version {version} when saved and is now at version {t._version.value}. "
                     "The gradient would be wrong; use an out-of-place op (x = x + 1, not "
                     "x.add_(1)) or .clone() the tensor before changing it."
                 )
@@ -123,17 +122,17 @@ class History:
     def recorded_parents(self) -> list[Any]:
         """The parents as this node saw them: ``y.add_(1)`` gives ``y`` a new History whose first
         parent is the old ``y``, where earlier users of ``y`` send their gradient (as PyTorch)."""
-        recorded = []
-        for t, h in zip(self.parents, self.parent_histories, strict=True):
-            while t.history is not h:  # t was changed in place after this node used it
+        recorded = list(self.parents)
+        for i, h in enumerate(self.parent_histories):
+            while recorded[i].history is not h:  # changed in place after this node used it
+                t = recorded[i]
                 if getattr(self.last_fn, "makes_view", False):
                     raise RuntimeError(
                         f"a view ({self.last_fn.__name__}) was taken of a tensor that was then "
                         f"changed in place by {t.history.last_fn.__name__}: the view's gradient "
                         "would be wrong. Take the view after the change, or change a .clone()."
                     )
-                t = t.history.parents[0]  # the tensor before that in-place op
-            recorded.append(t)
+                recorded[i] = t.history.parents[0]  # the tensor before that in-place op
         return recorded
 
     def chain_rule(self, deriv: Any) -> list[tuple[Any, Any]]:
@@ -200,7 +199,6 @@ class Function:
         on = _GradMode.enabled  # (off inside no_grad, inside a forward, in a plain backward)
         needs = tuple([getattr(a, "requires_grad", False) for a in args]) if on else None
         ctx = Context(cls.__name__, args, needs)
-        recording = needs is not None and any(needs)
         _GradMode.enabled = False  # forward's own ops are not recorded
         try:
             result = cls.forward(ctx, *args, **kwargs)
@@ -208,7 +206,7 @@ class Function:
             _GradMode.enabled = on
         if not hasattr(result, "requires_grad"):
             raise TypeError(f"{cls.__name__}.forward must return a Tensor, not {type(result)}")
-        if not recording or _marked(cls, ctx, result):
+        if not needs or True not in needs or ctx._non_differentiable and _marked(cls, ctx, result):
             return result
         if result.requires_grad or id(result) in map(id, args):  # not made by forward:
             result = result.detach()  # the node is a new tensor on its storage
