@@ -169,5 +169,8 @@ class NumpyBackend(FusedKernels):
     # fused kernels, overridden (numpy/kernels.py: what each buys, measured)
     linear = staticmethod(kernels.linear)
     log_softmax = staticmethod(kernels.log_softmax)
+    gelu = staticmethod(kernels.gelu)
+    gelu_backward = staticmethod(kernels.gelu_backward)
+    layer_norm_backward = staticmethod(kernels.layer_norm_backward)
     lstm_forward = staticmethod(kernels.lstm_forward)
     lstm_backward = staticmethod(kernels.lstm_backward)

@@ -7,6 +7,12 @@ the kernel alone; ratios, not absolute times, are what carry over). The backend 
   instead of ``np.errstate`` per call: log of a (64, 10) array 6.3 us against 12.4 us.
 - ``linear``, ``log_softmax``: the fused kernels of :mod:`torchlight.backends.fused` in fewer
   numpy calls (the bias added in place, the shift and the log sum in one pass each).
+- ``gelu``, ``gelu_backward``, ``layer_norm_backward``: the same formulas with each ufunc
+  writing into an array made once (``out=``) instead of a new one. A new array the size of a
+  GPT's (32, 64, 384) activations costs more than the arithmetic on it: numpy asks the C
+  allocator for it, which maps fresh pages from the kernel for blocks this large, and the first
+  write to each 4 kB page faults. GELU's backward (best of 30, float32, (32, 64, 384)): 5.7-7.0
+  ms as the composition (14 new arrays), 0.8-1.0 ms here (2); its forward 0.6-0.7 ms -> 0.5 ms.
 - ``lstm_forward``, ``lstm_backward``: the backend override of the readable LSTM recurrence
   (``ops.recurrent.Recurrence`` with an ``LSTMStep``), every array allocated once per layer
   and the gates updated in place: a (35, 20, 200) layer forward + backward 149-203 ms against
@@ -27,8 +33,12 @@ from typing import Any
 import numpy as np
 
 from torchlight import threads
+from torchlight.backends.fused import GELU_A, GELU_C, normalized_dims
 
 __all__ = [
+    "gelu",
+    "gelu_backward",
+    "layer_norm_backward",
     "linear",
     "log_softmax",
     "lstm_backward",
@@ -83,6 +93,65 @@ def log_softmax(a: np.ndarray, dim: int) -> np.ndarray:
 
 
 _quiet_log_softmax = quietly(_log_softmax)
+
+
+def _floating(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype.kind == "f" else x.astype(np.float64)  # integers: as tanh would give
+
+
+def gelu(x: np.ndarray) -> tuple[np.ndarray]:
+    r"""``FusedKernels.gelu``, $\tfrac{x}{2}(1 + \tanh(x\,(c + ca x^2)))$, in one new array."""
+    x = _floating(x)
+    out = np.multiply(x, x, out=np.empty(x.shape, x.dtype))  # (an array even when 0-d)
+    out *= GELU_C * GELU_A
+    out += GELU_C
+    out *= x  # u = c (x + a x^3)
+    np.tanh(out, out=out)
+    out += 1.0
+    out *= x
+    out *= 0.5
+    return (out,)
+
+
+def gelu_backward(x: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray]:
+    r"""``FusedKernels.gelu_backward`` in two new arrays, the slope written as
+    $\mathrm{GELU}'(x) = \tfrac12 (1 + t)(1 + x u' (1 - t))$, since $1 - t^2 = (1 + t)(1 - t)$
+    (with $u' = c (1 + 3a x^2)$)."""
+    x = _floating(x)
+    slope = np.multiply(x, x, out=np.empty(x.shape, x.dtype))  # (an array even when 0-d)
+    t = np.multiply(slope, GELU_C * GELU_A, out=np.empty(x.shape, x.dtype))
+    t += GELU_C
+    t *= x
+    np.tanh(t, out=t)  # t = tanh(c (x + a x^3))
+    slope *= 3 * GELU_C * GELU_A
+    slope += GELU_C
+    slope *= x  # x u'
+    np.subtract(1.0, t, out=t)  # 1 - t
+    slope *= t
+    slope += 1.0
+    np.subtract(2.0, t, out=t)  # 1 + t
+    slope *= t
+    slope *= 0.5
+    slope *= grad
+    return (slope,)
+
+
+def layer_norm_backward(
+    x: np.ndarray, mean: np.ndarray, rstd: np.ndarray, weight: np.ndarray | None, grad: np.ndarray
+) -> tuple[np.ndarray]:
+    r"""``FusedKernels.layer_norm_backward``, $r\,(g - \langle g\rangle - \hat x \langle g
+    \hat x\rangle)$, in three new arrays (the composition makes nine)."""
+    dims = normalized_dims(x.shape, mean.shape)
+    x_hat = np.subtract(x, mean)
+    x_hat *= rstd
+    g = grad if weight is None else np.multiply(grad, weight)
+    out = np.multiply(g, x_hat)
+    mean_gx = np.mean(out, axis=dims, keepdims=True)
+    np.multiply(x_hat, mean_gx, out=out)
+    np.subtract(g, out, out=out)
+    out -= np.mean(g, axis=dims, keepdims=True)
+    out *= rstd
+    return (out,)
 
 
 def _sigmoid_in_place(x: np.ndarray) -> None:
