@@ -23,6 +23,7 @@ import pytest
 import torchlight as tl
 from tests.op_table import OPS, make_inputs
 from torchlight.backends import Backend, get_backend
+from torchlight.backends.numpy import kernels
 
 BACKENDS = ("numpy", "strided", "numba", "cuda")
 CASES = [
@@ -224,12 +225,23 @@ def test_numpy_index_add_of_whole_rows_equals_np_add_at() -> None:
         ((4, 5, 2), (rng.integers(0, 4, 7), rng.integers(-5, 5, 7)), rng.standard_normal((7, 2))),
         ((4, 5, 2), (rng.integers(0, 4, (3, 1)), rng.integers(0, 5, (1, 4))), np.ones(2)),
     ]
-    for shape, index, values in cases:
+    sorted_cases = [  # large enough, and 4 picks a row or more: summed by sorting
+        ((65, 96), (rng.integers(-65, 65, (32, 64)),), rng.standard_normal((32, 64, 96))),
+        ((5, 7, 300), (rng.integers(0, 5, 200), rng.integers(-7, 7, 200)), rng.random((200, 300))),
+        ((10, 9000), (rng.integers(0, 10, 50),), rng.standard_normal(9000)),  # broadcast rows
+    ]
+    for shape, index, values in cases + sorted_cases:
         want = np.zeros(shape)
         np.add.at(want, index, values)
-        np.testing.assert_allclose(b.index_add(shape, index, values), want, rtol=1e-14, atol=1e-14)
+        np.testing.assert_allclose(b.index_add(shape, index, values), want, rtol=1e-13, atol=1e-13)
+    for shape, index, values in sorted_cases:
+        assert kernels.add_rows(np.zeros(shape), index, values)
+    for shape, index, values in cases:
+        assert not kernels.add_rows(np.zeros(shape), index, values)  # np.add.at's
     with pytest.raises(IndexError):
         b.index_add((3, 2), (np.array([0, 3]),), np.ones((2, 2)))
+    with pytest.raises(IndexError):
+        b.index_add((3, 5000), (np.array([0, 3] * 10),), np.ones((20, 5000)))
 
 
 def test_mixing_backends_names_both() -> None:

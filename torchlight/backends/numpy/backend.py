@@ -149,7 +149,7 @@ class NumpyBackend(FusedKernels):
         out = np.zeros(shape, dtype=values.dtype)
         if all(isinstance(i, (int, slice, type(None), type(Ellipsis))) for i in index):
             out[index] = values  # a basic index never repeats a position: plain assignment
-        else:
+        elif not kernels.add_rows(out, index, values):  # (rows picked many times: by sorting)
             np.add.at(out, index, values)  # integer arrays may repeat: add each occurrence
         return out
 
