@@ -18,6 +18,8 @@ from torchlight.backends.fused import FusedKernels
 from torchlight.backends.numpy import kernels
 from torchlight.backends.numpy.kernels import quietly
 
+kernels.keep_freed_memory()  # freed arrays reused, not faulted in afresh (numpy/kernels.py)
+
 
 def _stable_sigmoid(x: np.ndarray) -> np.ndarray:
     # 1/(1+e^-x) overflows e^-x for very negative x; use e^x/(1+e^x) there instead.
