@@ -23,6 +23,7 @@ import pytest
 import torchlight as tl
 from tests.op_table import OPS, make_inputs
 from torchlight.backends import Backend, get_backend
+from torchlight.backends.numpy import kernels
 
 BACKENDS = ("numpy", "strided", "numba", "cuda")
 CASES = [
@@ -224,12 +225,23 @@ def test_numpy_index_add_of_whole_rows_equals_np_add_at() -> None:
         ((4, 5, 2), (rng.integers(0, 4, 7), rng.integers(-5, 5, 7)), rng.standard_normal((7, 2))),
         ((4, 5, 2), (rng.integers(0, 4, (3, 1)), rng.integers(0, 5, (1, 4))), np.ones(2)),
     ]
-    for shape, index, values in cases:
+    sorted_cases = [  # large enough, and 4 picks a row or more: summed by sorting
+        ((65, 96), (rng.integers(-65, 65, (32, 64)),), rng.standard_normal((32, 64, 96))),
+        ((5, 7, 300), (rng.integers(0, 5, 200), rng.integers(-7, 7, 200)), rng.random((200, 300))),
+        ((10, 9000), (rng.integers(0, 10, 50),), rng.standard_normal(9000)),  # broadcast rows
+    ]
+    for shape, index, values in cases + sorted_cases:
         want = np.zeros(shape)
         np.add.at(want, index, values)
-        np.testing.assert_allclose(b.index_add(shape, index, values), want, rtol=1e-14, atol=1e-14)
+        np.testing.assert_allclose(b.index_add(shape, index, values), want, rtol=1e-13, atol=1e-13)
+    for shape, index, values in sorted_cases:
+        assert kernels.add_rows(np.zeros(shape), index, values)
+    for shape, index, values in cases:
+        assert not kernels.add_rows(np.zeros(shape), index, values)  # np.add.at's
     with pytest.raises(IndexError):
         b.index_add((3, 2), (np.array([0, 3]),), np.ones((2, 2)))
+    with pytest.raises(IndexError):
+        b.index_add((3, 5000), (np.array([0, 3] * 10),), np.ones((20, 5000)))
 
 
 def test_mixing_backends_names_both() -> None:
@@ -311,6 +323,74 @@ def test_fused_kernels_equal_their_compositions(name: str, dtype: type) -> None:
             want = b.to_numpy(FusedKernels.log_softmax(b, logits_, dim))
         assert got.dtype == want.dtype == dtype
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def _gelu_reference(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """GELU (tanh form) and its derivative, in float64 from the formulas on paper."""
+    c, a = np.sqrt(2 / np.pi), 0.044715
+    t = np.tanh(c * (x + a * x**3))
+    return 0.5 * x * (1 + t), 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * c * (1 + 3 * a * x**2)
+
+
+def _layer_norm_grad_reference(x, dims, weight, grad):  # type: ignore[no-untyped-def]
+    """Layer norm's input gradient, in float64: the (N, N) Jacobian of each normalized group,
+    written out from its definition and transposed onto the gradient."""
+    moved = np.moveaxis(x, dims, range(x.ndim - len(dims), x.ndim))
+    rows = moved.reshape(-1, int(np.prod([x.shape[d] for d in dims])))
+    n = rows.shape[1]
+    g = grad * (1 if weight is None else weight)
+    g_rows = np.moveaxis(g, dims, range(x.ndim - len(dims), x.ndim)).reshape(rows.shape)
+    out = np.empty_like(rows)
+    for i, (row, g_row) in enumerate(zip(rows, g_rows, strict=True)):
+        centred = row - row.mean()
+        rstd = 1 / np.sqrt((centred**2).mean() + 1e-5)
+        x_hat = centred * rstd
+        jacobian = rstd * (np.eye(n) - 1 / n - np.outer(x_hat, x_hat) / n)  # d x_hat / d x
+        out[i] = jacobian.T @ g_row
+    return np.moveaxis(out.reshape(moved.shape), range(x.ndim - len(dims), x.ndim), dims)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gelu_and_layer_norm_kernels_equal_their_compositions(name: str, dtype: type) -> None:
+    """``gelu``, ``gelu_backward`` and ``layer_norm_backward`` (numpy's and Numba's in-place
+    overrides, the others' inherited compositions) give what the compositions of primitives in
+    ``FusedKernels`` give, and both give the formulas computed here in float64 (on a
+    transposed input too, and over one or two normalized dimensions, with and without a
+    weight)."""
+    from torchlight.backends.fused import FusedKernels
+
+    b = backend(name)
+    rng = np.random.default_rng(0)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    x64 = rng.standard_normal((3, 4, 5)) * 2
+    grad64 = rng.standard_normal((3, 4, 5))
+
+    def check(got: object, want: object, plain: np.ndarray) -> None:
+        got_, want_ = (b.to_numpy(g[0]) for g in (got, want))  # type: ignore[index]
+        assert got_.dtype == want_.dtype == dtype
+        np.testing.assert_allclose(got_, want_, rtol=tol, atol=tol)
+        np.testing.assert_allclose(got_, plain, rtol=tol, atol=tol)
+
+    for x_np in (x64, x64.transpose(2, 1, 0).copy().transpose(2, 1, 0)):  # contiguous, permuted
+        x, grad = b.from_numpy(x_np.astype(dtype)), b.from_numpy(grad64.astype(dtype))
+        value, slope = _gelu_reference(x_np.astype(dtype).astype(np.float64))
+        check(b.gelu(x), FusedKernels.gelu(b, x), value)
+        check(b.gelu_backward(x, grad), FusedKernels.gelu_backward(b, x, grad), slope * grad64)
+        for dims in ((2,), (1, 2)):
+            xd = x_np.astype(dtype)
+            mean = xd.mean(dims, keepdims=True)
+            rstd = 1 / np.sqrt(((xd - mean) ** 2).mean(dims, keepdims=True) + 1e-5)
+            shape = tuple(x_np.shape[d] for d in dims)
+            for w in (None, rng.standard_normal(shape)):
+                args = [x, b.from_numpy(mean), b.from_numpy(rstd.astype(dtype))]
+                args += [None if w is None else b.from_numpy(w.astype(dtype)), grad]
+                plain = _layer_norm_grad_reference(
+                    xd.astype(np.float64), dims, None if w is None else w.astype(dtype), grad64
+                )
+                check(
+                    b.layer_norm_backward(*args), FusedKernels.layer_norm_backward(b, *args), plain
+                )
 
 
 @pytest.mark.parametrize("name", BACKENDS)

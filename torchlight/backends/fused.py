@@ -7,6 +7,14 @@ of a backend as one call where the primitives would take several:
   as the composition of the primitives, and that is what a backend runs unless it overrides it
   (numpy and Numba do, in their kernels files). ``Tensor._linear`` and ``Tensor._log_softmax``
   call them; the Functions that use them (``ops.linear``, ``ops.losses``) keep the math.
+- ``gelu(x)``, ``gelu_backward(x, grad)`` and ``layer_norm_backward(x, mean, rstd, weight,
+  grad)``: the tanh GELU, its gradient, and layer norm's input gradient, which the Functions of
+  ``ops.activations`` and ``ops.normalization`` run through ``Tensor._fused``. Written as tensor
+  math each is six to fifteen ops, each making a new array the size of a transformer's largest
+  activations; numpy's overrides make two or three (``backends/numpy/kernels.py``). The
+  Functions that call the gradient kernels (``GELUBackward``, ``LayerNormBackward``) have their
+  own backward in tensor math, so ``create_graph`` and double backward still work. Like every
+  kernel ``Tensor._fused`` calls, these return a tuple of storages.
 - ``lstm_forward`` and ``lstm_backward`` (:class:`LSTMOverride`): a whole LSTM layer in one
   call. Here the default is not a composition in this file but the readable recurrence itself,
   ``ops.recurrent.Recurrence`` with an ``LSTMStep``: ``ops.recurrent.lstm`` runs it on every
@@ -16,9 +24,15 @@ of a backend as one call where the primitives would take several:
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
-__all__ = ["FusedKernels", "LSTMOverride"]
+import numpy as np
+
+__all__ = ["GELU_A", "GELU_C", "FusedKernels", "LSTMOverride", "normalized_dims"]
+
+GELU_C = math.sqrt(2.0 / math.pi)  # the tanh GELU's constants: t = tanh(c (x + a x^3))
+GELU_A = 0.044715
 
 
 class FusedKernels:
@@ -36,6 +50,65 @@ class FusedKernels:
         shifted = self.zip("sub", a, self.reduce("max", a, (dim,), True))
         total = self.reduce("sum", self.map("exp", shifted), (dim,), True)
         return self.zip("sub", shifted, self.map("log", total))
+
+    def gelu(self: Any, x: Any) -> tuple[Any]:
+        r"""$(\tfrac{x}{2}(1 + t),)$ with $t = \tanh(c\,(x + a x^3))$, $c = \sqrt{2/\pi}$,
+        $a = 0.044715$: ``zip`` and ``map("tanh")`` over a float ``x``."""
+        mul, add, c = _ops(self, x)
+        t = self.map("tanh", mul(c(GELU_C), add(x, mul(c(GELU_A), mul(x, mul(x, x))))))
+        return (mul(mul(c(0.5), x), add(c(1.0), t)),)
+
+    def gelu_backward(self: Any, x: Any, grad: Any) -> tuple[Any]:
+        r"""$(G \cdot \mathrm{GELU}'(x),)$ with $\mathrm{GELU}'(x) = \frac{1 + t}{2} +
+        \frac{x}{2}(1 - t^2)\,c\,(1 + 3a x^2)$ ($t$, $c$, $a$ as in :meth:`gelu`)."""
+        mul, add, c = _ops(self, x)
+        t = self.map("tanh", mul(c(GELU_C), add(x, mul(c(GELU_A), mul(x, mul(x, x))))))
+        du = mul(c(GELU_C), add(c(1.0), mul(c(3 * GELU_A), mul(x, x))))  # d/dx of c(x + a x^3)
+        one_minus_t2 = self.zip("sub", c(1.0), mul(t, t))
+        slope = add(mul(c(0.5), add(c(1.0), t)), mul(mul(c(0.5), x), mul(one_minus_t2, du)))
+        return (mul(grad, slope),)
+
+    def layer_norm_backward(
+        self: Any, x: Any, mean: Any, rstd: Any, weight: Any | None, grad: Any
+    ) -> tuple[Any]:
+        r"""$(r\,(g - \langle g\rangle - \hat x \langle g \hat x\rangle),)$, layer norm's
+        input gradient: $\hat x = (x - \mu)\,r$, $g = G\gamma$ (or $G$ without a weight),
+        $\langle\cdot\rangle$ the mean over the normalized dimensions, which are those where
+        ``mean`` and ``rstd`` (forward's $\mu$ and $r = 1/\sqrt{\sigma^2 + \epsilon}$, kept
+        dimensions) have size 1 (a size-1 dimension of ``x`` is the same either way)."""
+        mul, _, c = _ops(self, x)
+        dims = normalized_dims(self.shape(x), self.shape(mean))
+        x_hat = mul(self.zip("sub", x, mean), rstd)
+        g = grad if weight is None else mul(grad, weight)
+        n = c(1.0 / math.prod(self.shape(x)[d] for d in dims))
+
+        def mean_of(a: Any) -> Any:
+            return mul(self.reduce("sum", a, dims, True), n)
+
+        centred = self.zip("sub", g, mean_of(g))
+        return (mul(rstd, self.zip("sub", centred, mul(x_hat, mean_of(mul(g, x_hat))))),)
+
+
+def _ops(backend: Any, like: Any) -> tuple[Any, Any, Any]:
+    """``mul(a, b)``, ``add(a, b)`` and ``c(number)`` (a 0-d constant of ``like``'s dtype) on
+    ``backend``: the compositions above read as the formulas they compute."""
+
+    def mul(a: Any, b: Any) -> Any:
+        return backend.zip("mul", a, b)
+
+    def add(a: Any, b: Any) -> Any:
+        return backend.zip("add", a, b)
+
+    def c(value: float) -> Any:
+        return backend.from_numpy(np.asarray(value, dtype=backend.dtype(like)))
+
+    return mul, add, c
+
+
+def normalized_dims(shape: tuple[int, ...], kept: tuple[int, ...]) -> tuple[int, ...]:
+    """The dimensions a keepdim statistic of ``kept`` shape was reduced over, of an input of
+    ``shape``: those where it has size 1 and the input does not."""
+    return tuple(d for d, (n, k) in enumerate(zip(shape, kept, strict=True)) if k == 1 != n)
 
 
 class LSTMOverride(Protocol):

@@ -16,44 +16,63 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from torchlight.autograd import Context, Function
+from torchlight.backends.fused import GELU_A, GELU_C
 
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
 
-__all__ = ["GELUFunction", "SoftplusFunction"]
-
-
-_GELU_C = math.sqrt(2.0 / math.pi)
+__all__ = ["GELUBackward", "GELUFunction", "SoftplusFunction"]
 
 
 class GELUFunction(Function):
-    r"""$\mathrm{GELU}(x) = \frac{x}{2}(1 + t)$, $t = \tanh(c\,(x + 0.044715 x^3))$, $c = \sqrt{2/\pi}$
-    (the tanh form, as GPT-2 uses it).
+    r"""$\mathrm{GELU}(x) = \frac{x}{2}(1 + t)$, $t = \tanh(c\,(x + a x^3))$, $c = \sqrt{2/\pi}$,
+    $a = 0.044715$ (the tanh form, as GPT-2 uses it).
 
-    Backward: $\frac{d}{dx} = \frac{1 + t}{2} + \frac{x}{2}(1 - t^2)\,c\,(1 + 3 \cdot 0.044715
-    x^2)$. One node instead of eight (it runs on the largest activations of a transformer);
-    $x^3$ is written $x \cdot x \cdot x$, as ``pow`` with a float exponent is slow.
+    Backward: $\partial L/\partial x = G \cdot \mathrm{GELU}'(x)$, computed by
+    :class:`GELUBackward`. One node instead of eight (it runs on the largest activations of a
+    transformer); forward and backward are each one fused backend kernel (``gelu``,
+    ``gelu_backward``: :mod:`torchlight.backends.fused` has them as compositions of primitives).
     """
 
     @staticmethod
     def forward(ctx: Context, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
-        return 0.5 * x * (1.0 + _gelu_tanh(x))
+        (out,) = x._fused("gelu")
+        return out
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         (x,) = ctx.saved_tensors
-        t = _gelu_tanh(x)  # (again, from x: so a create_graph backward is differentiable in x)
-        slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 0.134145 * x * x)
-        return grad_output * slope
+        return GELUBackward.apply(x, grad_output)
 
 
-def _gelu_tanh(x: Tensor) -> Tensor:
-    return (_GELU_C * (x + 0.044715 * x * x * x)).tanh()
+class GELUBackward(Function):
+    r"""GELU's gradient $G \cdot \mathrm{GELU}'(x)$ as a Function of $x$ and $G$ (PyTorch's
+    ``GeluBackward``), so that a ``create_graph`` backward through GELU is differentiable:
+    $\mathrm{GELU}'(x) = \frac{1 + t}{2} + \frac{x}{2}(1 - t^2)\,u'$, $u' = c\,(1 + 3a x^2)$.
+
+    Backward: $\partial/\partial x = \bar G\,G\,\mathrm{GELU}''(x)$ with $\mathrm{GELU}''(x) =
+    (1 - t^2)(u' - x t u'^2 + 3acx^2)$, and $\partial/\partial G = \bar G\,\mathrm{GELU}'(x)$
+    ($\bar G$ the incoming gradient), in tensor math: differentiable again.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, grad_output: Tensor) -> Tensor:
+        ctx.save_for_backward(x, grad_output)
+        (grad_x,) = x._fused("gelu_backward", grad_output.to(x.dtype))  # (the kernel's rule)
+        return grad_x
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+        x, grad_output = ctx.saved_tensors
+        t = (GELU_C * (x + GELU_A * x * x * x)).tanh()  # x^3 as x*x*x: pow with a float is slow
+        du = GELU_C * (1.0 + 3 * GELU_A * x * x)
+        slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+        curvature = (1.0 - t * t) * (du - x * t * du * du + 3 * GELU_A * GELU_C * x * x)
+        return grad * grad_output * curvature, grad * slope
 
 
 class SoftplusFunction(Function):

@@ -21,14 +21,14 @@ from torchlight.autograd import Context, Function
 if TYPE_CHECKING:
     from torchlight.tensor import Tensor
 
-__all__ = ["LayerNormFunction"]
+__all__ = ["LayerNormBackward", "LayerNormFunction", "Normalized"]
 
 
-def _normalized(x: Tensor, dims: tuple[int, ...], eps: float) -> tuple[Tensor, Tensor]:
-    r"""$\hat x = (x - \mu)\, r$ and $r = 1/\sqrt{\sigma^2 + \epsilon}$ over ``dims``."""
-    centred = x - x.mean(dims, keepdim=True)
-    rstd = 1.0 / ((centred * centred).mean(dims, keepdim=True) + eps).sqrt()
-    return centred * rstd, rstd
+def _statistics(x: Tensor, dims: tuple[int, ...], eps: float) -> tuple[Tensor, Tensor]:
+    r"""$\mu$ and $r = 1/\sqrt{\sigma^2 + \epsilon}$ over ``dims`` (kept, to broadcast)."""
+    mean = x.mean(dims, keepdim=True)
+    centred = x - mean
+    return mean, 1.0 / ((centred * centred).mean(dims, keepdim=True) + eps).sqrt()
 
 
 class LayerNormFunction(Function):
@@ -36,10 +36,12 @@ class LayerNormFunction(Function):
     $\mu$ and $\sigma^2$ (biased) over the last ``ndim`` dimensions.
 
     Backward, with $g = G\gamma$ and means $\langle\cdot\rangle$ over the normalized dimensions:
-    $\partial L/\partial x = r\,(g - \langle g\rangle - \hat x \langle g \hat x\rangle)$,
-    $\partial L/\partial\gamma = \sum G\hat x$, $\partial L/\partial\beta = \sum G$ (the engine sums
-    over the leading dimensions). Called as ``LayerNormFunction.apply(x, ndim, eps[, weight,
-    bias])``.
+    $\partial L/\partial x = r\,(g - \langle g\rangle - \hat x \langle g \hat x\rangle)$
+    (:class:`LayerNormBackward`), $\partial L/\partial\gamma = \sum G\hat x$,
+    $\partial L/\partial\beta = \sum G$ (the engine sums over the leading dimensions). Forward
+    saves $\mu$ and $r$, so backward need not compute them again; the gradients are Functions
+    of $x$, so a ``create_graph`` backward is differentiable. Called as
+    ``LayerNormFunction.apply(x, ndim, eps[, weight, bias])``.
     """
 
     @staticmethod
@@ -51,24 +53,87 @@ class LayerNormFunction(Function):
         weight: Tensor | None = None,
         bias: Tensor | None = None,
     ) -> Tensor:
-        dims = tuple(range(x.ndim - ndim, x.ndim))
-        x_hat, rstd = _normalized(x, dims, eps)
-        ctx.save_for_backward(x, weight)
-        ctx.dims, ctx.eps, ctx.has = dims, eps, (weight is not None, bias is not None)
+        mean, rstd = _statistics(x, tuple(range(x.ndim - ndim, x.ndim)), eps)
+        ctx.save_for_backward(x, mean, rstd, weight)
+        ctx.eps, ctx.has = eps, (weight is not None, bias is not None)
+        x_hat = (x - mean) * rstd
         out = x_hat if weight is None else x_hat * weight
         return out if bias is None else out + bias
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
-        x, weight = ctx.saved_tensors
-        # The statistics again, from x (cheap next to saving them, and a create_graph backward
-        # is then differentiable in x as it stands).
-        x_hat, rstd = _normalized(x, ctx.dims, ctx.eps)
-        g = grad_output if weight is None else grad_output * weight
-        mean_g, mean_gx = g.mean(ctx.dims, keepdim=True), (g * x_hat).mean(ctx.dims, keepdim=True)
-        grads = [rstd * (g - mean_g - x_hat * mean_gx)]
-        if ctx.has[0]:
-            grads.append(grad_output * x_hat)  # the engine sums it to the weight's shape
+        x, mean, rstd, weight = ctx.saved_tensors
+        grads = [LayerNormBackward.apply(x, mean, rstd, ctx.eps, weight, grad_output)]
+        if ctx.has[0]:  # G x_hat, which the engine sums to the weight's shape
+            grads.append(grad_output * Normalized.apply(x, mean, rstd, ctx.eps))
         if ctx.has[1]:
             grads.append(grad_output)
         return tuple(grads)
+
+
+class Normalized(Function):
+    r"""$\hat x = (x - \mu)\, r$ from forward's saved $\mu$ and $r$, as a Function of $x$ alone:
+    its backward is the whole derivative, through $\mu$ and $r$ too (:class:`LayerNormBackward`
+    without a weight). LayerNorm's backward uses it for the weight's gradient $G \hat x$.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, mean: Tensor, rstd: Tensor, eps: float) -> Tensor:
+        ctx.save_for_backward(x, mean, rstd)
+        ctx.eps = eps
+        return (x - mean) * rstd
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None, None, None]:
+        x, mean, rstd = ctx.saved_tensors
+        return LayerNormBackward.apply(x, mean, rstd, ctx.eps, None, grad_output), None, None, None
+
+
+class LayerNormBackward(Function):
+    r"""Layer norm's input gradient $r\,P(g)$ as a Function of $x$, $\gamma$ and $G$ (PyTorch's
+    ``NativeLayerNormBackward``), where $g = G\gamma$ and $P(v) = v - \langle v\rangle - \hat x
+    \langle v \hat x\rangle$. Forward is one fused backend kernel (``layer_norm_backward``);
+    ``mean`` and ``rstd`` are forward's statistics of $x$, passed so it need not compute them.
+
+    Backward, for an incoming gradient $A$ (tensor math, so differentiable again):
+    $\partial/\partial G = \gamma\, r P(A)$, $\partial/\partial\gamma = G\, r P(A)$ ($P$ is
+    symmetric), and $\partial/\partial x = r P(u) - r \langle A\, r P(g)\rangle \hat x$ with
+    $u = -r\,(A \langle g \hat x\rangle + \langle A \hat x\rangle g)$, from $\hat x$'s and $r$'s
+    own dependence on $x$.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Context,
+        x: Tensor,
+        mean: Tensor,
+        rstd: Tensor,
+        eps: float,
+        weight: Tensor | None,
+        grad_output: Tensor,
+    ) -> Tensor:
+        ctx.save_for_backward(x, weight, grad_output)
+        ctx.dims, ctx.eps = tuple(d for d, n in enumerate(mean.shape) if n == 1), eps
+        (grad_x,) = x._fused("layer_norm_backward", mean, rstd, weight, grad_output.to(x.dtype))
+        return grad_x
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight, grad_output = ctx.saved_tensors
+        dims = ctx.dims
+        mean, rstd = _statistics(x, dims, ctx.eps)  # again, as tensor math in x: differentiable
+        x_hat = (x - mean) * rstd
+        g = grad_output if weight is None else grad_output * weight
+
+        def avg(v: Tensor) -> Tensor:
+            return v.mean(dims, keepdim=True)
+
+        def p(v: Tensor) -> Tensor:  # r P(v) is layer norm's input gradient for g = v
+            return v - avg(v) - x_hat * avg(v * x_hat)
+
+        r_p_grad = rstd * p(grad)
+        u = -rstd * (grad * avg(g * x_hat) + avg(grad * x_hat) * g)
+        grad_x = rstd * p(u) - rstd * avg(grad * rstd * p(g)) * x_hat
+        grad_g = r_p_grad if weight is None else weight * r_p_grad
+        grad_weight = None if weight is None else grad_output * r_p_grad
+        return grad_x, None, None, None, grad_weight, grad_g

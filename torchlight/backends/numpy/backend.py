@@ -18,6 +18,8 @@ from torchlight.backends.fused import FusedKernels
 from torchlight.backends.numpy import kernels
 from torchlight.backends.numpy.kernels import quietly
 
+kernels.keep_freed_memory()  # freed arrays reused, not faulted in afresh (numpy/kernels.py)
+
 
 def _stable_sigmoid(x: np.ndarray) -> np.ndarray:
     # 1/(1+e^-x) overflows e^-x for very negative x; use e^x/(1+e^x) there instead.
@@ -149,7 +151,7 @@ class NumpyBackend(FusedKernels):
         out = np.zeros(shape, dtype=values.dtype)
         if all(isinstance(i, (int, slice, type(None), type(Ellipsis))) for i in index):
             out[index] = values  # a basic index never repeats a position: plain assignment
-        else:
+        elif not kernels.add_rows(out, index, values):  # (rows picked many times: by sorting)
             np.add.at(out, index, values)  # integer arrays may repeat: add each occurrence
         return out
 
@@ -169,5 +171,8 @@ class NumpyBackend(FusedKernels):
     # fused kernels, overridden (numpy/kernels.py: what each buys, measured)
     linear = staticmethod(kernels.linear)
     log_softmax = staticmethod(kernels.log_softmax)
+    gelu = staticmethod(kernels.gelu)
+    gelu_backward = staticmethod(kernels.gelu_backward)
+    layer_norm_backward = staticmethod(kernels.layer_norm_backward)
     lstm_forward = staticmethod(kernels.lstm_forward)
     lstm_backward = staticmethod(kernels.lstm_backward)

@@ -3,32 +3,61 @@ on this project's 2-core machine, under load (``benchmarks/bench_autograd.py`` a
 the kernel alone; ratios, not absolute times, are what carry over). The backend itself
 (:mod:`torchlight.backends.numpy.backend`) keeps each primitive one or two lines.
 
+- ``keep_freed_memory``: glibc's ``malloc`` told (``mallopt``) to keep freed blocks of up to
+  32 MB for reuse, instead of handing each back to the kernel; the numpy backend calls it when
+  it loads. Without it every array of a GPT's activation size (3 MB) is fresh memory from the
+  kernel, whose first write faults once per 4 kB page: a training step of the tiny GPT of
+  ``benchmarks/bench_seq.py`` took 12,200 page faults (50 MB of zeroed pages) and 90-106 ms;
+  with it 10-50 faults and 70-81 ms (float32, one thread, best of 8, load ~2.5). The cost: a
+  process keeps up to 64 MB of freed memory it may use again rather than returning it.
 - ``quietly``: numpy's floating-point warnings off for one ufunc call, in a prepared context
   instead of ``np.errstate`` per call: log of a (64, 10) array 6.3 us against 12.4 us.
 - ``linear``, ``log_softmax``: the fused kernels of :mod:`torchlight.backends.fused` in fewer
   numpy calls (the bias added in place, the shift and the log sum in one pass each).
+- ``gelu``, ``gelu_backward``, ``layer_norm_backward``: the same formulas with each ufunc
+  writing into an array made once (``out=``) instead of a new one. A new array the size of a
+  GPT's (32, 64, 384) activations costs more than the arithmetic on it: numpy asks the C
+  allocator for it, which maps fresh pages from the kernel for blocks this large, and the first
+  write to each 4 kB page faults. GELU's backward (best of 30, float32, (32, 64, 384)): 5.7-7.0
+  ms as the composition (14 new arrays), 0.8-1.0 ms here (2); its forward 0.6-0.7 ms -> 0.5 ms.
 - ``lstm_forward``, ``lstm_backward``: the backend override of the readable LSTM recurrence
   (``ops.recurrent.Recurrence`` with an ``LSTMStep``), every array allocated once per layer
   and the gates updated in place: a (35, 20, 200) layer forward + backward 149-203 ms against
   71-309 ms for the readable recurrence (noisy under load: no clear gain measured here).
 
-Removed after measuring, because numpy 2.4 does better without them: the sort-based
-``index_add`` (2.5x slower than ``np.add.at`` for an embedding's backward, 2048 rows of 64)
-and the weighted argmax over a short axis (5x slower than ``np.argmax`` over 100,000 windows
-of 4).
+- ``add_rows``: ``index_add`` of whole rows picked many times each (an embedding's backward over
+  a small vocabulary) by sorting the picks and summing each run with one ``np.add.reduceat``:
+  the GPT's 2048 token ids into 65 rows of 96 (float32) 0.18 ms against 1.22 ms for
+  ``np.add.at``, 2048 ids into 100 rows of 64 0.17 against 0.81 ms. With few repeats sorting
+  loses (2048 ids into 2048 rows: 2.0 against 0.9 ms; under 8192 numbers ``np.add.at``'s
+  microseconds win), so it runs only where the picks are at least 4 times the rows.
+
+Removed after measuring, because numpy 2.4 does better without it: the weighted argmax over a
+short axis (5x slower than ``np.argmax`` over 100,000 windows of 4).
 """
 
 from __future__ import annotations
 
 import contextvars
+import ctypes
+import math
+import os
+import platform
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from torchlight import threads
+from torchlight.backends.fused import GELU_A, GELU_C, normalized_dims
 
 __all__ = [
+    "add_rows",
+    "gelu",
+    "gelu_backward",
+    "keep_freed_memory",
+    "layer_norm_backward",
     "linear",
     "log_softmax",
     "lstm_backward",
@@ -36,6 +65,65 @@ __all__ = [
     "lstm_weight_gradients",
     "quietly",
 ]
+
+
+def add_rows(out: np.ndarray, index: tuple[Any, ...], values: np.ndarray) -> bool:
+    """``np.add.at(out, index, values)`` where ``index`` (integer arrays) picks whole rows of
+    ``out``, at least 4 picks a row and 8192 numbers in all; False, doing nothing, otherwise.
+
+    The picks' positions are sorted (stably, so each position's rows keep their order) and
+    each run of equal positions is summed by one ``np.add.reduceat``.
+    """
+    picks = [i for i in index if isinstance(i, np.ndarray) and i.dtype.kind in "iu"]
+    if not picks or len(picks) != len(index) or len(index) >= out.ndim or values.size < 8192:
+        return False
+    arrays = np.broadcast_arrays(*picks)
+    leading = out.shape[: len(arrays)]
+    if arrays[0].size < 4 * math.prod(leading):
+        return False  # few repeats: np.add.at is faster
+    if any(a.min() < -n or a.max() >= n for a, n in zip(arrays, leading, strict=True)):
+        return False  # out of range: np.add.at raises the IndexError
+    positions = np.ravel_multi_index([a % n for a, n in zip(arrays, leading, strict=True)], leading)
+    positions = positions.ravel()
+    rows = np.broadcast_to(values, arrays[0].shape + out.shape[len(arrays) :])
+    rows = rows.reshape(positions.size, -1)
+    order = np.argsort(positions, kind="stable")
+    sorted_positions = positions[order]
+    starts = np.flatnonzero(np.r_[True, sorted_positions[1:] != sorted_positions[:-1]])
+    out.reshape(-1, rows.shape[1])[sorted_positions[starts]] = np.add.reduceat(rows[order], starts)
+    return True
+
+
+# glibc's <malloc.h> option numbers
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def keep_freed_memory(mmap_threshold: int = 32 << 20, trim_threshold: int = 64 << 20) -> bool:
+    """Have glibc's ``malloc`` reuse freed blocks of up to ``mmap_threshold`` bytes and keep up
+    to ``trim_threshold`` bytes of freed memory; True when it took the settings.
+
+    numpy takes every array's memory from ``malloc``. glibc serves a block of
+    ``M_MMAP_THRESHOLD`` bytes or more with its own ``mmap`` and unmaps it when freed. The
+    threshold starts at 128 kB and follows the largest block freed so far, but a block of that
+    very size is still mapped: a training step that makes and frees many arrays of one large
+    shape gets fresh pages for each, and the kernel zeroes each 4 kB page on its first write (a
+    page fault, slower than the arithmetic on it). ``M_TRIM_THRESHOLD`` is how much free memory
+    at the top of the heap may stay before it too goes back. Done only with glibc on Linux,
+    and not when the environment sets ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_``
+    (glibc's own variables: a setting made there wins).
+    """
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return False
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(
+        mallopt(_M_MMAP_THRESHOLD, mmap_threshold) and mallopt(_M_TRIM_THRESHOLD, trim_threshold)
+    )
 
 
 def quietly(ufunc: Callable[..., Any]) -> Callable[..., Any]:
@@ -83,6 +171,65 @@ def log_softmax(a: np.ndarray, dim: int) -> np.ndarray:
 
 
 _quiet_log_softmax = quietly(_log_softmax)
+
+
+def _floating(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype.kind == "f" else x.astype(np.float64)  # integers: as tanh would give
+
+
+def gelu(x: np.ndarray) -> tuple[np.ndarray]:
+    r"""``FusedKernels.gelu``, $\tfrac{x}{2}(1 + \tanh(x\,(c + ca x^2)))$, in one new array."""
+    x = _floating(x)
+    out = np.multiply(x, x, out=np.empty(x.shape, x.dtype))  # (an array even when 0-d)
+    out *= GELU_C * GELU_A
+    out += GELU_C
+    out *= x  # u = c (x + a x^3)
+    np.tanh(out, out=out)
+    out += 1.0
+    out *= x
+    out *= 0.5
+    return (out,)
+
+
+def gelu_backward(x: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray]:
+    r"""``FusedKernels.gelu_backward`` in two new arrays, the slope written as
+    $\mathrm{GELU}'(x) = \tfrac12 (1 + t)(1 + x u' (1 - t))$, since $1 - t^2 = (1 + t)(1 - t)$
+    (with $u' = c (1 + 3a x^2)$)."""
+    x = _floating(x)
+    slope = np.multiply(x, x, out=np.empty(x.shape, x.dtype))  # (an array even when 0-d)
+    t = np.multiply(slope, GELU_C * GELU_A, out=np.empty(x.shape, x.dtype))
+    t += GELU_C
+    t *= x
+    np.tanh(t, out=t)  # t = tanh(c (x + a x^3))
+    slope *= 3 * GELU_C * GELU_A
+    slope += GELU_C
+    slope *= x  # x u'
+    np.subtract(1.0, t, out=t)  # 1 - t
+    slope *= t
+    slope += 1.0
+    np.subtract(2.0, t, out=t)  # 1 + t
+    slope *= t
+    slope *= 0.5
+    slope *= grad
+    return (slope,)
+
+
+def layer_norm_backward(
+    x: np.ndarray, mean: np.ndarray, rstd: np.ndarray, weight: np.ndarray | None, grad: np.ndarray
+) -> tuple[np.ndarray]:
+    r"""``FusedKernels.layer_norm_backward``, $r\,(g - \langle g\rangle - \hat x \langle g
+    \hat x\rangle)$, in three new arrays (the composition makes nine)."""
+    dims = normalized_dims(x.shape, mean.shape)
+    x_hat = np.subtract(x, mean)
+    x_hat *= rstd
+    g = grad if weight is None else np.multiply(grad, weight)
+    out = np.multiply(g, x_hat)
+    mean_gx = np.mean(out, axis=dims, keepdims=True)
+    np.multiply(x_hat, mean_gx, out=out)
+    np.subtract(g, out, out=out)
+    out -= np.mean(g, axis=dims, keepdims=True)
+    out *= rstd
+    return (out,)
 
 
 def _sigmoid_in_place(x: np.ndarray) -> None:

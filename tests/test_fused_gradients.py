@@ -1,0 +1,109 @@
+"""GELU's and layer norm's gradients as Functions of their own (``GELUBackward``,
+``LayerNormBackward``, ``Normalized``), whose forward is one fused backend kernel and whose
+backward is tensor math: second derivatives against ones worked out by hand, third derivatives
+against central differences, on every backend that runs these kernels differently.
+
+(``tests/test_backend_conformance.py`` checks the kernels themselves against their
+compositions; ``tests/test_autograd_higher_order.py`` runs ``gradgradcheck`` on the layers.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import torchlight as tl
+from torchlight.autograd import grad, gradgradcheck
+from torchlight.ops.activations import GELUBackward
+from torchlight.ops.normalization import LayerNormBackward
+
+F = tl.nn.functional
+C, A = np.sqrt(2 / np.pi), 0.044715
+
+
+def leaf(data, backend="numpy"):  # type: ignore[no-untyped-def]
+    return tl.tensor(np.asarray(data, dtype=np.float64), requires_grad=True, backend=backend)
+
+
+def gelu_second_derivative(x: np.ndarray) -> np.ndarray:
+    """d^2/dx^2 of x/2 (1 + tanh u), u = c (x + a x^3), by the product and chain rules."""
+    u, du, d2u = C * (x + A * x**3), C * (1 + 3 * A * x**2), 6 * A * C * x
+    t = np.tanh(u)
+    dt, d2t = (1 - t**2) * du, (1 - t**2) * d2u - 2 * t * (1 - t**2) * du**2
+    return dt + 0.5 * x * d2t
+
+
+@pytest.mark.parametrize("backend", ["numpy", "strided"])
+def test_gelu_second_derivative_matches_the_one_by_hand(backend: str) -> None:
+    xs = np.linspace(-4.0, 4.0, 17)
+    x = leaf(xs, backend)
+    (slope,) = grad(F.gelu(x, approximate="tanh").sum(), x, create_graph=True)
+    assert slope.grad_fn is GELUBackward  # the gradient is a graph node of its own
+    (curvature,) = grad(slope.sum(), x)
+    np.testing.assert_allclose(
+        curvature.numpy(), gelu_second_derivative(xs), rtol=1e-10, atol=1e-14
+    )
+
+
+def test_layer_norm_hessian_vector_product_matches_one_by_hand() -> None:
+    """Without weight: y = x_hat, and <v, d/dx (J^T w)> for the Jacobian J of x_hat, worked
+    out in numpy from x_hat's (N, N) Jacobian as a function of x (by central differences of
+    that closed form, which is itself independent of the Functions under test)."""
+    rng = np.random.default_rng(0)
+    xs, w, v = (rng.standard_normal(5) for _ in range(3))
+
+    def jacobian_t_w(x: np.ndarray) -> np.ndarray:
+        centred = x - x.mean()
+        rstd = 1 / np.sqrt((centred**2).mean() + 1e-5)
+        x_hat, n = centred * rstd, len(x)
+        return (rstd * (np.eye(n) - 1 / n - np.outer(x_hat, x_hat) / n)).T @ w
+
+    h = 1e-6
+    want = np.array(
+        [(jacobian_t_w(xs + h * e) - jacobian_t_w(xs - h * e)) @ v / (2 * h) for e in np.eye(5)]
+    )
+    x = leaf(xs)
+    (g,) = grad((F.layer_norm(x, (5,)) * tl.tensor(w)).sum(), x, create_graph=True)
+    assert g.grad_fn is LayerNormBackward
+    (hvp,) = grad((g * tl.tensor(v)).sum(), x)
+    np.testing.assert_allclose(hvp.numpy(), want, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda a: F.gelu(a, approximate="tanh"),
+        lambda a: F.layer_norm(a, (3,), tl.tensor([1.0, 2.0, -1.0]), tl.tensor([0.5, 0, 0])),
+        lambda a: F.layer_norm(a, (2, 3)),
+    ],
+    ids=["gelu_tanh", "layer_norm", "layer_norm_two_dims"],
+)
+def test_third_derivatives_through_the_gradient_functions(f) -> None:  # type: ignore[no-untyped-def]
+    r"""The backward of ``GELUBackward`` and ``LayerNormBackward`` is differentiable again, and
+    right: the gradient of a Hessian-vector product $\langle u, H v\rangle$ by autograd (third
+    derivatives) equals central differences of that product (each computed by autograd)."""
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((2, 3))
+    w, v, u = (tl.tensor(rng.standard_normal((2, 3))) for _ in range(3))
+
+    def hvp_dot(x):  # type: ignore[no-untyped-def]
+        (g,) = grad((f(x) * w).sum(), x, create_graph=True)
+        (hv,) = grad((g * v).sum(), x, create_graph=True)
+        return (hv * u).sum()
+
+    x = leaf(xs)
+    (third,) = grad(hvp_dot(x), x)
+    h, want = 1e-5, np.zeros_like(xs)
+    for i in np.ndindex(xs.shape):
+        step = np.zeros_like(xs)
+        step[i] = h
+        want[i] = (hvp_dot(leaf(xs + step)).item() - hvp_dot(leaf(xs - step)).item()) / (2 * h)
+    np.testing.assert_allclose(third.numpy(), want, rtol=1e-5, atol=1e-7)
+
+
+def test_layer_norm_weight_and_bias_gradients_under_create_graph() -> None:
+    """The weight's gradient G x_hat goes through ``Normalized``, so its derivative in x
+    (through the mean and the variance) is there too: gradgradcheck in all three inputs."""
+    rng = np.random.default_rng(6)
+    x, weight, bias = leaf(rng.standard_normal((4, 3))), leaf([1.0, -2.0, 0.5]), leaf([0.1, 0, 0])
+    assert gradgradcheck(lambda x, w, b: F.layer_norm(x, (3,), w, b), x, weight, bias)
