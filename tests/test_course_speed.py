@@ -4,6 +4,8 @@ nbgrader's commands run in one worker process.
 - a spare sandbox (started while the previous notebook ran) is handed to exactly one notebook,
   and nothing the previous notebook did (files in its work dir or ``/tmp``, a daemon) reaches it;
 - no spare is started for a notebook that will not come (``sandbox.plan``);
+- a hidden-check sandbox started while nbgrader sanitizes a notebook (``grader.prepare``: it
+  binds that notebook's grader-built library) is handed to that notebook only;
 - every process of a sandbox dies with it, also when the grader itself is killed;
 - ``tools/course_batch.py``'s worker runs every command of a job, in order, each with its own exit
   status and its own output, and a worker that died is replaced for the next job.
@@ -21,7 +23,7 @@ import psutil
 import pytest
 
 from torchlight_grader import sandbox
-from torchlight_grader.grader import Cell, grade
+from torchlight_grader.grader import Cell, grade, prepare
 from torchlight_grader.sandbox import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,6 +112,42 @@ def test_no_spare_is_started_for_a_notebook_that_will_not_come(spares: None) -> 
         verdicts = grade("a1_functions", notebook(), ["test_mul"], seed=0, ahead=True)
         assert verdicts["test_mul"].passed, verdicts["test_mul"].message
         assert (spare_pid() is not None) == expected_spare
+
+
+LIBRARY_MUL = MUL.replace(
+    """        a, b = ctx.saved_tensors
+        return grad_output * b, grad_output * a""",
+    """        a, b = ctx.saved_tensors
+        with tl.enable_grad():  # the library's own Mul backward does the work
+            a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+            (a * b).backward(grad_output)
+        return a.grad, b.grad""",
+)
+
+
+def test_a_sandbox_prepared_for_a_notebook_serves_only_that_notebook(spares: None) -> None:
+    """The hidden-check sandbox started while nbgrader sanitizes a notebook (``prepare``) binds
+    that notebook's grader-built library. One prepared for a4 (whose library keeps Mul's
+    backward) is never handed to a1, which grades Mul: a1's answer that hands its derivative
+    back to the library still meets "write it yourself"; one prepared for a1 is used by a1."""
+    assert LIBRARY_MUL != MUL
+    limits = Limits(cell_timeout=10)
+    prepare("a4_convolutions", limits)
+    other = spare_pid()
+    assert other is not None, "prepare started no sandbox"
+    verdict = grade("a1_functions", [SETUP, Cell("answer", "mul", LIBRARY_MUL)],
+                    ["test_mul"], seed=0, limits=limits)["test_mul"]  # fmt: skip
+    assert not verdict.passed and "write it yourself" in verdict.message, verdict.message
+    assert not psutil.pid_exists(other) or psutil.Process(other).status() == psutil.STATUS_ZOMBIE
+    prepare("a1_functions", limits)
+    mine = spare_pid()
+    assert mine is not None and mine != other
+    prepare("a1_functions", limits)  # one like it is waiting: nothing new is started
+    assert spare_pid() == mine
+    verdict = grade("a1_functions", notebook(), ["test_mul"], seed=0, limits=limits)["test_mul"]
+    assert verdict.passed, verdict.message
+    assert spare_pid() is None, "the prepared sandbox was not handed out"
+    assert not psutil.pid_exists(mine) or psutil.Process(mine).status() == psutil.STATUS_ZOMBIE
 
 
 def test_a_worker_runs_every_command_with_its_own_status_and_output(tmp_path: Path) -> None:

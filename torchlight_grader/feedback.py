@@ -24,9 +24,17 @@ submission produces is stripped of scripts before it gets here (``SanitizeNotebo
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import html
+import json
+import os
 import re
+import select
 import shutil
+import subprocess
+import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -179,30 +187,99 @@ def typeset(formulas: Sequence[tuple[str, bool]], node: str, timeout: float) -> 
     """Each ``(tex, display)`` as MathJax's SVG (``<mjx-container>``), ``None`` where the TeX has
     an error or could make a link, a style or a class (:data:`torchlight_grader.hostile.MATHJAX_ACTIVE`,
     which nbgrader's inputs lose anyway). Raises ``RuntimeError`` when Node.js cannot run."""
-    import json
-    import subprocess
-
     from torchlight_grader.hostile import MATHJAX_ACTIVE
 
     todo = sorted({f for f in formulas if f not in _CACHE and not MATHJAX_ACTIVE.search(f[0])})
     if todo:
-        try:
-            proc = subprocess.run([node, str(TEX_SVG), str(mathjax_folder())],
-                                  input=json.dumps(todo), capture_output=True, text=True,
-                                  timeout=timeout, check=False)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise RuntimeError(f"{node} {TEX_SVG.name} did not run: {exc}") from exc
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"{node} {TEX_SVG.name} failed ({proc.returncode}): {proc.stderr[-2000:]}"
-            )
-        for formula, svg in zip(todo, json.loads(proc.stdout), strict=True):
+        svgs = _Typesetter.get(node).ask(todo, timeout)
+        if not isinstance(svgs, list) or len(svgs) != len(todo):
+            raise RuntimeError(f"{node} {TEX_SVG.name} answered {len(todo)} formulas wrongly")
+        for formula, svg in zip(todo, svgs, strict=True):
             # MathJax's own serialization; still, nothing that could run or link goes into a page
             unsafe = svg is not None and re.search(
                 r"<script|\son[a-z]+\s*=|href\s*=\s*\"(?!#)", svg
             )
             _CACHE[formula] = None if unsafe else svg
     return [None if MATHJAX_ACTIVE.search(f[0]) else _CACHE[f] for f in formulas]
+
+
+class _Typesetter:
+    """``tex_svg.js`` under one Node.js, kept running for every page this process writes, so
+    MathJax starts once per grading process (it took ~0.2 s at each page with formulas not
+    typeset yet, the first page of each assignment); a new one after it failed or timed out."""
+
+    _running: dict[str, _Typesetter] = {}  # node -> its typesetter
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        try:
+            self.proc = subprocess.Popen(
+                [node, str(TEX_SVG), str(mathjax_folder())],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
+            )  # fmt: skip
+        except OSError as exc:
+            self.errors.close()
+            raise RuntimeError(f"{node} {TEX_SVG.name} did not run: {exc}") from exc
+
+    @classmethod
+    def get(cls, node: str) -> _Typesetter:
+        running = cls._running.get(node)
+        if running is None or running.proc.poll() is not None:
+            if running is not None:
+                running.stop()
+            running = cls._running[node] = cls(node)
+        return running
+
+    def ask(self, todo: Sequence[tuple[str, bool]], timeout: float) -> Any:
+        """The JSON answer for one line of formulas; raises ``RuntimeError`` (and ends this
+        Node.js) when it fails, ends or takes longer than ``timeout`` seconds."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None, "started with pipes"
+        try:
+            self.proc.stdin.write(json.dumps(todo).encode() + b"\n")
+            self.proc.stdin.flush()
+            deadline, fd, answer = time.monotonic() + timeout, self.proc.stdout.fileno(), b""
+            while not answer.endswith(b"\n"):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RuntimeError(
+                        f"{self.node} {TEX_SVG.name} did not answer in {timeout:g} s"
+                    )
+                ready, _, _ = select.select([fd], [], [], remaining)
+                chunk = os.read(fd, 1 << 20) if ready else None
+                if chunk == b"":
+                    self.proc.wait()
+                    self.errors.seek(0)
+                    error = self.errors.read()[-2000:].decode("utf-8", errors="replace")
+                    raise RuntimeError(
+                        f"{self.node} {TEX_SVG.name} failed ({self.proc.returncode}): {error}"
+                    )
+                answer += chunk or b""
+            return json.loads(answer)
+        except RuntimeError:
+            self.stop()
+            raise
+        except (OSError, ValueError) as exc:  # a broken pipe, an answer that is not JSON
+            self.stop()
+            raise RuntimeError(f"{self.node} {TEX_SVG.name} failed: {exc}") from exc
+
+    def stop(self) -> None:
+        if self._running.get(self.node) is self:
+            del self._running[self.node]
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        self.errors.close()
+
+
+@atexit.register
+def _stop_typesetters() -> None:
+    for typesetter in list(_Typesetter._running.values()):
+        typesetter.stop()
 
 
 def prerender_math(page: str, node: str, timeout: float = 120.0) -> str:

@@ -254,13 +254,30 @@ def build(names: frozenset[str]) -> Path:
                 raise GradedLibraryError(f"{cls.__qualname__} is defined outside {src}: {file}")
             by_file.setdefault(file.relative_to(src), set()).add(cls.__name__)
     base = compiled()
+    rewritten = {rel: _without_backward((src / rel).read_text(encoding="utf-8"), classes,
+                                        str(rel))
+                 for rel, classes in sorted(by_file.items())}  # fmt: skip
+    changed = set(rewritten) | {
+        Path(importlib.util.cache_from_source(str(rel))) for rel in rewritten
+    }  # the rewritten sources and their byte code are written anew; nothing else changes
     dst = _fresh_folder() / src.name
-    shutil.copytree(base, dst)  # byte code included: copy2 keeps the mtimes it was checked by
-    for rel, classes in sorted(by_file.items()):
-        text = _without_backward((src / rel).read_text(encoding="utf-8"), classes, str(rel))
-        os.chmod(dst / rel, 0o644)
+
+    def link(source: str, target: str) -> None:
+        # A hard link to the compiled copy's file (read-only already, same bytes and mtime):
+        # nothing is copied of what this variant keeps as it is. The rewritten files and their
+        # byte code are new files, never links, so the compiled copy (the one the feedback
+        # kernel runs get) never changes.
+        if Path(target).relative_to(dst) in changed:
+            return
+        try:
+            os.link(source, target)
+        except OSError:  # a file system without hard links
+            shutil.copy2(source, target)
+
+    shutil.copytree(base, dst, copy_function=link)
+    for rel, text in rewritten.items():
         (dst / rel).write_text(text, encoding="utf-8")
-    _compile(dst / rel for rel in by_file)
+    _compile(dst / rel for rel in rewritten)
     _read_only(dst)
     return dst
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from torchlight_grader import graded_library, registry
+from torchlight_grader import graded_library, registry, sandbox
 from torchlight_grader.checks import Case, Check, encode_case
 from torchlight_grader.sandbox import CellRecord, Limits, Outcome, Run, run_items
 
@@ -74,6 +75,24 @@ def cell_problem(check: Check, records: Sequence[CellRecord], limits: Limits) ->
     return None
 
 
+def prepare(notebook: str, limits: Limits | None = None, forbidden: Sequence[str] = ()) -> None:
+    """Start the sandbox :func:`grade` will use for ``notebook`` now, so that it imports while
+    nbgrader prepares the notebook (:func:`torchlight_grader.sandbox.prepare`); nothing for a
+    notebook without registered checks."""
+    if registry.checks_for(notebook):
+        sandbox.prepare("child.py", limits or Limits(), forbidden, as_pid_1=True,
+                        **_library(notebook))  # fmt: skip
+
+
+def _library(notebook: str) -> dict[str, Any]:
+    """The sandbox arguments that give the hidden checks of ``notebook`` the grader-built
+    library, without the graded ops' backward (and no real PyTorch)."""
+    return {
+        "overlays": graded_library.for_notebook(notebook),
+        "masks": graded_library.hidden_packages(),
+    }
+
+
 def grade(
     notebook: str,
     cells: Sequence[Cell],
@@ -116,8 +135,7 @@ def grade(
     ]
     run = Run()
     if items:  # against the grader-built library: the graded ops' own backward is not there
-        overlays, masks = graded_library.for_notebook(notebook), graded_library.hidden_packages()
-        run = run_items(notebook, sources, items, limits, forbidden, ahead, overlays, masks)
+        run = run_items(notebook, sources, items, limits, forbidden, ahead, **_library(notebook))
     for grade_id, (check, cases) in plans.items():
         problem = cell_problem(check, run.cells, limits)
         if problem:

@@ -4,7 +4,8 @@ Listed in ``assignments/nbgrader_config.py``:
 
 - :class:`RestoreGradedCells` (sanitize step, before nbgrader's ``OverwriteCells``): rebuilds
   every graded cell's nbgrader metadata from the gradebook, drops metadata the gradebook does
-  not know, and puts back test cells (and locked cells) the student deleted;
+  not know, and puts back test cells (and locked cells) the student deleted; it also starts
+  the notebook's two sandboxes (no student code in them yet), which import meanwhile;
 - :class:`SandboxedExecute` (replaces nbgrader's ``Execute``): runs the notebook in a kernel in
   a resource-limited sandbox process, only for the outputs shown in the feedback;
 - :class:`IsolatedGrader` (just before ``SaveAutoGrades``): re-runs every registered hidden
@@ -32,7 +33,7 @@ from nbgrader.utils import determine_grade
 from traitlets import Bool, Float, Integer
 
 from torchlight_grader import graded_library, hostile, registry, sandbox
-from torchlight_grader.grader import Cell, grade
+from torchlight_grader.grader import Cell, grade, prepare
 from torchlight_grader.inside import wire
 from torchlight_grader.structure import library_autograd
 
@@ -102,6 +103,11 @@ class RestoreGradedCells(NbGraderPreprocessor):
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         layout = Layout.load(resources)
+        # This notebook's two sandboxes start now, while nbgrader sanitizes it, so that they
+        # have imported (the kernel is up) when SandboxedExecute and IsolatedGrader hand them
+        # the notebook; neither sees student code before that.
+        SandboxedExecute(config=self.config).prepare(resources)
+        IsolatedGrader(config=self.config).prepare(resources)
         findings = nb.metadata.setdefault("torchlight", {}).setdefault("findings", [])
         present = set()
         for cell in nb.cells:
@@ -199,7 +205,9 @@ class SandboxedExecute(Execute):
     With ``background = True`` the run only starts here and :class:`IsolatedGrader` collects
     it after running the hidden checks, so the two sandboxes use both cores at once. With
     ``start_ahead`` (the default) the sandbox for the next notebook, its kernel already up, is
-    started as this one's run begins; it sees no student code until it is handed that notebook.
+    started as this one's run begins (for the first notebook of a grading process,
+    :class:`RestoreGradedCells` starts it while nbgrader sanitizes the notebook); it sees no
+    student code until it is handed that notebook.
     """
 
     total_timeout = Float(300.0, help="Wall-clock seconds for the whole notebook run.").tag(
@@ -213,12 +221,8 @@ class SandboxedExecute(Execute):
         True, help="Start the next notebook's sandbox (and kernel) while this one runs."
     ).tag(config=True)
 
-    def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        runnable = copy.deepcopy(nb)
-        for cell in runnable.cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-                cell.source = HIDDEN_TESTS.sub("", cell.source)
+    def _sandbox(self, resources: dict[str, Any]) -> dict[str, Any]:
+        """What the kernel run's sandbox is built from (the same for every notebook)."""
         settings = {
             "memory": self.memory_limit,
             "cpu_seconds": int(self.total_timeout) + 5,
@@ -226,18 +230,31 @@ class SandboxedExecute(Execute):
             "timeout": int(self.timeout or 30),
             "extra_arguments": list(self.extra_arguments),
         }
+        return {
+            "script": "run_notebook.py",
+            "limits": sandbox.Limits(),
+            "forbidden": course_paths(resources),
+            "settings": settings,
+            "overlays": graded_library.whole(),  # the library with its byte code: a faster start
+        }
+
+    def prepare(self, resources: dict[str, Any]) -> None:
+        """Start the kernel sandbox this notebook will get, unless one is waiting (the spare
+        the last notebook started): for the first notebook of a grading process."""
+        if self.start_ahead:
+            sandbox.prepare(**self._sandbox(resources))
+
+    def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        runnable = copy.deepcopy(nb)
+        for cell in runnable.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+                cell.source = HIDDEN_TESTS.sub("", cell.source)
         start = time.monotonic()
         deadline = start + self.total_timeout
-        # A sandbox whose kernel is already up (started while the last notebook ran), and the
-        # next notebook's, started now.
-        box = sandbox.open_sandbox(
-            "run_notebook.py",
-            sandbox.Limits(),
-            course_paths(resources),
-            settings=settings,
-            ahead=self.start_ahead,
-            overlays=graded_library.whole(),  # the library with its byte code: a faster start
-        )
+        # A sandbox whose kernel is already up (started while the last notebook ran, or by
+        # prepare() while this one was sanitized), and the next notebook's, started now.
+        box = sandbox.open_sandbox(**self._sandbox(resources), ahead=self.start_ahead)
         box.loads = _json_frame
         run = NotebookRun(box, deadline, self.log)
         box.send({"notebook": nbformat.writes(runnable)}, deadline)
@@ -364,8 +381,27 @@ class IsolatedGrader(NbGraderPreprocessor):
         300.0, help="Wall-clock seconds for all hidden checks of one notebook, however many cells."
     ).tag(config=True)
     start_ahead = Bool(
-        True, help="Start the next notebook's sandbox (its imports done) while this one runs."
+        True,
+        help="Start the notebook's hidden-check sandbox (its imports done) while nbgrader "
+        "sanitizes the notebook (RestoreGradedCells), before it is needed.",
     ).tag(config=True)
+
+    def limits(self) -> sandbox.Limits:
+        """The sandbox limits this preprocessor is configured with."""
+        return sandbox.Limits(
+            memory=self.memory_limit,
+            output=self.output_limit,
+            cell_timeout=self.cell_timeout,
+            budget=self.notebook_timeout,
+        )
+
+    def prepare(self, resources: dict[str, Any]) -> None:
+        """Start the sandbox the hidden checks of this notebook will get (``start_ahead``).
+
+        Not a spare started while the previous notebook ran: each notebook's checks see a
+        library built for that notebook, and which notebook comes next is not known then."""
+        if self.start_ahead:
+            prepare(resources["nbgrader"]["notebook"], self.limits(), course_paths(resources))
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         start = time.perf_counter()
@@ -399,16 +435,10 @@ class IsolatedGrader(NbGraderPreprocessor):
             cells,
             list(tests),
             seed=seed,
-            limits=sandbox.Limits(
-                memory=self.memory_limit,
-                output=self.output_limit,
-                cell_timeout=self.cell_timeout,
-                budget=self.notebook_timeout,
-            ),
+            limits=self.limits(),
             timeout_cap=self.timeout_cap,
             forbidden=course_paths(resources),
-            ahead=self.start_ahead,
-        )
+        )  # its sandbox was started by prepare(), while nbgrader sanitized the notebook
         pending = resources.pop(NotebookRun.KEY, None)
         if pending is not None:  # the notebook ran in parallel with the checks
             pending.finish(nb)

@@ -661,8 +661,7 @@ def open_sandbox(
     whose arguments differ, or that has ended, is closed instead of used. Only the main thread
     keeps spares (``--die-with-parent`` ends a sandbox when the thread that started it ends).
     """
-    key = (script, limits, tuple(forbidden), as_pid_1, wire.dumps(settings), ensure_available(),
-           tuple(overlays), tuple(masks))  # fmt: skip
+    key = _key(script, limits, forbidden, as_pid_1, settings, overlays, masks)
     opened = _PLAN["opened"][script] = _PLAN["opened"].get(script, 0) + 1
     more = _PLAN["notebooks"] is None or opened < _PLAN["notebooks"]
     box = None
@@ -678,6 +677,52 @@ def open_sandbox(
         spare = _started(script, limits, forbidden, as_pid_1, settings, overlays, masks)
         _SPARES[script] = (key, spare)
     return box
+
+
+def prepare(
+    script: str,
+    limits: Limits,
+    forbidden: Sequence[str] = (),
+    as_pid_1: bool = False,
+    settings: dict[str, Any] | None = None,
+    overlays: Sequence[tuple[str, str]] = (),
+    masks: Sequence[str] = (),
+) -> None:
+    """Start now the sandbox that the next :func:`open_sandbox` with these arguments gets (a
+    spare, as ``ahead`` starts one), unless one like it is waiting already.
+
+    For a sandbox whose arguments depend on the notebook (the hidden checks' grader-built
+    library), which a spare started while the previous notebook ran cannot know: the grader
+    calls this as soon as it knows which notebook comes (while nbgrader sanitizes it), so the
+    sandbox imports meanwhile; it sees no student code until :func:`open_sandbox` hands it
+    out. A waiting spare of ``script`` with other arguments is
+    closed (only one spare per script waits). Main thread only, as for ``ahead``.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    key = _key(script, limits, forbidden, as_pid_1, settings, overlays, masks)
+    if script in _SPARES:
+        spare_key, spare = _SPARES[script]
+        if spare_key == key and spare.proc.poll() is None:
+            return
+        del _SPARES[script]
+        spare.close()
+    box = _started(script, limits, forbidden, as_pid_1, settings, overlays, masks)
+    _SPARES[script] = (key, box)
+
+
+def _key(
+    script: str,
+    limits: Limits,
+    forbidden: Sequence[str],
+    as_pid_1: bool,
+    settings: dict[str, Any] | None,
+    overlays: Sequence[tuple[str, str]],
+    masks: Sequence[str],
+) -> tuple[Any, ...]:
+    """Everything a started sandbox was built from: a spare is handed out only for the same."""
+    return (script, limits, tuple(forbidden), as_pid_1, wire.dumps(settings), ensure_available(),
+            tuple(overlays), tuple(masks))  # fmt: skip
 
 
 def _started(
