@@ -395,6 +395,39 @@ def test_gelu_and_layer_norm_kernels_equal_their_compositions(name: str, dtype: 
 
 @pytest.mark.parametrize("name", BACKENDS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cross_entropy_backward_kernel_equals_its_composition(name: str, dtype: type) -> None:
+    """``cross_entropy_backward`` (numpy's and Numba's one-array override, the others'
+    inherited composition) gives what the composition in ``FusedKernels`` gives, and both give
+    (softmax(x) - onehot(y)) times the loss's gradient per row, computed here in float64 from
+    the logits, for each reduction and for logits large enough that e^x overflows unless
+    shifted (the kernel is given log softmax(x), as forward computed it)."""
+    from torchlight.backends.fused import FusedKernels
+
+    b = backend(name)
+    rng = np.random.default_rng(3)
+    tol = 1e-12 if dtype == np.float64 else 2e-6
+    x_np = (rng.standard_normal((6, 5)) * 3).astype(dtype)
+    x_np[0, :2] = [800.0, -800.0] if dtype == np.float64 else [80.0, -80.0]
+    labels = np.array([0, 4, 4, 1, 2, 0])
+    shifted = x_np.astype(np.float64) - x_np.max(1, keepdims=True)
+    softmax = np.exp(shifted) / np.exp(shifted).sum(1, keepdims=True)
+    truth = np.eye(5)[labels]
+    for reduction in ("mean", "sum", "none"):
+        g_np = rng.standard_normal(6 if reduction == "none" else ()).astype(dtype)
+        scale = (
+            g_np.reshape(6, 1) if reduction == "none" else g_np / (6 if reduction == "mean" else 1)
+        )
+        logp = (shifted - np.log(np.exp(shifted).sum(1, keepdims=True))).astype(dtype)
+        x, g = b.from_numpy(logp), b.from_numpy(np.asarray(g_np))
+        got = b.to_numpy(b.cross_entropy_backward(x, g, labels, reduction)[0])
+        want = b.to_numpy(FusedKernels.cross_entropy_backward(b, x, g, labels, reduction)[0])
+        assert got.dtype == want.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        np.testing.assert_allclose(got, (softmax - truth) * scale, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_lstm_override_equals_the_readable_recurrence(name: str, dtype: type) -> None:
     """Where a backend overrides the LSTM recurrence (numpy's in-place loop, Numba's compiled
     gates in float32), ``FusedLSTM`` gives what ``Recurrence`` with an ``LSTMStep`` gives on

@@ -60,6 +60,15 @@ def test_freed_arrays_are_reused_without_page_faults() -> None:
         assert faults < 768  # not one array's pages: the first round's memory, reused
 
 
+def test_torchlights_opt_out_leaves_the_allocator_as_it_is() -> None:
+    """``TORCHLIGHT_KEEP_FREED_MEMORY=0`` (README, Backends): glibc's defaults stay, so the
+    arrays each round frees go back to the kernel and are faulted in afresh."""
+    faults, took = run(TORCHLIGHT_KEEP_FREED_MEMORY="0")
+    assert took == "False"
+    if GLIBC:
+        assert faults >= ROUNDS * 768  # at least one array's pages faulted in afresh each round
+
+
 @pytest.mark.parametrize("variable", ["MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"])
 def test_a_malloc_setting_in_the_environment_wins(variable: str) -> None:
     """glibc's own variables are the user's choice: left as they are. With the mmap

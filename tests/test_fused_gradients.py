@@ -1,7 +1,8 @@
-"""GELU's and layer norm's gradients as Functions of their own (``GELUBackward``,
-``LayerNormBackward``, ``Normalized``), whose forward is one fused backend kernel and whose
-backward is tensor math: second derivatives against ones worked out by hand, third derivatives
-against central differences, on every backend that runs these kernels differently.
+"""GELU's, layer norm's and cross-entropy's gradients as Functions of their own
+(``GELUBackward``, ``LayerNormBackward``, ``Normalized``, ``CrossEntropyBackward``), whose
+forward is one fused backend kernel and whose backward is tensor math: second derivatives
+against ones worked out by hand (or PyTorch's), third derivatives against central differences,
+on every backend that runs these kernels differently.
 
 (``tests/test_backend_conformance.py`` checks the kernels themselves against their
 compositions; ``tests/test_autograd_higher_order.py`` runs ``gradgradcheck`` on the layers.)
@@ -15,6 +16,7 @@ import pytest
 import torchlight as tl
 from torchlight.autograd import grad, gradgradcheck
 from torchlight.ops.activations import GELUBackward
+from torchlight.ops.losses import CrossEntropyBackward
 from torchlight.ops.normalization import LayerNormBackward
 
 F = tl.nn.functional
@@ -75,11 +77,13 @@ def test_layer_norm_hessian_vector_product_matches_one_by_hand() -> None:
         lambda a: F.gelu(a, approximate="tanh"),
         lambda a: F.layer_norm(a, (3,), tl.tensor([1.0, 2.0, -1.0]), tl.tensor([0.5, 0, 0])),
         lambda a: F.layer_norm(a, (2, 3)),
+        lambda a: F.cross_entropy(a, tl.tensor([2, 0]), reduction="none").unsqueeze(1),
     ],
-    ids=["gelu_tanh", "layer_norm", "layer_norm_two_dims"],
+    ids=["gelu_tanh", "layer_norm", "layer_norm_two_dims", "cross_entropy"],
 )
 def test_third_derivatives_through_the_gradient_functions(f) -> None:  # type: ignore[no-untyped-def]
-    r"""The backward of ``GELUBackward`` and ``LayerNormBackward`` is differentiable again, and
+    r"""The backward of ``GELUBackward``, ``LayerNormBackward`` and ``CrossEntropyBackward`` is
+    differentiable again, and
     right: the gradient of a Hessian-vector product $\langle u, H v\rangle$ by autograd (third
     derivatives) equals central differences of that product (each computed by autograd)."""
     rng = np.random.default_rng(5)
@@ -107,3 +111,30 @@ def test_layer_norm_weight_and_bias_gradients_under_create_graph() -> None:
     rng = np.random.default_rng(6)
     x, weight, bias = leaf(rng.standard_normal((4, 3))), leaf([1.0, -2.0, 0.5]), leaf([0.1, 0, 0])
     assert gradgradcheck(lambda x, w, b: F.layer_norm(x, (3,), w, b), x, weight, bias)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "strided"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_second_derivatives_match_pytorch(backend: str, reduction: str) -> None:
+    """Double backward through ``F.cross_entropy``: the gradient is a ``CrossEntropyBackward``
+    node, and the derivative of <w, gradient> in the logits (a Hessian-vector product) and in
+    the loss's gradient G are PyTorch's."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    xs, labels = rng.standard_normal((5, 4)) * 3, np.array([0, 3, 3, 1, 2])
+    gs = rng.standard_normal(5) if reduction == "none" else np.asarray(rng.standard_normal())
+    w = rng.standard_normal((5, 4))
+
+    x, g = leaf(xs, backend), leaf(gs, backend)
+    loss = F.cross_entropy(x, tl.tensor(labels, backend=backend), reduction=reduction)
+    (gx,) = grad(loss, x, g, create_graph=True)
+    assert gx.grad_fn is CrossEntropyBackward
+    (gx * tl.tensor(w, backend=backend)).sum().backward()
+
+    xt, gt = (torch.tensor(a, requires_grad=True) for a in (xs, gs))
+    loss_t = torch.nn.functional.cross_entropy(xt, torch.tensor(labels), reduction=reduction)
+    (gxt,) = torch.autograd.grad(loss_t, xt, gt, create_graph=True)
+    (gxt * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(gx.detach().numpy(), gxt.detach().numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(g.grad.numpy(), gt.grad.numpy(), rtol=1e-10, atol=1e-15)

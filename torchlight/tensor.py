@@ -345,20 +345,21 @@ class Tensor(TensorOps):
         fused = cast(FusedKernels, self.backend)  # (every backend has the fused kernels)
         return Tensor(fused.log_softmax(a, dim), self.backend)
 
-    def _fused(self, kernel: str, *others: Tensor | None) -> tuple[Tensor, ...]:
+    def _fused(self, kernel: str, *others: Tensor | object) -> tuple[Tensor, ...]:
         """Fused backend kernel ``backend.<kernel>(self, *others)`` (``lstm_forward``,
         ``lstm_backward``; see :mod:`torchlight.backends.fused`), its results as
-        tensors. Every tensor must be on this backend with this dtype (None passes through)."""
+        tensors. Every tensor must be on this backend with this dtype; anything else (None, a
+        host array of indices, a string) passes through as it is."""
         backend, dtype = self.backend, self.dtype
         for other in others:
-            if other is not None and other.backend is not backend:
+            if isinstance(other, Tensor) and other.backend is not backend:
                 self._check_backend(other, kernel)
-            if other is not None and other.dtype != dtype:
+            if isinstance(other, Tensor) and other.dtype != dtype:
                 raise TypeError(
                     f"{kernel}: expected every tensor with dtype {dtype}, got one with "
                     f"{other.dtype}; convert it with .to({dtype})"
                 )
-        storages = (None if t is None else t.storage for t in others)
+        storages = (t.storage if isinstance(t, Tensor) else t for t in others)
         results = getattr(backend, kernel)(self.storage, *storages)
         return tuple(Tensor(result, backend) for result in results)
 

@@ -7,14 +7,16 @@ of a backend as one call where the primitives would take several:
   as the composition of the primitives, and that is what a backend runs unless it overrides it
   (numpy and Numba do, in their kernels files). ``Tensor._linear`` and ``Tensor._log_softmax``
   call them; the Functions that use them (``ops.linear``, ``ops.losses``) keep the math.
-- ``gelu(x)``, ``gelu_backward(x, grad)`` and ``layer_norm_backward(x, mean, rstd, weight,
-  grad)``: the tanh GELU, its gradient, and layer norm's input gradient, which the Functions of
-  ``ops.activations`` and ``ops.normalization`` run through ``Tensor._fused``. Written as tensor
-  math each is six to fifteen ops, each making a new array the size of a transformer's largest
-  activations; numpy's overrides make two or three (``backends/numpy/kernels.py``). The
-  Functions that call the gradient kernels (``GELUBackward``, ``LayerNormBackward``) have their
-  own backward in tensor math, so ``create_graph`` and double backward still work. Like every
-  kernel ``Tensor._fused`` calls, these return a tuple of storages.
+- ``gelu(x)``, ``gelu_backward(x, grad)``, ``layer_norm_backward(x, mean, rstd, weight,
+  grad)`` and ``cross_entropy_backward(log_probs, grad, labels, reduction)``: the tanh GELU, its
+  gradient, layer norm's input gradient and cross-entropy's, which the Functions of
+  ``ops.activations``, ``ops.normalization`` and ``ops.losses`` run through ``Tensor._fused``.
+  Written as tensor math each is four to fifteen ops, each making a new array (for a
+  transformer, the size of its largest activations); numpy's overrides make one to three
+  (``backends/numpy/kernels.py``). The Functions that call the gradient kernels
+  (``GELUBackward``, ``LayerNormBackward``, ``CrossEntropyBackward``) have their own backward in
+  tensor math, so ``create_graph`` and double backward still work. Like every kernel
+  ``Tensor._fused`` calls, these return a tuple of storages.
 - ``lstm_forward`` and ``lstm_backward`` (:class:`LSTMOverride`): a whole LSTM layer in one
   call. Here the default is not a composition in this file but the readable recurrence itself,
   ``ops.recurrent.Recurrence`` with an ``LSTMStep``: ``ops.recurrent.lstm`` runs it on every
@@ -67,6 +69,24 @@ class FusedKernels:
         one_minus_t2 = self.zip("sub", c(1.0), mul(t, t))
         slope = add(mul(c(0.5), add(c(1.0), t)), mul(mul(c(0.5), x), mul(one_minus_t2, du)))
         return (mul(grad, slope),)
+
+    def cross_entropy_backward(
+        self: Any, log_probs: Any, grad: Any, labels: np.ndarray, reduction: str
+    ) -> tuple[Any]:
+        r"""$(c\,(\mathrm{softmax}(x) - \mathrm{onehot}(y)),)$, cross-entropy's gradient from
+        forward's ``log_probs`` $\log \mathrm{softmax}(x)$ of shape $(N, C)$ and class indices
+        ``labels`` $y$ (a host integer array), where $c$ is the loss's gradient ``grad`` per
+        row: $G/N$ for ``"mean"``, $G$ for ``"sum"``, $G_n$ (``grad`` of shape $(N,)$) for
+        ``"none"``."""
+        mul, _, c = _ops(self, log_probs)
+        n = len(labels)
+        ones = self.from_numpy(np.ones(n, dtype=self.dtype(log_probs)))
+        one_hot = self.index_add(self.shape(log_probs), (np.arange(n), labels), ones)
+        if reduction == "none":
+            scale = self.view(self.contiguous(grad), (n, 1))  # a column: one value a row
+        else:
+            scale = mul(grad, c(1.0 / n)) if reduction == "mean" else grad
+        return (mul(self.zip("sub", self.map("exp", log_probs), one_hot), scale),)
 
     def layer_norm_backward(
         self: Any, x: Any, mean: Any, rstd: Any, weight: Any | None, grad: Any

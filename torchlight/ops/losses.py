@@ -25,6 +25,7 @@ __all__ = [
     "BinaryCrossEntropy",
     "BinaryCrossEntropyWithLogits",
     "CrossEntropy",
+    "CrossEntropyBackward",
     "LogSoftmaxFunction",
     "NLLLossFunction",
     "SoftmaxFunction",
@@ -133,19 +134,57 @@ class CrossEntropy(Function):
         ctx: Context, x: Tensor, target: Tensor, reduction: str, labels: np.ndarray
     ) -> Tensor:
         logp = _log_softmax(x, 1)
-        ctx.save_for_backward(x)
+        ctx.save_for_backward(x, logp)
         ctx.picks = (np.arange(len(labels)), labels)  # row n, column y_n
         ctx.reduction = reduction
         return _reduce_rows(-logp[ctx.picks], reduction)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None, None, None]:
-        (x,) = ctx.saved_tensors
-        softmax = LogSoftmaxFunction.apply(x, 1).exp()  # (recorded under create_graph: the
-        # gradient is differentiable in x; the fused log_softmax is one backend call)
+        x, logp = ctx.saved_tensors
+        grad_x = CrossEntropyBackward.apply(x, logp, grad_output, ctx.reduction, ctx.picks[1])
+        return grad_x, None, None, None
+
+
+class CrossEntropyBackward(Function):
+    r"""Cross-entropy's gradient $c \odot (\mathrm{softmax}(x) - \mathrm{onehot}(y))$ as a
+    Function of the logits $x$ and the loss's gradient $G$, so that a ``create_graph`` backward
+    through the loss is differentiable; $c$ is $G$ per row: $G/N$ for ``"mean"``, $G$ for
+    ``"sum"``, $G_n$ for ``"none"``. Forward is one backend kernel, ``cross_entropy_backward``
+    (the composition of primitives in :mod:`torchlight.backends.fused`); ``logp`` is forward's
+    $\log \mathrm{softmax}(x)$, passed so it need not be computed again.
+
+    Backward, with $s = \mathrm{softmax}(x)$ and $ar G$ the incoming gradient:
+    $\partial/\partial x = c \odot s \odot (ar G - \sum_j ar G_j s_j)$ (the softmax's
+    Jacobian) and $\partial/\partial G = \sum_j ar G_j (s_j - y_j)$ per row, reduced as the
+    loss was; in tensor math, so differentiable again.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Context,
+        x: Tensor,
+        logp: Tensor,
+        grad_output: Tensor,
+        reduction: str,
+        labels: np.ndarray,
+    ) -> Tensor:
+        ctx.save_for_backward(x, grad_output)
+        ctx.picks = (np.arange(len(labels)), labels)  # row n, column y_n
+        ctx.reduction = reduction
+        kernel = "cross_entropy_backward"  # the kernel's rule
+        (grad_x,) = logp._fused(kernel, grad_output.to(logp.dtype), labels, reduction)
+        return grad_x
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None, Tensor, None, None]:
+        x, grad_output = ctx.saved_tensors
+        softmax = LogSoftmaxFunction.apply(x, 1).exp()  # again, as tensor math in x
         one_hot = _one_hot(softmax, softmax.shape, ctx.picks)  # the truth
         scale = _per_row(grad_output, ctx.reduction, softmax.shape[0])
-        return (softmax - one_hot) * scale, None, None, None  # prediction minus truth
+        grad_x = scale * softmax * (grad - (grad * softmax).sum(1, keepdim=True))
+        grad_g = _reduce_rows((grad * (softmax - one_hot)).sum(1), ctx.reduction)
+        return grad_x, None, grad_g, None, None
 
 
 def _log_softmax(x: Tensor, dim: int) -> Tensor:

@@ -173,6 +173,7 @@ class NumpyBackend(FusedKernels):
     log_softmax = staticmethod(kernels.log_softmax)
     gelu = staticmethod(kernels.gelu)
     gelu_backward = staticmethod(kernels.gelu_backward)
+    cross_entropy_backward = staticmethod(kernels.cross_entropy_backward)
     layer_norm_backward = staticmethod(kernels.layer_norm_backward)
     lstm_forward = staticmethod(kernels.lstm_forward)
     lstm_backward = staticmethod(kernels.lstm_backward)
