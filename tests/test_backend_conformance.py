@@ -244,6 +244,34 @@ def test_numpy_index_add_of_whole_rows_equals_np_add_at() -> None:
         b.index_add((3, 5000), (np.array([0, 3] * 10),), np.ones((20, 5000)))
 
 
+def test_numpy_argmax_across_a_short_axis_equals_np_argmax() -> None:
+    """The numpy backend's ``argreduce`` along a short axis that is not the contiguous one
+    (``kernels.argmax_across``: max pooling's windows) gives ``np.argmax``'s/``np.argmin``'s
+    indices, the first extreme on ties, a NaN as the extreme, for every dim and dtype; where
+    the axis is the contiguous one, long, or the array small, it leaves the work to numpy."""
+    from torchlight.backends.numpy import kernels
+
+    b, rng, taken = backend("numpy"), np.random.default_rng(8), 0
+    for shape in ((16, 4, 4, 4, 64), (64, 3, 32), (3, 2, 600)):
+        for dtype in (np.float32, np.float64, np.int64):
+            a = (rng.standard_normal(shape) * 2).round().astype(dtype)  # many ties
+            if dtype != np.int64:
+                a.flat[::7], a.flat[::11] = np.nan, -np.inf
+            for dim in range(-len(shape), len(shape)):
+                for op, fn in (("max", np.argmax), ("min", np.argmin)):
+                    for keepdim in (True, False):
+                        want = fn(a, axis=dim, keepdims=keepdim)
+                        got = b.argreduce(op, a, dim, keepdim)
+                        assert got.dtype == np.int64 and got.shape == want.shape
+                        np.testing.assert_array_equal(got, want)
+                        taken += kernels.argmax_across(op, a, dim, keepdim) is not None
+    assert taken > 100  # the whole-array passes ran
+    assert kernels.argmax_across("max", np.zeros((1000, 4)), 1, False) is None  # contiguous axis
+    assert kernels.argmax_across("max", np.zeros((4, 1000)), 0, False) is not None
+    assert kernels.argmax_across("max", np.zeros((4, 100)), 0, False) is None  # small
+    assert kernels.argmax_across("max", np.zeros((40, 100)), 0, False) is None  # a long axis
+
+
 def test_mixing_backends_names_both() -> None:
     a = tl.ones(2, backend=backend("strided"))
     b = tl.ones(2, backend=backend("numba"))

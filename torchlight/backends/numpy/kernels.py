@@ -39,8 +39,14 @@ the kernel alone; ratios, not absolute times, are what carry over). The backend 
   loses (2048 ids into 2048 rows: 2.0 against 0.9 ms; under 8192 numbers ``np.add.at``'s
   microseconds win), so it runs only where the picks are at least 4 times the rows.
 
-Removed after measuring, because numpy 2.4 does better without it: the weighted argmax over a
-short axis (5x slower than ``np.argmax`` over 100,000 windows of 4).
+- ``argmax_across``: ``argmax``/``argmin`` along a short axis (16 or fewer) that is not the
+  array's contiguous one, by whole-array passes (the extreme, where it is, the first of
+  them). ``np.argmax`` walks such an axis one strided row at a time: max pooling's windows,
+  (16, 4, 4, 4, 64) float32 with the window axis outermost but one, 213 us against 33 us
+  here; the CNN of ``benchmarks/bench_nn.py`` one step 1.53 -> 1.35-1.39 ms (float32). Where
+  the axis is the contiguous one ``np.argmax`` is faster (the same windows laid out with the
+  axis last: 169 against 979 us; 100,000 rows of 4: 5x), so it runs there, as it does for a
+  long axis.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ from torchlight import threads
 from torchlight.backends.fused import GELU_A, GELU_C, normalized_dims
 
 __all__ = [
+    "argmax_across",
     "add_rows",
     "gelu",
     "cross_entropy_backward",
@@ -73,6 +80,29 @@ __all__ = [
     "lstm_weight_gradients",
     "quietly",
 ]
+
+
+def argmax_across(op: str, a: np.ndarray, dim: int, keepdim: bool) -> np.ndarray | None:
+    """``np.argmax``/``np.argmin`` of ``a`` along ``dim`` (``op`` is ``"max"`` or ``"min"``)
+    where ``dim`` is short (16 or fewer) and not ``a``'s contiguous axis; None, doing nothing,
+    elsewhere.
+
+    Marks where the extreme is (a NaN counts as the extreme, as in numpy), weighs position k
+    by size - k, and the largest weight marks the first extreme.
+    """
+    dim = dim % a.ndim if a.ndim else dim
+    if a.size < 1024 or not 1 < a.shape[dim] <= 16 or a.strides[dim] == a.itemsize:
+        return None
+    size = a.shape[dim]
+    best = (np.maximum if op == "max" else np.minimum).reduce(a, axis=dim, keepdims=True)
+    hit = a == best
+    if a.dtype.kind == "f":
+        hit |= np.isnan(a)
+    weight = np.arange(size, 0, -1, dtype=np.int8).reshape(
+        [size if d == dim else 1 for d in range(a.ndim)]
+    )
+    index = size - np.maximum.reduce(hit * weight, axis=dim, keepdims=True).astype(np.int64)
+    return index if keepdim else index.squeeze(dim)
 
 
 def add_rows(out: np.ndarray, index: tuple[Any, ...], values: np.ndarray) -> bool:
