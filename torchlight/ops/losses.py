@@ -154,9 +154,9 @@ class CrossEntropyBackward(Function):
     (the composition of primitives in :mod:`torchlight.backends.fused`); ``logp`` is forward's
     $\log \mathrm{softmax}(x)$, passed so it need not be computed again.
 
-    Backward, with $s = \mathrm{softmax}(x)$ and $ar G$ the incoming gradient:
-    $\partial/\partial x = c \odot s \odot (ar G - \sum_j ar G_j s_j)$ (the softmax's
-    Jacobian) and $\partial/\partial G = \sum_j ar G_j (s_j - y_j)$ per row, reduced as the
+    Backward, with $s = \mathrm{softmax}(x)$ and $\bar G$ the incoming gradient:
+    $\partial/\partial x = c \odot s \odot (\bar G - \sum_j \bar G_j s_j)$ (the softmax's
+    Jacobian) and $\partial/\partial G = \sum_j \bar G_j (s_j - y_j)$ per row, reduced as the
     loss was; in tensor math, so differentiable again.
     """
 
