@@ -6,6 +6,7 @@ same version bounds; the Makefile, README and CI script must offer what the READ
 
 import os
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -162,3 +163,21 @@ def test_ci_script_is_executable():
     assert run.is_file()
     assert os.access(run, os.X_OK), ".ci/run must be executable (chmod +x)"
     assert "make test" in run.read_text(encoding="utf-8")
+
+
+def test_no_text_file_holds_a_control_character():
+    """Source, docs and notebook sources are plain text: a control character (a backspace
+    where a docstring meant ``\\bar``, written through a non-raw string) renders as a box or
+    nothing at all. Tabs, newlines and carriage returns are text; everything else under 0x20 is
+    not."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py", "*.md", "*.txt", "*.toml", "*.cfg", "*.yml", "*.js", "Makefile"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    control = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+    found = []
+    for name in tracked:
+        for n, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1):
+            if control.search(line):
+                found.append(f"{name}:{n}: {line.strip()[:60]!r}")
+    assert len(tracked) > 200 and not found, found
