@@ -60,12 +60,11 @@ class Context:
     ``save_for_backward`` (checked for in-place changes), anything else as ``ctx.dim = 1``."""
 
     _saved: tuple[Any, ...] = ()  # (class defaults: a Context is made for every op)
-    _freed = False
+    _freed = _holds_output = False  # _holds_output: one of _saved is forward's output, weakly
     _non_differentiable: tuple[Any, ...] = ()
 
     def __init__(self, fn_name: str = "Function", args: tuple = (), needs: Any = ()) -> None:
-        # needs_input_grad (PyTorch's name): per forward argument, a tensor that requires grad?
-        # None when the op is not recorded: its backward never runs, so nothing is kept
+        # needs_input_grad (PyTorch's): per argument, a tensor requiring grad? None: not recorded
         self._fn_name, self.forward_args, self.needs_input_grad = fn_name, args, needs
 
     if TYPE_CHECKING:  # Functions stash arbitrary attributes (ctx.dim = 1)
@@ -92,9 +91,11 @@ class Context:
                 f"backward by {self._fn_name} were freed by the first backward(). Call "
                 "backward(retain_graph=True) the first time if you need to backward again."
             )
-        saved: tuple[Any, ...] = tuple([t() if type(t) is weakref.ref else t for t in self._saved])
-        for i, (t, version) in enumerate(zip(saved, self._versions, strict=True)):
-            if version >= 0 and t._version.value != version:
+        saved = self._saved
+        if self._holds_output:  # forward's result is held weakly (apply): the node itself
+            saved = tuple([t() if type(t) is weakref.ref else t for t in saved])
+        for i, version in enumerate(self._versions):
+            if version >= 0 and (t := saved[i])._version.value != version:
                 raise RuntimeError(
                     f"one of the tensors saved for {self._fn_name}.backward (saved tensor {i}, "
                     f"shape {tuple(t.shape)}) was modified by an in-place operation: it was at "
@@ -212,6 +213,7 @@ class Function:
             result = result.detach()  # the node is a new tensor on its storage
         elif id(result) in map(id, ctx._saved):  # a saved output, held weakly: no cycle
             ctx._saved = tuple([weakref.ref(t) if t is result else t for t in ctx._saved])
+            ctx._holds_output = True
         result.history = History(cls, ctx, tuple([a for a in args if hasattr(a, "requires_grad")]))
         result.requires_grad = True
         return result
