@@ -261,6 +261,8 @@ def for_matmul(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
     """
     if "threads" not in _state:
         get_num_threads()
+    if _state["threads"] == 1 and _state.get("blas") == 1:
+        return  # one thread in all: every product gets it (no size or load to weigh)
     m = a_shape[-2] if len(a_shape) > 1 else 1
     n = b_shape[-1] if len(b_shape) > 1 else 1
     want = threads_for(m * a_shape[-1] * n) if a_shape else 1
