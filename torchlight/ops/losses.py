@@ -170,8 +170,7 @@ class CrossEntropyBackward(Function):
         labels: np.ndarray,
     ) -> Tensor:
         ctx.save_for_backward(x, grad_output)
-        ctx.picks = (np.arange(len(labels)), labels)  # row n, column y_n
-        ctx.reduction = reduction
+        ctx.labels, ctx.reduction = labels, reduction
         kernel = "cross_entropy_backward"  # the kernel's rule
         (grad_x,) = logp._fused(kernel, grad_output.to(logp.dtype), labels, reduction)
         return grad_x
@@ -180,7 +179,8 @@ class CrossEntropyBackward(Function):
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None, Tensor, None, None]:
         x, grad_output = ctx.saved_tensors
         softmax = LogSoftmaxFunction.apply(x, 1).exp()  # again, as tensor math in x
-        one_hot = _one_hot(softmax, softmax.shape, ctx.picks)  # the truth
+        picks = (np.arange(len(ctx.labels)), ctx.labels)  # row n, column y_n
+        one_hot = _one_hot(softmax, softmax.shape, picks)  # the truth
         scale = _per_row(grad_output, ctx.reduction, softmax.shape[0])
         grad_x = scale * softmax * (grad - (grad * softmax).sum(1, keepdim=True))
         grad_g = _reduce_rows((grad * (softmax - one_hot)).sum(1), ctx.reduction)

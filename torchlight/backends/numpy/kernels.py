@@ -66,10 +66,10 @@ from torchlight import threads
 from torchlight.backends.fused import GELU_A, GELU_C, normalized_dims
 
 __all__ = [
-    "argmax_across",
     "add_rows",
-    "gelu",
+    "argmax_across",
     "cross_entropy_backward",
+    "gelu",
     "gelu_backward",
     "keep_freed_memory",
     "layer_norm_backward",
