@@ -63,13 +63,13 @@ lab: $(STAMP_LAB)
 # never overwritten. `make homework-check A=a1` grades your copy with the hidden tests.
 HOMEWORK ?= homework
 homework: $(STAMP_HOMEWORK)
-	$(PY) tools/homework.py release --into "$(HOMEWORK)"
+	$(PY) -m torchlight_grader.course.homework release --into "$(HOMEWORK)"
 	@sed -n '/^1\./,$$p' "$(HOMEWORK)/README.md"
 	cd "$(HOMEWORK)" && $(call JUPYTER_LAB,homework) .
 
 homework-check: $(STAMP_HOMEWORK)
 	@test -n "$(A)" || { echo "homework-check: name the assignment, e.g. make homework-check A=a1" >&2; exit 2; }
-	$(PY) tools/homework.py check "$(A)" --into "$(HOMEWORK)"
+	$(PY) -m torchlight_grader.course.homework check "$(A)" --into "$(HOMEWORK)"
 
 test: venv lint typecheck pytest
 

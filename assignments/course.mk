@@ -38,27 +38,27 @@ EXCHANGE   ?= $(abspath $(COURSE))/exchange
 	course-report course-lab course-release-exchange course-export course-collect \
 	course-feedback-release
 
-# The course's own collect and feedback release (torchlight_grader/collect.py), never nbgrader's
+# The course's own collect and feedback release (torchlight_grader/nbgrader/collect.py), never nbgrader's
 # bare `collect` / `release_feedback`: no links followed, an allow-list, size limits, the owner
 # check where students have OS accounts (ACCOUNTS=auto|yes|no), the instructor-observed time,
 # latest wins. See assignments/README.md, "The exchange".
 ACCOUNTS   ?= auto
 course-collect: venv
 	@test "$(ASSIGNMENT)" != "*" || { echo "course-collect: name one assignment, e.g. ASSIGNMENT=a1_functions" >&2; exit 2; }
-	$(PY) -m torchlight_grader.collect collect --course $(COURSE) --exchange "$(EXCHANGE)" \
+	$(PY) -m torchlight_grader.nbgrader.collect collect --course $(COURSE) --exchange "$(EXCHANGE)" \
 		--assignment "$(ASSIGNMENT)" --accounts $(ACCOUNTS) $(if $(DB_URL),--db-url '$(DB_URL)',)
 
 course-feedback-release: venv
 	@test "$(ASSIGNMENT)" != "*" || { echo "course-feedback-release: name one assignment, e.g. ASSIGNMENT=a1_functions" >&2; exit 2; }
-	$(PY) -m torchlight_grader.collect release-feedback --course $(COURSE) --exchange "$(EXCHANGE)" \
+	$(PY) -m torchlight_grader.nbgrader.collect release-feedback --course $(COURSE) --exchange "$(EXCHANGE)" \
 		--assignment "$(ASSIGNMENT)" $(if $(DB_URL),--db-url '$(DB_URL)',)
 
 # (of COURSE: `make course-release COURSE=/elsewhere` builds that course's notebooks, not these)
 course-build: venv
-	$(PY) tools/course.py build $(COURSE)
+	$(PY) -m torchlight_grader.course.manage build $(COURSE)
 
 course-check: venv
-	$(PY) tools/course.py check $(COURSE)
+	$(PY) -m torchlight_grader.course.manage check $(COURSE)
 
 course-release: course-build
 	cd $(COURSE) && $(NBGRADER) generate_assignment "$(ASSIGNMENT)" --force
@@ -72,19 +72,19 @@ course-release-exchange: venv
 		$(NBGRADER) release_assignment "$$a" --force --Exchange.root="$(EXCHANGE)" || exit 1; done
 
 # The three exports again from the gradebook, without grading (after manual grading in the
-# Formgrader): grades.csv, items.csv, canvas.csv (torchlight_grader.exports).
+# Formgrader): grades.csv, items.csv, canvas.csv (torchlight_grader.nbgrader.exports).
 course-export: venv
-	cd $(COURSE) && $(NBGRADER) export --exporter=torchlight_grader.exports.CourseExportPlugin --to=.
+	cd $(COURSE) && $(NBGRADER) export --exporter=torchlight_grader.nbgrader.exports.CourseExportPlugin --to=.
 
 # Only what is new or changed since the last run (keyed by a hash of the submission, the release
 # and the grader, in graded.json; FULL=1 regrades everything), students in parallel with
-# progress lines (tools/course_parallel.py: how sqlite and Postgres are serialized), then the
+# progress lines (torchlight_grader/course/grade.py: how sqlite and Postgres are serialized), then the
 # exports once, for everyone: grades.csv, items.csv (per test cell), canvas.csv. One broken
 # submission costs only that student (one FAILED line, a feedback page saying why; the target
 # fails at the end). Ctrl-C / SIGTERM stop the workers at once; a rerun grades what is left.
 # GRADE_ARGS: more options for nbgrader autograde (e.g. --IsolatedGrader.seed=1).
 course-grade: venv
-	$(PY) tools/course_parallel.py --course $(COURSE) --jobs $(JOBS) --assignment "$(ASSIGNMENT)" \
+	$(PY) -m torchlight_grader.course.grade --course $(COURSE) --jobs $(JOBS) --assignment "$(ASSIGNMENT)" \
 		$(if $(DB_URL),--db-url '$(DB_URL)',) $(if $(CLUSTER),--cluster '$(CLUSTER)',) \
 		$(if $(filter-out 0 no,$(FULL)),--full,) $(if $(GRADE_ARGS),-- $(GRADE_ARGS),)
 
@@ -94,12 +94,12 @@ course-roster: venv
 	cd $(COURSE) && $(NBGRADER) db student import "$(abspath $(ROSTER))"
 
 # Due dates: a CSV `name,duedate` (e.g. `a1_functions,2026-02-01 23:59:00 Europe/Berlin`).
-# Late submissions lose 10% per started day (nbgrader_config.py, torchlight_grader/late.py).
+# Late submissions lose 10% per started day (nbgrader_config.py, torchlight_grader/nbgrader/late.py).
 course-duedates: venv
 	cd $(COURSE) && $(NBGRADER) db assignment import "$(abspath $(DUEDATES))"
 
 course-report: venv
-	$(PY) tools/course_report.py $(COURSE)/grades.csv $(COURSE)/items.csv -o $(COURSE)/report.html
+	$(PY) -m torchlight_grader.course.report $(COURSE)/grades.csv $(COURSE)/items.csv -o $(COURSE)/report.html
 
 # JupyterLab started in the course directory (so the Formgrader reads nbgrader_config.py), the
 # venv first on PATH, and a local exchange folder (writable by all, as nbgrader wants it).

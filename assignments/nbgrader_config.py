@@ -50,8 +50,8 @@ try:
         SaveAutoGrades,
     )
 
-    from torchlight_grader.hostile import CheckSubmission, SanitizeNotebook
-    from torchlight_grader.nbgrader_plugins import IsolatedGrader, RestoreGradedCells, SandboxedExecute
+    from torchlight_grader.nbgrader.hostile import CheckSubmission, SanitizeNotebook
+    from torchlight_grader.nbgrader.plugins import IsolatedGrader, RestoreGradedCells, SandboxedExecute
 
     c.CourseDirectory.course_id = "torchlight-autograd"
     c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
@@ -77,7 +77,7 @@ try:
     c.IsolatedGrader.notebook_timeout = 300
 
     c.Autograde.sanitize_preprocessors = [
-        CheckSubmission,  # refuse symlinked notebooks, drop malformed metadata (torchlight_grader.hostile)
+        CheckSubmission,  # refuse symlinked notebooks, drop malformed metadata (torchlight_grader.nbgrader.hostile)
         ClearOutput,
         DeduplicateIds,
         RestoreGradedCells,
@@ -106,7 +106,7 @@ try:
     ]
 
     # --- The gradebook and the exchange for a course of hundreds (make course-grade DB_URL=... JOBS=N,
-    # make course-lab; see tools/course_parallel.py and the README's "The instructor's term") ---
+    # make course-lab; see torchlight_grader/course/grade.py and the README's "The instructor's term") ---
     # COURSE_DB_URL selects another gradebook, e.g. PostgreSQL. On sqlite, several nbgrader processes
     # at once (JOBS=N, or the formgrader while grading) wait up to 10 min for sqlite's write lock
     # instead of failing with "database is locked".
@@ -118,23 +118,23 @@ try:
     if os.environ.get("COURSE_EXCHANGE"):
         c.Exchange.root = os.environ["COURSE_EXCHANGE"]
     # A late submission loses 10% of its points per started day, down to zero (LateSubmissionPlugin).
-    c.AssignLatePenalties.plugin_class = "torchlight_grader.late.PercentPerDayLate"
+    c.AssignLatePenalties.plugin_class = "torchlight_grader.nbgrader.late.PercentPerDayLate"
     c.PercentPerDayLate.percent_per_day = 10.0
 
-    # --- The feedback page (torchlight_grader/feedback.py): each graded cell named in the table of
+    # --- The feedback page (torchlight_grader/nbgrader/feedback.py): each graded cell named in the table of
     # contents, verdicts that wrap, and a local MathJax inlined into the page (no CDN: the page
     # renders its math offline, and it travels alone through release_feedback/fetch_feedback).
-    from torchlight_grader import feedback
+    from torchlight_grader.nbgrader import feedback
 
     # Only generate_feedback's exporter gets the template: the Formgrader renders submissions with
     # nbgrader's own HTMLExporter ("formgrade" template), which must stay untouched.
-    c.GenerateFeedback.exporter_class = "torchlight_grader.feedback.FeedbackExporter"
+    c.GenerateFeedback.exporter_class = "torchlight_grader.nbgrader.feedback.FeedbackExporter"
     c.FeedbackExporter.template_file = feedback.TEMPLATE_FILE
     c.FeedbackExporter.extra_template_basedirs = [
         str(feedback.TEMPLATES),
         str(feedback.nbgrader_templates()),
     ]
-    c.FeedbackExporter.filters = {"mathjax_script": "torchlight_grader.feedback.mathjax_script"}
+    c.FeedbackExporter.filters = {"mathjax_script": "torchlight_grader.nbgrader.feedback.mathjax_script"}
     # The Formgrader's grading page (nbgrader's HTMLExporter, "formgrade" template): the local
     # MathJax 2 the Jupyter server serves (jupyter-server-mathjax) instead of a CDN, so manual
     # grading works offline. Only its mathjax macro changes (templates/formgrader/base/).

@@ -5,7 +5,7 @@ A simulated class hands in every assignment; each notebook is drawn from the cat
 ``tests/submissions`` (mostly correct solutions, planted mistakes, untouched releases, a few
 cheats and hostile hazards: the weights of ``tests/submissions/simulate.py``). The course is
 released once into a temporary copy; each JOBS setting then grades its own copy of it with
-``tools/course_parallel.py`` (the real nbgrader CLI, the real sandbox), and the exported
+``torchlight_grader/course/grade.py`` (the real nbgrader CLI, the real sandbox), and the exported
 grades of every setting must be identical (the hidden inputs are seeded for that).
 
 Usage::
@@ -43,13 +43,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tools")]
+sys.path[:0] = [str(ROOT / "tests")]
 
-import course_parallel  # noqa: E402
 from pg_server import PostgresServer  # noqa: E402
 from submissions.catalog import build  # noqa: E402
 from submissions.pipeline import make_course, nbgrader, notebooks, read_items, submit  # noqa: E402
 from submissions.simulate import CATALOGS, WEIGHTS  # noqa: E402
+
+from torchlight_grader.course import grade as course_parallel  # noqa: E402
 
 SEED = ("--IsolatedGrader.seed=20260115",)
 

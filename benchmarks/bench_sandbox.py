@@ -30,7 +30,7 @@ import jupytext
 import nbformat
 
 from torchlight_grader import sandbox
-from torchlight_grader.grader import Cell, grade
+from torchlight_grader.checks.grader import Cell, grade
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = (

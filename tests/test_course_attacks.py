@@ -14,6 +14,7 @@ import hashlib
 import html.parser
 import os
 import pwd
+import re
 import shutil
 import stat
 import subprocess
@@ -28,7 +29,7 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
-from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS
+from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS, TEX_MARK
 from submissions.catalog import build
 from submissions.pipeline import (
     max_points,
@@ -195,7 +196,7 @@ def _prepare(deployment: str, where: Path) -> Prepared:
 def _grade(ready: Prepared) -> subprocess.CompletedProcess:
     return _run(
         ready.prefix,
-        [sys.executable, str(ROOT / "tools" / "course.py"), "grade", str(ready.course),
+        [sys.executable, "-m", "torchlight_grader.course.manage", "grade", str(ready.course),
          "--assignment", A, "--", *FLAGS],
         ready.course,
         ready.where,
@@ -327,6 +328,24 @@ def test_what_cannot_be_rendered_is_shown_as_text_and_costs_nothing(batch: Batch
     assert huge.stat().st_size < honest.stat().st_size + 4 * 1024**2 // 4, huge.stat().st_size
 
 
+def test_one_students_tex_reaches_no_classmates_page_and_stays_in_its_budget(batch: Batch) -> None:
+    """Issue 39 items 1 and 5: a student's ``\\renewcommand``/``\\def``/``\\gdef`` stayed
+    defined in the grading process's one MathJax, and the SVG cache was shared: classmates graded
+    after them saw the attacker's text. Each page now gets a typesetter of its own, in a sandbox
+    with the page's budgets: the classmate graded next (same process) has every formula as the
+    first honest student has it, and the attacker's 16 huge integrals give a bounded page."""
+    feedback = batch.course / "feedback"
+    first = (feedback / HONEST[0].student / A / f"{A}.html").read_text()
+    last = (feedback / HONEST[1].student / A / f"{A}.html").read_text()
+    attacker = feedback / "a1_functions--attack-tex-macros" / A / f"{A}.html"
+    assert TEX_MARK not in first and TEX_MARK not in last, "a classmate's page shows the attack"
+    count = first.count("<mjx-container")
+    assert count > 20 and last.count("<mjx-container") == count, last.count("<mjx-container")
+    svg = re.findall(r"<mjx-container.*?</mjx-container>", last, re.DOTALL)
+    assert svg == re.findall(r"<mjx-container.*?</mjx-container>", first, re.DOTALL)
+    assert attacker.stat().st_size < 12 * 1024**2, attacker.stat().st_size
+
+
 def test_refused_files_are_never_followed_or_copied(batch: Batch) -> None:
     student = "a1_functions--attack-symlinks-beside"
     for folder in ("autograded", "feedback"):
@@ -378,12 +397,9 @@ def test_graded_ops_own_backward_is_unreachable_from_graded_code(batch: Batch) -
 
 
 def test_a_change_to_the_gradebook_is_reported_naming_the_student() -> None:
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("course_tool", ROOT / "tools" / "course.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    from torchlight_grader.course import manage as tool
+
     key = ("manual score", "alice", A, A, "test_mul")
     before = {key: 0.0, ("points", A, A, "test_mul"): 1.0}
     assert tool.gradebook_changes(before, dict(before)) == []
@@ -459,7 +475,7 @@ def test_a_course_config_that_fails_to_load_fails_closed(tmp_path: Path, breakag
     """nbgrader goes on with its defaults when the config raises: its stock Execute would run the
     student's notebook in an ordinary kernel, as the grader. A submission that writes outside its
     sandbox proves whether that happened."""
-    from torchlight_grader.preflight import CourseConfigError, check_config
+    from torchlight_grader.nbgrader.preflight import CourseConfigError, check_config
 
     course = released_course(tmp_path, "a1_functions")
     source, release = notebooks(course, "a1_functions")

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import importlib.util
 import os
 import re
 import secrets
@@ -58,7 +57,7 @@ from submissions.pipeline import (
 )
 from test_browser import CHROMIUM, CHROMIUM_ARGS, free_port, wait_for_server
 
-from torchlight_grader.collect import COURSE_ID
+from torchlight_grader.nbgrader.collect import COURSE_ID
 
 # The first test's setup builds and grades the course and starts the lab: minutes on a busy machine.
 pytestmark = [pytest.mark.browser, pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -208,12 +207,10 @@ def _graded(path: Path, lab: Lab) -> Course:
 
 
 def test_integrity_report_puts_tampering_in_its_own_section(course: Course) -> None:
-    """integrity.csv (tools/course.py): carol's edit in the "tampering" section; bob's wrong
+    """integrity.csv (torchlight_grader/course/manage.py): carol's edit in the "tampering" section; bob's wrong
     answer (it fails its visible test too) nowhere."""
-    spec = importlib.util.spec_from_file_location("course_tool", ROOT / "tools" / "course.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    from torchlight_grader.course import manage as tool
+
     with open(tool.integrity_report(course.path), newline="", encoding="utf-8") as f:
         rows = [(r["section"], r["student"], r["finding"]) for r in csv.DictReader(f)]
     assert rows == [("tampering", CLASSMATE, "locked cell intro was edited (restored)")], rows
@@ -662,7 +659,7 @@ def test_math_typeset_at_feedback_time_is_inert() -> None:
     code, and what MathJax skips (code, pre) stays as it is."""
     import shutil as sh
 
-    from torchlight_grader.feedback import MATHJAX_BEGIN, MATHJAX_END, prerender_math
+    from torchlight_grader.nbgrader.feedback import MATHJAX_BEGIN, MATHJAX_END, prerender_math
 
     node = sh.which("node")
     assert node, "Node.js is missing: `apt-get install -y nodejs` (.ci/run does it)"

@@ -2,7 +2,7 @@
 
 One module-scoped fixture builds a small class (four students on assignment 1: the solution, a
 planted mistake, the untouched release, the solution again) and grades it twice through
-``tools/course_parallel.py``:
+``torchlight_grader/course/grade.py``:
 
 - serially (``--jobs 1``, nbgrader's own pipeline, the sqlite gradebook): the reference;
 - on a cluster of real processes on loopback: ``dask scheduler`` and two ``dask worker``
@@ -31,7 +31,7 @@ import pytest
 from pg_server import PostgresServer
 from submissions import a1_functions
 from submissions.catalog import build
-from submissions.pipeline import ROOT, nbgrader, notebooks, released_course, stop_group, submit
+from submissions.pipeline import nbgrader, notebooks, released_course, stop_group, submit
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
 
@@ -58,7 +58,7 @@ class Runs:
 
 
 def grade_cmd(course: Path, *args: str) -> list[str]:
-    return [sys.executable, str(ROOT / "tools" / "course_parallel.py"), "--course", str(course),
+    return [sys.executable, "-m", "torchlight_grader.course.grade", "--course", str(course),
             "--assignment", A, *args, "--", *FLAGS]  # fmt: skip
 
 
@@ -83,7 +83,9 @@ def kill_a_worker_mid_task(scheduler_file: Path, grading: subprocess.Popen[bytes
                 tree = psutil.Process(pids[address]).children(recursive=True)
                 if not any(p.name() == "bwrap" for p in tree):
                     continue
-                children = [p for p in tree if "torchlight_grader.cluster" in " ".join(p.cmdline())]
+                children = [
+                    p for p in tree if "torchlight_grader.course.dask" in " ".join(p.cmdline())
+                ]
                 os.kill(pids[address], signal.SIGKILL)
                 killed = time.monotonic()
                 # at once (its watchdog polls every 0.05 s), not at its next output line

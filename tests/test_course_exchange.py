@@ -3,7 +3,7 @@
 Each deployment runs one term on assignment 1 through the real nbgrader CLI (roster ``db student
 import``, ``release_assignment``, students ``fetch_assignment`` and ``submit`` into a shared
 exchange, ``fetch_feedback``) and the course's own steps (``make course-collect``,
-``tools/course_parallel.py``, ``make course-feedback-release``), with real student ids. The two
+``torchlight_grader/course/grade.py``, ``make course-feedback-release``), with real student ids. The two
 terms run at the same time (the ``terms`` fixture), each with its own course, exchange and ids.
 
 ``single`` (every student is the instructor's OS user; ``make course-collect`` then says "single
@@ -61,8 +61,8 @@ from submissions import a1_functions
 from submissions.catalog import build
 from submissions.pipeline import BIN, ROOT, max_points, nbgrader, notebooks, released_course
 
-from torchlight_grader.collect import LIMITS, RefusedError, check_notebook
-from torchlight_grader.export import FORMULA_START
+from torchlight_grader.nbgrader.collect import LIMITS, RefusedError, check_notebook
+from torchlight_grader.nbgrader.spreadsheet import FORMULA_START
 
 # a term is one fixture: on a loaded 2-core machine its setup alone passed the 600 s default
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -437,7 +437,7 @@ os.utime(r, (t, t))
             nbformat.write(solution, folder / f"{A}.ipynb")
 
     mark("submitted and collected")
-    cmd = [sys.executable, str(ROOT / "tools" / "course_parallel.py"), "--course", str(course),
+    cmd = [sys.executable, "-m", "torchlight_grader.course.grade", "--course", str(course),
            "--jobs", "1", "--assignment", A, "--", *FLAGS]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     logs = "".join(p.read_text(errors="replace") for p in (course / "logs").glob("*.log"))

@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from torchlight_grader import registry, sandbox
-from torchlight_grader.grader import Cell, grade, rng_for
-from torchlight_grader.inside import wire
+from torchlight_grader import sandbox
+from torchlight_grader.checks import registry
+from torchlight_grader.checks.grader import Cell, grade, rng_for
 from torchlight_grader.sandbox import Limits
+from torchlight_grader.sandbox.inside import wire
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions", "a5_attention")
@@ -174,8 +175,8 @@ def test_the_graded_ops_own_backward_is_not_reachable_from_graded_code() -> None
 def test_every_graded_function_exists_and_no_solution_is_flagged() -> None:
     """The grader-built library's table names Functions torchlight defines (found by class name,
     wherever the library keeps them), and the structure check flags none of the solutions."""
-    from torchlight_grader.graded_library import GRADED, library_functions
-    from torchlight_grader.structure import library_autograd
+    from torchlight_grader.checks.graded_library import GRADED, library_functions
+    from torchlight_grader.checks.structure import library_autograd
 
     functions = library_functions()
     assert set(GRADED) == set(NOTEBOOKS)
@@ -191,7 +192,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from test_course_grading import a1, unary
-from torchlight_grader import graded_library
+from torchlight_grader.checks import graded_library
 copy = Path(graded_library.for_notebook("a1_functions")[0][0]).parent
 verdict = "not graded"
 if sys.argv[2] == "grade":
@@ -299,14 +300,40 @@ def test_all_sandboxes_together_stay_inside_one_memory_cgroup() -> None:
     assert not verdicts["test_exp"].passed and "a process was killed: [" in message, message
 
 
+INODES = """
+import os
+for _n in range(3_000_000):  # empty files: 0 bytes of tmpfs, ~1 KiB of kernel memory each
+    open(f"/tmp/f{_n}", "w").close()
+""" + unary("Exp", 'x._map("exp")', "grad_output * x.exp()")
+
+
+def test_what_a_sandbox_makes_the_kernel_hold_counts_against_its_own_bound() -> None:
+    """Issue 39 item 6: 1.2 million empty files used 4 KiB of tmpfs and 1.2 GiB of kernel
+    memory, past the stated bound. Each sandbox now has a memory cgroup of its own (inodes are
+    charged to it): under a 256 MiB bound the cell is killed, and the next student, graded in
+    the same process, gets full marks."""
+    procs, why = sandbox.memory_cgroup(Limits().total_memory)
+    assert procs is not None, f"this host allows no memory cgroup here: {why}"
+    limits = Limits(cell_timeout=60, budget=120, sandbox_memory=256 * 1024**2)
+    verdicts = grade("a1_functions", [SETUP, Cell("answer", "exp", INODES)], ["test_exp"],
+                     seed=0, limits=limits)  # fmt: skip
+    message = verdicts["test_exp"].message
+    killed = ("ended the Python process", "the grading sandbox stopped")  # the cell or all of it
+    assert not verdicts["test_exp"].passed and any(k in message for k in killed), message
+    honest = unary("Exp", 'x._map("exp")', "grad_output * x.exp()")
+    after = grade("a1_functions", [SETUP, Cell("answer", "exp", honest)], ["test_exp"], seed=0,
+                  limits=limits)  # fmt: skip
+    assert after["test_exp"].passed, after["test_exp"].message
+
+
 def test_without_a_memory_cgroup_the_grader_says_so(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sandbox, "_CGROUP_ROOT", "/nonexistent-cgroup-root")
+    monkeypatch.setattr(sandbox.limits, "_CGROUP_ROOT", "/nonexistent-cgroup-root")
     limits = Limits(total_memory=123 * 1024**2 + 1)  # a limit no other test asked for
     procs, why = sandbox.memory_cgroup(limits.total_memory)
     assert procs is None and "cannot create a memory cgroup" in why, why
-    sandbox._join_cgroup(limits, None)
+    sandbox.limits.join_cgroup(limits, None)
     err = capsys.readouterr().err
     assert "no memory cgroup" in err and "systemd-run --scope -p MemoryMax" in err, err
 
@@ -402,11 +429,13 @@ def test_one_time_budget_per_notebook_however_many_cells() -> None:
 
 
 def test_the_sandbox_sees_no_course_no_grader_and_runs_as_nobody(tmp_path: Path) -> None:
-    """From inside: uid 65534 without capabilities, its own PID and network namespaces, a
-    read-only environment, and neither the grader nor this directory in sight."""
+    """From inside: an unprivileged uid without capabilities (65534 in a user namespace of its
+    own for an unprivileged grader; as root, a kernel uid of its own), its own PID and network
+    namespaces, a read-only environment, and neither the grader nor this directory in sight."""
+    uids = sandbox.bwrap.ROOT_UIDS if os.geteuid() == 0 else range(65534, 65535)
     probe = f"""
 import os, socket, sys
-assert os.getuid() == 65534 and os.getgid() == 65534, os.getuid()
+assert os.getuid() in {uids!r} and os.getgid() == os.getuid(), os.getuid()
 caps = [l for l in open("/proc/self/status") if l.startswith("CapEff")][0]
 assert int(caps.split()[1], 16) == 0, caps
 assert os.getpid() < 10, os.getpid()
@@ -450,12 +479,110 @@ print("contained")
 
 def test_grading_fails_closed_without_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(sandbox.SandboxUnavailableError, match="install bubblewrap"):
-        sandbox._trusted_binary("/nonexistent/bwrap")
+        sandbox.bwrap._trusted_binary("/nonexistent/bwrap")
     monkeypatch.setenv(sandbox.OPT_OUT, "yes")
     with pytest.raises(sandbox.SandboxUnavailableError, match=sandbox.OPT_OUT_VALUE):
         sandbox.opted_out()
     monkeypatch.setenv(sandbox.OPT_OUT, sandbox.OPT_OUT_VALUE)
     assert sandbox.opted_out()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root deployment's own uids")
+def test_each_sandbox_has_its_own_uid_so_one_cannot_use_up_anothers_processes() -> None:
+    """Issue 39 item 3: as root every sandbox was uid 65534, so one student's processes filled
+    the per-uid process limit and a classmate's checks could not fork. Sandbox A holds as many
+    processes as its limit allows while sandbox B, with the same limit, forks 9."""
+    hold = """
+import os, resource, sys, time
+resource.setrlimit(resource.RLIMIT_NPROC, (48, 48))
+children = []
+try:
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        children.append(pid)
+except OSError:
+    pass
+print(os.getuid(), len(children), flush=True)
+time.sleep(30)
+"""
+    fork = """
+import os, resource
+resource.setrlimit(resource.RLIMIT_NPROC, (48, 48))
+for _ in range(9):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+print(os.getuid(), "forked 9")
+"""
+    env = sandbox.clean_env(sandbox.WORK)
+    run = [sys.executable, "-I", "-B", "-c"]
+    a = subprocess.Popen(sandbox.command([*run, hold], Limits()), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    try:
+        assert a.stdout is not None
+        uid_a, held = a.stdout.readline().split()
+        assert int(held) >= 40, f"sandbox A held only {held} processes"
+        b = subprocess.run(sandbox.command([*run, fork], Limits()), capture_output=True,
+                           text=True, env=env, timeout=60, check=False)  # fmt: skip
+        assert b.returncode == 0 and "forked 9" in b.stdout, b.stderr[-1500:]
+        assert b.stdout.split()[0] != uid_a, "both sandboxes ran as one uid"
+    finally:
+        a.kill()
+        a.wait()
+
+
+def test_the_seccomp_filter_is_an_allowlist_and_grading_still_runs() -> None:
+    """Issue 39 item 3: the kernel keyring was a channel between two sandboxes because the old
+    filter listed four calls to deny. Now only the calls grading needs are allowed: the keyring
+    calls, ptrace, unshare and io_uring are "not on this system" (ENOSYS), clone with a new
+    namespace is refused (EPERM), and numpy, threads and subprocesses still work."""
+    import os
+
+    from torchlight_grader.sandbox import seccomp
+
+    probe = """
+import ctypes, errno, subprocess, sys, threading
+import numpy
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(nr, *args):
+    return ctypes.get_errno() if libc.syscall(nr, *args) == -1 else 0
+found = {
+    "add_key": call(248, b"user", b"shared", b"secret", 6, -3),  # into the session keyring
+    "keyctl": call(250, 0, -3, 0),  # KEYCTL_GET_KEYRING_ID of @s
+    "request_key": call(249, b"user", b"shared", None, -3),
+    "ptrace": call(101, 16, 1, 0, 0),
+    "unshare": call(272, 0x10000000),
+    "io_uring_setup": call(425, 8, None),
+    "clone(CLONE_NEWUSER)": call(56, 0x10000000 | 17, 0, 0, 0, 0),
+}
+want = {name: errno.ENOSYS for name in found}
+want["clone(CLONE_NEWUSER)"] = errno.EPERM
+assert found == want, found
+assert numpy.allclose(numpy.linalg.inv(numpy.eye(3) * 2), numpy.eye(3) / 2)
+threading.Thread(target=print).start()
+assert subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True).stdout == b"42\\n"
+print("filtered")
+"""
+    fd = seccomp.memfd()
+    assert fd is not None, "x86-64 has a filter"
+    try:
+        proc = subprocess.run(
+            sandbox.command([sys.executable, "-I", "-B", "-c", probe], Limits(), seccomp_fd=fd),
+            capture_output=True,
+            text=True,
+            env=sandbox.clean_env(sandbox.WORK),
+            timeout=60,
+            pass_fds=(fd,),
+            check=False,
+        )
+    finally:
+        os.close(fd)
+    assert proc.returncode == 0 and "filtered" in proc.stdout, proc.stderr[-2000:]
 
 
 def test_a_grader_installed_in_the_environment_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -464,7 +591,7 @@ def test_a_grader_installed_in_the_environment_is_masked(monkeypatch: pytest.Mon
     import os
 
     base = os.path.realpath(sys.base_prefix)
-    monkeypatch.setattr(sandbox, "_python_paths", lambda: sorted({base, str(ROOT)}))
+    monkeypatch.setattr(sandbox.bwrap, "_python_paths", lambda: sorted({base, str(ROOT)}))
     grader = ROOT / "torchlight_grader"
     probe = f"import os; assert os.listdir({str(grader)!r}) == [], 'grader visible'; print('ok')"
     proc = subprocess.run(
@@ -483,7 +610,7 @@ def test_answers_calling_the_librarys_own_a5_functions_are_flagged() -> None:
     solution cell of any assignment is."""
     import jupytext
 
-    from torchlight_grader.nbgrader_plugins import BUILT_IN
+    from torchlight_grader.nbgrader.plugins import BUILT_IN
 
     for source in (
         "return F.scaled_dot_product_attention(q, k, v, is_causal=causal)",
@@ -515,7 +642,7 @@ def test_exports_are_safe_mid_term_and_carry_no_formulas(
 
     from nbgrader.api import Gradebook
 
-    from torchlight_grader.exports import CourseExportPlugin
+    from torchlight_grader.nbgrader.exports import CourseExportPlugin
 
     # nbgrader's Gradebook creates its tables with the `alembic` command of this environment.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
@@ -586,3 +713,19 @@ def test_exports_are_safe_mid_term_and_carry_no_formulas(
     warning = " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
     assert "walkin" in warning, f"the unmatched-students warning misses walkin: {warning!r}"
     assert "alice" not in warning and "erin" not in warning, warning
+
+
+def test_the_incremental_key_covers_every_file_that_makes_a_grade_or_a_page() -> None:
+    """Issue 39 item 2: the key hashed the grader's ``*.py`` files only, so a fix to the
+    typesetter's script or the feedback template regraded nothing. Every file of the grader is
+    in it now (templates and tex_svg.js included), and the renderers' versions."""
+    from torchlight_grader.course import dask
+
+    hashed = {path for _, path in dask.grader_files()}
+    grader = ROOT / "torchlight_grader"
+    every = {p.resolve() for p in grader.rglob("*") if p.is_file()
+             and "__pycache__" not in p.parts and p.suffix != ".pyc"}  # fmt: skip
+    assert every - hashed == set(), sorted(every - hashed)
+    for name in ("nbgrader/templates/feedback/torchlight.html.j2", "sandbox/inside/tex_svg.js"):
+        assert (grader / name).resolve() in hashed, name
+    assert {"nh3", "nbconvert", "mistune", "django-static-mathjax"} <= set(dask.RENDERERS)

@@ -22,9 +22,9 @@ import pytest
 
 import torchlight as tl
 from torchlight.autograd import Context, Function
-from torchlight_grader import registry
-from torchlight_grader.grader import rng_for
-from torchlight_grader.kinds import FunctionCheck
+from torchlight_grader.checks import registry
+from torchlight_grader.checks.grader import rng_for
+from torchlight_grader.checks.kinds import FunctionCheck
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions", "a5_attention")

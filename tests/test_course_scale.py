@@ -55,7 +55,7 @@ from submissions import a1_functions
 from submissions.catalog import Submission, build
 from submissions.pipeline import ROOT, make_course, max_points, nbgrader, notebooks, stop_group
 
-from torchlight_grader.late import DAY, PercentPerDayLate
+from torchlight_grader.nbgrader.late import DAY, PercentPerDayLate
 
 # The whole term is one fixture: ~10 min on 2 cores shared by other work (load 10), so it gets
 # more than pytest-timeout's default 600 s (which counts a fixture's setup in its first test).
@@ -127,7 +127,7 @@ def make_grade(course: Path, exchange: Path, *args: str) -> list[str]:
 
 def grade(course: Path, jobs: int, *args: str, db_url: str | None = None) -> str:
     start = time.perf_counter()
-    cmd = [sys.executable, str(ROOT / "tools" / "course_parallel.py"), "--course", str(course),
+    cmd = [sys.executable, "-m", "torchlight_grader.course.grade", "--course", str(course),
            "--jobs", str(jobs), "--assignment", A, *args]  # fmt: skip
     if db_url:
         cmd += ["--db-url", db_url]
@@ -152,7 +152,7 @@ def stopped(cmd: list[str], how: str) -> Stop:
             break
     # the Python process (not a shell make may have started it with)
     tool = next(p for p in psutil.Process(proc.pid).children(recursive=True)
-                if p.cmdline()[1:2] and p.cmdline()[1].endswith("course_parallel.py"))  # fmt: skip
+                if p.cmdline()[1:3] == ["-m", "torchlight_grader.course.grade"])  # fmt: skip
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         tree = tool.children(recursive=True)
@@ -305,7 +305,7 @@ def pg_counts(term: Term) -> tuple[str, Stop | subprocess.CompletedProcess[str]]
     with PostgresServer() as pg:
         url = pg.create_database("gradebook")
         setup_gradebook(term.postgres, [f"--CourseDirectory.db_url={url}"])
-        cmd = [sys.executable, str(ROOT / "tools" / "course_parallel.py"), "--course",
+        cmd = [sys.executable, "-m", "torchlight_grader.course.grade", "--course",
                str(term.postgres), "--jobs", "2", "--assignment", A, "--db-url", url, "--", *FLAGS]  # fmt: skip
         err = tempfile.TemporaryFile("w+")  # noqa: SIM115 - read after the process ends
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
@@ -478,7 +478,7 @@ def test_students_fetch_their_feedback_through_the_exchange(term: Term) -> None:
 def test_course_report_summarizes_the_serial_run(term: Term, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "course_report.py"), str(term.serial / "grades.csv"),
+        [sys.executable, "-m", "torchlight_grader.course.report", str(term.serial / "grades.csv"),
          str(term.serial / "items.csv"), "-o", str(out)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip

@@ -7,7 +7,7 @@ nbgrader's commands run in one worker process.
 - a hidden-check sandbox started while nbgrader sanitizes a notebook (``grader.prepare``: it
   binds that notebook's grader-built library) is handed to that notebook only;
 - every process of a sandbox dies with it, also when the grader itself is killed;
-- ``tools/course_batch.py``'s worker runs every command of a job, in order, each with its own exit
+- ``torchlight_grader/course/batch.py``'s worker runs every command of a job, in order, each with its own exit
   status and its own output, and a worker that died is replaced for the next job.
 """
 
@@ -23,12 +23,11 @@ import psutil
 import pytest
 
 from torchlight_grader import sandbox
-from torchlight_grader.grader import Cell, grade, prepare
+from torchlight_grader.checks.grader import Cell, grade, prepare
+from torchlight_grader.course.batch import Worker
 from torchlight_grader.sandbox import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from course_batch import Worker  # noqa: E402
 
 SETUP = Cell("locked", "setup", "import numpy as np\nimport torchlight as tl\n"
              "from torchlight.autograd import Function\n")  # fmt: skip
@@ -87,7 +86,7 @@ def daemons() -> list[psutil.Process]:
 
 
 def spare_pid() -> int | None:
-    entry = sandbox._SPARES.get("child.py")
+    entry = sandbox.spares._SPARES.get("child.py")
     return entry[1].proc.pid if entry else None
 
 
@@ -174,7 +173,7 @@ def test_a_grader_killed_mid_notebook_takes_its_sandboxes_with_it(tmp_path: Path
     script.write_text(
         f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
         "import test_course_speed as t\n"
-        "from torchlight_grader.grader import grade\n"
+        "from torchlight_grader.checks.grader import grade\n"
         "from torchlight_grader.sandbox import Limits\n"
         "grade('a1_functions', t.notebook(t.LEAVE + 'import time\\ntime.sleep(120)\\n'),"
         " ['test_mul'], seed=0, limits=Limits(cell_timeout=120))\n"

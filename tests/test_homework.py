@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.nbgrader]
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions", "a5_attention")
-TOOL = [sys.executable, str(ROOT / "tools" / "homework.py")]
+TOOL = [sys.executable, "-m", "torchlight_grader.course.homework"]
 
 
 @pytest.fixture(scope="module")

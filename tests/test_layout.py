@@ -107,3 +107,43 @@ def test_the_graph_sees_an_upward_import_and_a_circle(tmp_path: pathlib.Path) ->
         ("torchlight.nn", 2),
         ("torchlight.ops", 5),
     ]
+
+
+GRADER = import_graph.grader_report()
+
+
+def test_the_grading_side_has_four_floors_and_no_import_runs_upward() -> None:
+    """sandbox < checks < nbgrader < course (issue 39 item 8): the sandbox, the trust boundary,
+    imports nothing above it; every module sits on a floor."""
+    assert GRADER["unlisted"] == [], f"put these under a floor: {GRADER['unlisted']}"
+    assert GRADER["upward"] == [], "\n".join(GRADER["upward"])
+
+
+def test_the_grading_side_has_no_circle_and_no_sys_path_edit() -> None:
+    assert GRADER["circles"] == [], "\n".join(GRADER["circles"])
+    assert GRADER["sys_path"] == [], "\n".join(GRADER["sys_path"])
+    assert GRADER["late"] == [], "\n".join(GRADER["late"])
+
+
+def test_grading_a_class_has_no_scripts_left_in_tools() -> None:
+    """Grading a class is the package ``torchlight_grader.course`` (``python -m`` entry points),
+    not scripts in tools/ that import each other."""
+    left = sorted(
+        p.name for p in (ROOT / "tools").glob("*.py") if "course" in p.name or "homework" in p.name
+    )
+    assert left == [], left
+
+
+def test_every_csv_the_grading_side_writes_goes_through_one_writer() -> None:
+    """Issue 39 item 7: ``torchlight_grader/nbgrader/spreadsheet.py`` is the only CSV writer
+    (its formula guard then covers every CSV: exports, the collect report, integrity.csv)."""
+    import re
+
+    writers = [
+        f"{path.relative_to(ROOT)}:{i}"
+        for path in sorted((ROOT / "torchlight_grader").rglob("*.py"))
+        if path.name != "spreadsheet.py"
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"csv\.(writer|DictWriter)\b|\bwriterows?\(", line)
+    ]
+    assert writers == [], "write CSV files with spreadsheet.write_rows:\n" + "\n".join(writers)

@@ -203,7 +203,65 @@ def report() -> dict[str, list[str]]:
     }
 
 
+# ------------------------------------------------------------------- the grading side (issue 39)
+GRADER_ROOT = ROOT.parent / "torchlight_grader"
+#: The grading side's floors from the bottom up: where student code runs (the trust boundary),
+#: what is graded, what nbgrader loads, grading a whole class; the package face on top.
+GRADER_LAYERS = ["sandbox", "checks", "nbgrader", "course"]
+#: The one place a sys.path edit is allowed: the sandbox's own program, run by its path inside
+#: the sandbox (``python -I``), where the grader's package is not installed.
+GRADER_SYS_PATH_OK = ("torchlight_grader/sandbox/inside/",)
+
+
+def grader_layer(module: str) -> int:
+    """0 (sandbox) to 3 (course); the package face ``torchlight_grader`` is 4; -1: unlisted."""
+    if module == "torchlight_grader":
+        return len(GRADER_LAYERS)
+    parts = module.split(".")
+    return GRADER_LAYERS.index(parts[1]) if parts[1:2] and parts[1] in GRADER_LAYERS else -1
+
+
+def grader_report() -> dict[str, list[str]]:
+    """The grading side's layering: unlisted modules, upward imports (late ones included: they
+    are edges too when the function runs), circles, ``sys.path`` edits and ``noqa: E402``."""
+    files = {module_name(p): p for p in sorted(GRADER_ROOT.rglob("*.py"))}
+    known = set(files)
+    edges = {m: imports(p, known) for m, p in files.items()}
+    where = {m: str(p.relative_to(ROOT.parent)) for m, p in files.items()}
+    sys_path = [
+        f"{where[m]}:{i}"
+        for m in files
+        if not where[m].startswith(GRADER_SYS_PATH_OK)
+        for i, text in enumerate(files[m].read_text().splitlines(), 1)
+        if "sys.path.insert" in text or "sys.path[" in text or "sys.path.append" in text
+    ]
+    return {
+        "unlisted": [m for m in files if grader_layer(m) < 0],
+        "upward": sorted(
+            f"{where[m]}:{line} imports {target}"
+            for m, targets in edges.items()
+            for target, line in targets
+            if grader_layer(target) > grader_layer(m)
+        ),
+        "circles": [" <-> ".join(g) for g in circles(edges)],
+        "sys_path": sys_path,
+        "late": [
+            f"{where[m]}:{i}"
+            for m in files
+            for i, text in enumerate(files[m].read_text().splitlines(), 1)
+            if "noqa: E402" in text
+        ],
+    }
+
+
 def main() -> int:
+    g = grader_report()
+    print("the grading side (torchlight_grader/: sandbox < checks < nbgrader < course):")
+    for key, lines in g.items():
+        print(f"  {key}: {len(lines)}")
+        for line in lines:
+            print("     ", line)
+    grader_ok = not any(g.values())
     r = report()
     for key, title in [
         ("upward", f"imports that run upward (at most {MAX_UPWARD})"),
@@ -217,7 +275,8 @@ def main() -> int:
     in_apps = [i for i in r["inner"] if i.startswith(INNER_FREE)]
     ok = len(r["upward"]) <= MAX_UPWARD and not r["bad_circles"] and not r["late"] and not in_apps
     print("OK" if ok else "the layering rules of issue 23 are broken")
-    return 0 if ok else 1
+    print("grading side OK" if grader_ok else "the grading side's layering rules are broken")
+    return 0 if ok and grader_ok else 1
 
 
 if __name__ == "__main__":

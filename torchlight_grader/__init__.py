@@ -1,12 +1,12 @@
 """Grading for the torchlight nbgrader course: hidden checks and an autograder that runs them
 outside the student's kernel.
 
-- :mod:`~torchlight_grader.registry` maps each test cell to a hidden check;
-- :mod:`~torchlight_grader.checks`, :mod:`~torchlight_grader.kinds` define the checks;
+- :mod:`~torchlight_grader.checks.registry` maps each test cell to a hidden check;
+- :mod:`~torchlight_grader.checks.check`, :mod:`~torchlight_grader.checks.kinds` define the checks;
 - :mod:`~torchlight_grader.sandbox`, :mod:`~torchlight_grader.child` run student code in
   separate, resource-limited processes;
-- :mod:`~torchlight_grader.grader` judges the sandbox's raw outputs in the grader's process;
-- :mod:`~torchlight_grader.nbgrader_plugins` plugs all of it into ``nbgrader autograde``.
+- :mod:`~torchlight_grader.checks.grader` judges the sandbox's raw outputs in the grader's process;
+- :mod:`~torchlight_grader.nbgrader.plugins` plugs all of it into ``nbgrader autograde``.
 
 Inside a notebook, :func:`self_check` runs the same check in the student's own kernel. That is
 a convenience for instructors validating their source notebooks, never the grade: the grade is
@@ -25,7 +25,7 @@ def self_check(notebook: str, grade_id: str, namespace: dict[str, Any], seed: in
     the teaching message when it fails."""
     import numpy as np
 
-    from torchlight_grader import registry
+    from torchlight_grader.checks import registry
 
     check = registry.find(notebook, grade_id)
     if check is None:

@@ -103,7 +103,7 @@ attempt("config replaced", replace_file(f"{COURSE}/nbgrader_config.py", "raise S
 for site in [p for p in sys.path if p.endswith("site-packages")]:
     attempt(f".pth in {site}", write(f"{site}/zz_attack.pth", "import os\\n"))
 attempt("library", append(f"{REPO}/torchlight/ops/arithmetic.py", "\\n# pwned\\n"))
-attempt("grader", append(f"{REPO}/torchlight_grader/kinds.py", "\\n# pwned\\n"))
+attempt("grader", append(f"{REPO}/torchlight_grader/checks/kinds.py", "\\n# pwned\\n"))
 attempt("unshare in venv", write(f"{VENV}/bin/unshare", "#!/bin/sh\\nexec \\"$@\\"\\n"))
 attempt("bwrap in venv", write(f"{VENV}/bin/bwrap", "#!/bin/sh\\nexec \\"$@\\"\\n"))
 attempt("digits", shuffle_digits)
@@ -138,13 +138,13 @@ def classmates():
 
 
 def grader():
-    import torchlight_grader.a1_functions as hidden
+    import torchlight_grader.checks.a1_functions as hidden
     print(hidden.CHECKS)
 
 
 attempt("exec the solutions", exec_solutions)
 attempt("print the solutions", show(f"{COURSE}/source/a1_functions/a1_functions.py"))
-attempt("print the hidden checks", show(f"{REPO}/torchlight_grader/a1_functions.py"))
+attempt("print the hidden checks", show(f"{REPO}/torchlight_grader/checks/a1_functions.py"))
 attempt("import the grader", grader)
 attempt("classmates' grades", classmates)
 """
@@ -289,6 +289,25 @@ def huge_markdown(nb: object) -> None:
         nb.cells.insert(1, cell)  # type: ignore[attr-defined]
 
 
+TEX_MARK = "PWNED"
+
+
+def tex_macros(nb: object) -> None:
+    """Issue 39 items 1 and 5: TeX that redefines the macros a classmate's page uses (in one
+    MathJax typesetter per grading process these stayed defined for every later page), and a
+    page of formulas that cost minutes of the grader's CPU and a page of 167 MB."""
+    import nbformat
+
+    m = TEX_MARK
+    redefine = (r"$\renewcommand{\frac}[2]{\text{" + m + r"}}\def\sum{\text{" + m + r"}}"
+                r"\let\partial\PWNED$ $$\gdef\mathbf#1{\text{" + m + r"}}$$")  # fmt: skip
+    heavy = "\n\n".join(f"$$\\iiiint_{{V_{{{i}}}}} " + "\\iiiint " * 400 + "f$$" for i in range(16))
+    for text in (redefine, heavy):
+        cell = nbformat.v4.new_markdown_cell(text)
+        cell.pop("id", None)
+        nb.cells.insert(1, cell)  # type: ignore[attr-defined]
+
+
 # ------------------------------------------------------------------------------ folder edits
 def notebook_is_symlink_to_source(folder: Path, course: Path) -> None:
     notebook = folder / f"{A}.ipynb"
@@ -344,6 +363,7 @@ ATTACKS = [
         note="a correct notebook keeps its marks; the links are refused, never copied",
     ),
     Submission("attack-truncated-json", A, "hazard", "release", files=(truncated,)),
+    Submission("attack-tex-macros", A, "cheat", "release", (tex_macros,)),
     Submission(
         "attack-built-in",
         A,

@@ -39,7 +39,7 @@ def make_course(where: Path) -> Path:
             )
         elif src.exists():
             shutil.copy(src, course / name)
-    subprocess.run([sys.executable, str(ROOT / "tools" / "course.py"), "build", str(course)], check=True,
+    subprocess.run([sys.executable, "-m", "torchlight_grader.course.manage", "build", str(course)], check=True,
                    capture_output=True)  # fmt: skip
     return course
 
@@ -138,7 +138,7 @@ def grade_all(
         "export_items": nbgrader(
             course,
             "export",
-            "--exporter=torchlight_grader.export.ItemCsvExportPlugin",
+            "--exporter=torchlight_grader.nbgrader.export.ItemCsvExportPlugin",
             "--to=items.csv",
             log=log,
         ),

@@ -1,0 +1,319 @@
+"""The grader-built copy of torchlight that the hidden checks run against (issue 24 item 4).
+
+An item that asks the student to write a derivative must score only a derivative the student
+wrote. The library's own Functions compute those derivatives, and a ``backward`` can hand the
+work back to them (``x.detach().requires_grad_()``, the library's ``x.tanh()`` or ``a * b``,
+``.backward(G)`` under ``enable_grad``). So the hidden-check sandbox does not see the library
+as installed: it sees a copy, built here once per grading process and notebook, in which the
+``backward`` of every Function the notebook grades (:data:`GRADED`) is replaced by a ``raise``
+that says "write it yourself". The copy is bound read-only over the library's own folder, so no
+student code in that sandbox can reach the original ``backward`` (not by reloading a module,
+not from a file: the code is not there). Honest answers call their own Functions and never
+reach the library's ``backward`` of these ops, so nothing changes for them.
+
+The Functions are found by their class names among torchlight's own ``Function`` subclasses
+after ``import torchlight`` (wherever the library keeps them), and the file to rewrite is the
+one Python reports for each class.
+
+What stays reachable: every other Function's backward (a student can rebuild a derivative out
+of ops this notebook does not grade: flagged from the code's structure by
+:mod:`torchlight_grader.checks.structure`, see assignments/README.md). Real PyTorch, when it is
+installed in the environment, is hidden from the same sandbox (:func:`hidden_packages`).
+
+Where the copies live: one folder per grading process, ``<tmp>/torchlight-graded-<pid>-<start
+time>-<random>`` (:func:`process_dir`), removed when the process ends. A process killed with
+SIGKILL cannot remove it, so the next grading process removes every such folder of this user
+whose process is gone (the pid is not running, or runs a later process: its start time
+differs), and the pre-fix ``torchlight-graded-<random>`` folders older than a day.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import functools
+import importlib.util
+import inspect
+import os
+import py_compile
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+#: notebook -> the class names of the library Functions whose backward the notebook grades.
+#: Every item of a notebook asks for these derivatives (a1-a2: the elementary ops; a3: the
+#: linear layer and the loss; a4: convolution and pooling; a5: normalization, softmax, LSTM).
+GRADED: dict[str, tuple[str, ...]] = {
+    "a1_functions": ("Mul", "Div", "Exp", "Log", "Sigmoid", "ReLU", "Tanh", "Pow"),
+    "a2_broadcasting": ("Add", "Mul", "Sum", "MatMul", "Permute", "View", "Expand"),
+    "a3_networks": ("LinearFunction", "CrossEntropy", "LogSoftmaxFunction", "NLLLossFunction"),
+    "a4_convolutions": ("Conv2dFunction", "AvgPool2dFunction"),
+    "a5_attention": (
+        "LayerNormFunction",
+        "SoftmaxFunction",
+        "LogSoftmaxFunction",
+        "LSTMCellFunction",
+    ),
+}
+
+#: Packages of the environment no hidden check needs that carry an autograd of their own.
+AUTOGRAD_PACKAGES = ("torch", "functorch", "jax", "autograd")
+
+MESSAGE = (
+    "write it yourself: {name}'s backward is what this notebook grades, so the grader's "
+    "torchlight leaves it out (an answer cannot hand the derivative back to the library)"
+)
+
+
+class GradedLibraryError(RuntimeError):
+    """The grader-built library cannot be built (a Function named in GRADED is gone)."""
+
+
+def library_functions() -> dict[str, list[type]]:
+    """torchlight's own Function subclasses (after ``import torchlight``), by class name."""
+    import torchlight
+    import torchlight.nn
+    import torchlight.ops  # noqa: F401 - where the Functions live (imported for their classes)
+    from torchlight.autograd import Function
+
+    found: dict[str, list[type]] = {}
+    todo = list(Function.__subclasses__())
+    seen: set[type] = set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        todo += cls.__subclasses__()
+        if cls.__module__.split(".")[0] == torchlight.__name__:
+            found.setdefault(cls.__name__, []).append(cls)
+    return found
+
+
+def _without_backward(source: str, classes: Iterable[str], path: str) -> str:
+    """``source`` with the body of each named class's ``backward`` replaced by a ``raise``."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    edits = []  # (first line, last line, replacement), 1-based, inclusive
+    wanted = set(classes)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ClassDef) and node.name in wanted):
+            continue
+        method = next(
+            (f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "backward"),
+            None,
+        )
+        message = MESSAGE.format(name=node.name)
+        if method is None:  # inherited: give the class a backward of its own
+            end = node.end_lineno or node.lineno
+            indent = " " * (node.body[0].col_offset if node.body else node.col_offset + 4)
+            text = (
+                f"\n{indent}@staticmethod\n{indent}def backward(ctx, *grad_outputs):\n"
+                f"{indent}    raise RuntimeError({message!r})\n"
+            )
+            edits.append((end + 1, end, text))
+        else:
+            first, last = method.body[0].lineno, method.end_lineno or method.body[-1].lineno
+            indent = " " * method.body[0].col_offset
+            edits.append((first, last, f"{indent}raise RuntimeError({message!r})\n"))
+        wanted.discard(node.name)
+    if wanted:
+        raise GradedLibraryError(f"{path}: no class {sorted(wanted)} found to rewrite")
+    for first, last, text in sorted(edits, reverse=True):
+        lines[first - 1 : last] = [text]
+    return "".join(lines)
+
+
+PREFIX = "torchlight-graded-"
+#: A pre-fix folder (no pid in its name) is removed once this old: no grading runs a day long.
+LEGACY_AGE = 24 * 3600
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, Linux), "" where /proc cannot
+    say, None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return ""
+
+
+def remove_stale(tmp: Path) -> list[Path]:
+    """Remove this user's grader-built copies under ``tmp`` whose grading process is gone
+    (killed before its exit handler ran); returns what it removed."""
+    removed = []
+    for path in tmp.glob(PREFIX + "*"):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not path.is_dir() or path.is_symlink() or info.st_uid != os.getuid():
+            continue
+        parts = path.name[len(PREFIX) :].split("-")
+        if len(parts) == 3 and parts[0].isdigit():
+            started = _start_time(int(parts[0]))
+            if started is not None and started in ("", parts[1]):
+                continue  # its process is alive (or /proc cannot tell): leave it
+        elif time.time() - info.st_mtime < LEGACY_AGE:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _remove_own(root: Path, pid: int) -> None:
+    if os.getpid() == pid:  # not from a forked child that inherited the handler
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@functools.cache
+def process_dir() -> Path:
+    """This process's folder for its grader-built copies (made once, stale ones removed first;
+    removed at exit). Its name carries the pid and the process's start time, so a later
+    process can tell it from a live one; the random part keeps the name unguessable."""
+    tmp = Path(tempfile.gettempdir())
+    remove_stale(tmp)
+    pid = os.getpid()
+    started = _start_time(pid) or "0"
+    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{started}-", dir=tmp))
+    atexit.register(_remove_own, root, pid)
+    os.chmod(root, 0o755)  # the sandbox's user reads the copies; mkdtemp made it 0700
+    return root
+
+
+def _fresh_folder() -> Path:
+    root = Path(tempfile.mkdtemp(dir=process_dir()))
+    os.chmod(root, 0o755)
+    return root
+
+
+def _copy(src: Path) -> Path:
+    """A fresh folder holding a copy of ``src`` (removed when this process ends)."""
+    dst = _fresh_folder() / src.name
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dst
+
+
+def _compile(paths: Iterable[Path]) -> None:
+    for path in paths:
+        py_compile.compile(str(path), cfile=importlib.util.cache_from_source(str(path)),
+                           doraise=True)  # fmt: skip
+
+
+def _read_only(dst: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(dst):
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o444)
+
+
+@functools.cache
+def compiled() -> Path:
+    """The whole library, unchanged, with its byte code: the sandbox cannot write byte code
+    (read-only, ``-B``) and would otherwise compile the package at every start (the feedback
+    kernel runs get this one)."""
+    import torchlight
+
+    dst = _copy(Path(torchlight.__file__).resolve().parent)
+    _compile(dst.rglob("*.py"))
+    _read_only(dst)
+    return dst
+
+
+@functools.cache
+def build(names: frozenset[str]) -> Path:
+    """A read-only copy of the torchlight package without the backward of ``names`` (cached for
+    this process, removed when it ends); returns the copy's package folder."""
+    import torchlight
+
+    src = Path(torchlight.__file__).resolve().parent
+    functions = library_functions()
+    missing = sorted(n for n in names if n not in functions)
+    if missing:
+        raise GradedLibraryError(
+            f"the hidden checks grade the backward of {missing}, which torchlight no longer "
+            "defines (renamed or moved out of torchlight?): update GRADED in "
+            "torchlight_grader/checks/graded_library.py"
+        )
+    by_file: dict[Path, set[str]] = {}
+    for name in names:
+        for cls in functions[name]:
+            file = Path(inspect.getsourcefile(cls) or "").resolve()
+            if src not in file.parents:
+                raise GradedLibraryError(f"{cls.__qualname__} is defined outside {src}: {file}")
+            by_file.setdefault(file.relative_to(src), set()).add(cls.__name__)
+    base = compiled()
+    rewritten = {rel: _without_backward((src / rel).read_text(encoding="utf-8"), classes,
+                                        str(rel))
+                 for rel, classes in sorted(by_file.items())}  # fmt: skip
+    changed = set(rewritten) | {
+        Path(importlib.util.cache_from_source(str(rel))) for rel in rewritten
+    }  # the rewritten sources and their byte code are written anew; nothing else changes
+    dst = _fresh_folder() / src.name
+
+    def link(source: str, target: str) -> None:
+        # A hard link to the compiled copy's file (read-only already, same bytes and mtime):
+        # nothing is copied of what this variant keeps as it is. The rewritten files and their
+        # byte code are new files, never links, so the compiled copy (the one the feedback
+        # kernel runs get) never changes.
+        if Path(target).relative_to(dst) in changed:
+            return
+        try:
+            os.link(source, target)
+        except OSError:  # a file system without hard links
+            shutil.copy2(source, target)
+
+    shutil.copytree(base, dst, copy_function=link)
+    for rel, text in rewritten.items():
+        (dst / rel).write_text(text, encoding="utf-8")
+    _compile(dst / rel for rel in rewritten)
+    _read_only(dst)
+    return dst
+
+
+def whole() -> tuple[tuple[str, str], ...]:
+    """The read-only bind that gives a sandbox the unchanged library with its byte code."""
+    import torchlight
+
+    return ((str(compiled()), str(Path(torchlight.__file__).resolve().parent)),)
+
+
+def for_notebook(notebook: str) -> tuple[tuple[str, str], ...]:
+    """The read-only binds ``(source, target)`` that give ``notebook``'s hidden checks the
+    grader-built library (none for a notebook without graded Functions)."""
+    import torchlight
+
+    names = GRADED.get(notebook)
+    if not names:
+        return ()
+    target = str(Path(torchlight.__file__).resolve().parent)
+    return ((str(build(frozenset(names))), target),)
+
+
+def hidden_packages() -> tuple[str, ...]:
+    """Folders of installed packages with an autograd of their own (real PyTorch, say): the
+    hidden-check sandbox masks them with an empty folder."""
+    found = []
+    for name in AUTOGRAD_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for location in spec.submodule_search_locations:
+            real = os.path.realpath(location)
+            if os.path.isdir(real) and "torchlight" not in Path(real).parts[-1]:
+                found.append(real)
+    return tuple(sorted(set(found)))

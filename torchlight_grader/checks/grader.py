@@ -1,0 +1,180 @@
+"""The trusted half of grading: pick each item's cells, run them in a sandbox, judge the outputs.
+
+Order matters for trust: the inputs are drawn here from a seed the student cannot know, the
+sandbox runs and exits, and only then are the reference values computed, in this process, and
+compared with what the sandbox returned.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from torchlight_grader import sandbox
+from torchlight_grader.checks import graded_library, registry
+from torchlight_grader.checks.check import Case, Check, encode_case
+from torchlight_grader.sandbox import CellRecord, Limits, Outcome, Run, run_items
+
+ROLES = ("locked", "answer", "test", "student")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A code cell as the grader sees it: its role (from the gradebook, not the notebook's own
+    metadata), its grade id (None for cells the student added) and its source."""
+
+    role: str
+    grade_id: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    message: str
+
+
+def rng_for(seed: int, notebook: str, grade_id: str) -> np.random.Generator:
+    """Independent random inputs per item, reproducible from the run's seed."""
+    key = [seed, zlib.crc32(notebook.encode()), zlib.crc32(grade_id.encode())]
+    return np.random.default_rng(np.random.SeedSequence(key))
+
+
+def runnable(cells: Sequence[Cell]) -> list[Cell]:
+    """The cells the sandbox runs, in order: everything but the test cells (the grader brings
+    its own checks), as the student's kernel would have run them."""
+    return [c for c in cells if c.role != "test"]
+
+
+def cell_problem(check: Check, records: Sequence[CellRecord], limits: Limits) -> str | None:
+    """Why the item fails because of one of *its own* answer cells, if it does: the cell hung,
+    ended the process, ran out of memory, or printed past the output limit."""
+    for r in records:
+        if r.name not in check.cells:
+            continue
+        if r.status == "timeout":
+            return (
+                f"your answer cell `{r.name}` was still running after {limits.cell_timeout:g} s "
+                "(an infinite loop?) and was skipped"
+            )
+        if r.status == "ended":
+            return (
+                f"your answer cell `{r.name}` ended the Python process (os._exit, a crash or a "
+                "kill) and was skipped: an answer must not stop the notebook"
+            )
+        if r.output_bytes >= limits.output:
+            return (
+                f"your answer cell `{r.name}` printed more than {limits.output // 1024} KiB; "
+                "remove the large prints"
+            )
+        if r.exhausted:
+            return f"your answer cell `{r.name}` ran out of resources: {r.error}"
+    return None
+
+
+def prepare(notebook: str, limits: Limits | None = None, forbidden: Sequence[str] = ()) -> None:
+    """Start the sandbox :func:`grade` will use for ``notebook`` now, so that it imports while
+    nbgrader prepares the notebook (:func:`torchlight_grader.sandbox.prepare`); nothing for a
+    notebook without registered checks."""
+    if registry.checks_for(notebook):
+        sandbox.prepare("child.py", limits or Limits(), forbidden, as_pid_1=True,
+                        **_library(notebook))  # fmt: skip
+
+
+def _library(notebook: str) -> dict[str, Any]:
+    """The sandbox arguments that give the hidden checks of ``notebook`` the grader-built
+    library, without the graded ops' backward (and no real PyTorch)."""
+    return {
+        "overlays": graded_library.for_notebook(notebook),
+        "masks": graded_library.hidden_packages(),
+    }
+
+
+def grade(
+    notebook: str,
+    cells: Sequence[Cell],
+    test_ids: Sequence[str],
+    *,
+    seed: int,
+    limits: Limits | None = None,
+    timeout_cap: float | None = None,
+    forbidden: Sequence[str] = (),
+    ahead: bool = False,
+) -> dict[str, Verdict]:
+    """Grade the test cells ``test_ids`` of one notebook; one :class:`Verdict` per id.
+
+    ``ahead``: start the next notebook's sandbox while this one runs (for a batch)."""
+    limits = limits or Limits()
+    checks = registry.checks_for(notebook)
+    verdicts: dict[str, Verdict] = {}
+    items, plans = [], {}
+    for grade_id in test_ids:
+        check = checks.get(grade_id)
+        if check is None:
+            verdicts[grade_id] = Verdict(
+                False, f"no hidden check is registered for test cell {grade_id!r} of {notebook!r}"
+            )
+            continue
+        cases = check.cases(rng_for(seed, notebook, grade_id))
+        timeout = check.timeout if timeout_cap is None else min(check.timeout, timeout_cap)
+        plans[grade_id] = (check, cases)
+        items.append(
+            {
+                "id": grade_id,
+                "spec": check.spec(),
+                "cases": [encode_case(c) for c in cases],
+                "timeout": timeout,
+            }
+        )
+    sources = [
+        {"name": c.grade_id or f"new cell {i + 1}", "source": c.source}
+        for i, c in enumerate(runnable(cells))
+    ]
+    run = Run()
+    if items:  # against the grader-built library: the graded ops' own backward is not there
+        run = run_items(notebook, sources, items, limits, forbidden, ahead, **_library(notebook))
+    for grade_id, (check, cases) in plans.items():
+        problem = cell_problem(check, run.cells, limits)
+        if problem:
+            verdicts[grade_id] = Verdict(False, problem)
+            continue
+        outcome = run.outcomes.get(grade_id) or Outcome(problem="the sandbox did not run this item")
+        cell_errors = [f"cell {r.name}: {r.error}" for r in run.cells if r.status == "error"]
+        verdicts[grade_id] = judge(check, cases, outcome, cell_errors[:5])
+    return verdicts
+
+
+def judge(
+    check: Check, cases: Sequence[Case], outcome: Outcome, cell_errors: Sequence[str] = ()
+) -> Verdict:
+    """Compare the sandbox's raw outputs with references computed here, case by case."""
+    if outcome.problem or outcome.result is None:
+        return Verdict(False, _with_output(outcome.problem or "no result", outcome))
+    received = outcome.result["cases"]
+    for n, case in enumerate(cases):
+        got = received[n] if n < len(received) else None
+        if not isinstance(got, dict):
+            return Verdict(False, "the grader received no result for this check")
+        if "error" in got:
+            message = f"calling {check.entry} on inputs ({case.describe()}) raised {got['error']}"
+        else:
+            expected = check.expected(case)  # computed here, now that the sandbox is gone
+            try:
+                message = check.judge(case, got, expected) or ""
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+                message = f"the grader could not read the results of your code ({exc!r:.200})"
+        if message:
+            if cell_errors:
+                message += "\nRunning your cells raised:\n  " + "\n  ".join(cell_errors)
+            return Verdict(False, f"trial {n + 1} of {len(cases)}: {message}")
+    return Verdict(True, check.passed(cases))
+
+
+def _with_output(message: str, outcome: Outcome) -> str:
+    if outcome.output_tail.strip():
+        return f"{message}\nThe last lines your code printed:\n{outcome.output_tail[-300:]}"
+    return message

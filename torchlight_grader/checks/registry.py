@@ -1,0 +1,46 @@
+"""Which hidden check grades which test cell: ``notebook name -> test cell grade_id -> Check``.
+
+The registry lives in the library, not in the notebooks, so a student who edits a notebook
+cannot change what is checked. Knowing the checks does not help a student either: the grader
+draws fresh random inputs every run and keeps the reference values in its own process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchlight_grader.checks.check import Check
+
+_MODULES = {
+    "a1_functions": "torchlight_grader.checks.a1_functions",
+    "a2_broadcasting": "torchlight_grader.checks.a2_broadcasting",
+    "a3_networks": "torchlight_grader.checks.a3_networks",
+    "a4_convolutions": "torchlight_grader.checks.a4_convolutions",
+    "a5_attention": "torchlight_grader.checks.a5_attention",
+}
+
+
+def checks_for(notebook: str) -> dict[str, Check]:
+    """The checks of one notebook (empty if the notebook has none registered)."""
+    import importlib
+
+    name = _MODULES.get(notebook)
+    if name is None:
+        return {}
+    module: Any = importlib.import_module(name)
+    return dict(module.CHECKS)
+
+
+def find(notebook: str, grade_id: str) -> Check | None:
+    """The check for test cell ``grade_id`` of ``notebook``, or None."""
+    return checks_for(notebook).get(grade_id)
+
+
+def load_all() -> None:
+    """Import every assignment's checks (the grader does this before any student code runs)."""
+    for notebook in _MODULES:
+        try:
+            checks_for(notebook)
+        except ModuleNotFoundError as exc:
+            if not exc.name or not exc.name.startswith("torchlight_grader."):
+                raise

@@ -1,0 +1,222 @@
+"""The homework for a learner without a course: ``make homework`` and ``make homework-check``.
+
+``release`` writes the student versions of the course's assignments (a1-a5), made by nbgrader's
+``generate_assignment`` from ``assignments/source``, into a learner's folder (``homework/`` by
+default, not committed), one folder per assignment, with the ``torchlight`` kernel. A notebook
+already there is never overwritten: it is the learner's work.
+
+``check A`` grades the learner's copy of assignment ``A`` (``a1`` or ``a1_functions``) the way
+the course grades a student, with the hidden tests, and prints the score of every test and where
+the feedback page is. The grading course, which holds the solutions and the hidden tests, lives
+in ``<folder>/.grader`` (hidden in JupyterLab), so the learner sees only the messages.
+
+Usage::
+
+    .venv/bin/python torchlight_grader/course/homework.py release [--into homework]
+    .venv/bin/python torchlight_grader/course/homework.py check a1 [--into homework]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from torchlight_grader.course.manage import render, scripts
+
+ROOT = Path(__file__).resolve().parents[2]
+
+COURSE = ROOT / "assignments"
+STUDENT = "learner"
+GRADER = ".grader"
+KERNELSPEC = {"display_name": "Python (torchlight)", "language": "python", "name": "torchlight"}
+BWRAP = "/usr/bin/bwrap"
+NO_SANDBOX = {"TORCHLIGHT_GRADER_UNSAFE_NO_SANDBOX": "students-can-forge-grades"}
+
+CONFIG = '''"""Written by torchlight_grader.course.homework: the course's configuration, on this private
+grading folder."""
+import os
+
+load_subconfig({course!r})  # noqa: F821 - traitlets provides it
+HERE = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.root = HERE  # noqa: F821
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db") + "?timeout=600"  # noqa: F821
+'''
+
+INSTRUCTIONS = """\
+# Your homework: the torchlight course's five assignments
+
+Each folder holds one assignment's notebook, as a student of the course receives it (no
+solutions, no hidden tests). It is yours: `make homework` never overwrites it (delete a
+notebook, then run `make homework` again, to start that assignment over).
+
+1. Open a notebook; the kernel is **Python (torchlight)**. Write your code where it says
+   `# YOUR CODE HERE` (remove the `raise NotImplementedError()` line).
+2. Run the cells below your answer: the **visible tests** (`assert ...`) pass silently or say
+   what is wrong. They are a first check only.
+3. **Validate** (the button in the notebook's toolbar) restarts the kernel, runs every cell and
+   lists the failing ones, as the course's graders would see them.
+4. When the visible tests pass, grade your work with the **hidden tests**, from any terminal
+   (JupyterLab's too: File > New > Terminal):
+
+       make -C {root} homework-check A=a1{folder}   # a1 ... a5
+
+   It grades your saved notebook (save first!) as the course would, prints the score of every
+   test and writes the feedback page (each failing test's message, never its code) to
+   `feedback/<assignment>.html`. The hidden tests use fresh random inputs on every check.
+
+The solutions are in the repository (`assignments/source/`, and `.grader/` here holds the
+grading copy): look there only after your own attempt.
+"""
+
+
+def _nbgrader(grader: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("COURSE_DB_URL", None)  # the learner's gradebook, never a course's
+    return subprocess.run(
+        [str(bin_dir / "nbgrader"), *args], cwd=grader, env=env, text=True, capture_output=True
+    )
+
+
+def release(into: Path) -> list[Path]:
+    """The student notebooks into ``into/<assignment>/``; returns the ones written now."""
+    grader = into / GRADER
+    (grader / "source").mkdir(parents=True, exist_ok=True)
+    config = CONFIG.format(course=str(COURSE / "nbgrader_config.py"))
+    (grader / "nbgrader_config.py").write_text(config, encoding="utf-8")
+    stale = []
+    for script in scripts(COURSE):
+        name = script.stem
+        notebook = grader / "source" / name / f"{name}.ipynb"
+        released = grader / "release" / name / f"{name}.ipynb"
+        text = render(script)
+        if not notebook.exists() or notebook.read_text(encoding="utf-8") != text:
+            notebook.parent.mkdir(parents=True, exist_ok=True)
+            notebook.write_text(text, encoding="utf-8")
+            stale.append(name)
+        elif not released.exists():
+            stale.append(name)
+    if stale:  # one nbgrader start for all of them (each start costs seconds)
+        run = _nbgrader(grader, "generate_assignment", "*", "--force")
+        if run.returncode != 0:
+            raise SystemExit(f"nbgrader generate_assignment failed:\n{run.stdout}{run.stderr}")
+    written = []
+    for script in scripts(COURSE):
+        name = script.stem
+        target = into / name / f"{name}.ipynb"
+        if target.exists() or target.is_symlink():
+            continue
+        nb = json.loads((grader / "release" / name / f"{name}.ipynb").read_text("utf-8"))
+        nb["metadata"]["kernelspec"] = dict(KERNELSPEC)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(target)
+    folder = "" if into == ROOT / "homework" else f" HOMEWORK={into}"
+    text = INSTRUCTIONS.format(root=ROOT, folder=folder)
+    (into / "README.md").write_text(text, encoding="utf-8")
+    return written
+
+
+def find_assignment(into: Path, name: str) -> str:
+    names = [s.stem for s in scripts(COURSE)]
+    matches = [n for n in names if n == name or n.split("_")[0] == name]
+    if len(matches) != 1:
+        raise SystemExit(
+            f"homework-check: expected one of {', '.join(names)} (or a1 ... a5), got {name!r}"
+        )
+    return matches[0]
+
+
+def check(into: Path, name: str) -> int:
+    """Grade the learner's notebook of one assignment with the hidden tests and print the
+    scores (0: graded, whatever the score; grading that could not run raises SystemExit)."""
+    assignment = find_assignment(into, name)
+    mine = into / assignment / f"{assignment}.ipynb"
+    if mine.is_symlink() or not mine.is_file():
+        raise SystemExit(
+            f"homework-check: expected your notebook at {mine} (a regular file); "
+            "run `make homework` first"
+        )
+    grader = into / GRADER
+    if not (grader / "release" / assignment).is_dir():
+        release(into)
+    submitted = grader / "submitted" / STUDENT / assignment
+    shutil.rmtree(submitted, ignore_errors=True)
+    submitted.mkdir(parents=True)
+    shutil.copyfile(mine, submitted / mine.name)
+    env = dict(os.environ)
+    if not os.path.exists(BWRAP):
+        print(
+            f"homework-check: no bubblewrap ({BWRAP}): your notebook is graded outside the "
+            "sandbox, as you, as it runs in your lab (the course's graders always sandbox it; "
+            "`apt-get install bubblewrap` to do the same)"
+        )
+        env.update(NO_SANDBOX)
+    print(f"grading {mine} with the hidden tests ...", flush=True)
+    # The sandbox sees the environment at its real path: .venv reached through a link (a linked
+    # checkout) is not there.
+    python = Path(os.path.realpath(sys.prefix)) / "bin" / Path(sys.executable).name
+    run = subprocess.run(
+        [str(python), "-m", "torchlight_grader.course.manage", "grade", str(grader),
+         "--assignment", assignment],
+        env=env, text=True, capture_output=True,
+    )  # fmt: skip
+    rows = []
+    items = grader / "items.csv"
+    if items.exists():
+        with open(items, newline="", encoding="utf-8") as f:
+            rows = [
+                r for r in csv.DictReader(f)
+                if r["student_id"] == STUDENT and r["assignment"] == assignment
+            ]  # fmt: skip
+    page = grader / "feedback" / STUDENT / assignment / f"{assignment}.html"
+    if run.returncode != 0 or not rows or not page.exists():
+        print(run.stdout[-4000:] + run.stderr[-4000:], file=sys.stderr)
+        raise SystemExit(f"homework-check: grading {assignment} failed (the output is above)")
+    feedback = into / "feedback" / f"{assignment}.html"
+    feedback.parent.mkdir(exist_ok=True)
+    shutil.copyfile(page, feedback)
+    score = sum(float(r["score"]) for r in rows)
+    total = sum(float(r["max_score"]) for r in rows)
+    for r in rows:
+        ok = float(r["score"]) == float(r["max_score"])
+        print(
+            f"  {'pass' if ok else 'FAIL'}  {r['grade_id']:32s} {float(r['score']):g} / {float(r['max_score']):g}"
+        )
+    print(f"{assignment}: {score:g} / {total:g} points")
+    print(f"feedback (each test's message): {feedback}")
+    if score < total:
+        print(
+            "some hidden tests failed: read their messages in the feedback page, fix, save, check again"
+        )
+    else:
+        print("every hidden test passed")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["release", "check"])
+    parser.add_argument("assignment", nargs="?")
+    parser.add_argument("--into", default=str(ROOT / "homework"), help="the learner's folder")
+    args = parser.parse_args(argv)
+    into = Path(args.into).resolve()
+    if args.command == "check":
+        if not args.assignment:
+            parser.error("check needs an assignment: a1 ... a5")
+        return check(into, args.assignment)
+    written = release(into)
+    for path in written:
+        print(f"wrote {path}")
+    print(f"your homework is in {into} (instructions: {into / 'README.md'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""How the sandbox calls a student's answer: a few generic runners, no references, no checks.
+
+This file runs *inside* the sandbox (next to student code), so it knows nothing a student could
+use: the grader sends a *spec* (which runner, which name to call) and the trial inputs, and gets
+back the raw outputs. The reference values and the comparisons stay in the grader's process
+(:mod:`torchlight_grader.checks.kinds`).
+
+Runners:
+
+- ``function``: ``Entry.forward(ctx, *args)`` then ``Entry.backward(ctx, G)``, called directly,
+  so the raw gradients are seen before the engine could fix them up;
+- ``graph``: ``entry(*args).backward(G)``, the gradients read from the inputs' ``.grad``;
+- ``layer``: ``Entry(in, out)`` with the trial's weight and bias loaded, then as ``graph``;
+- ``value``: ``entry(*args)``, the return value;
+- ``training``: ``predict(train(X, y, classes), X_test)``, the predicted labels.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+import numpy as np
+
+
+def lookup(namespace: dict[str, Any], name: str) -> Any:
+    """The student's object called ``name``."""
+    if name not in namespace:
+        raise NameError(
+            f"your notebook does not define `{name}`: write it in the answer cell (and run that cell)"
+        )
+    return namespace[name]
+
+
+def to_tensors(case: dict[str, Any]) -> list[Any]:
+    """The case's arguments as the student's code receives them."""
+    import torchlight as tl
+
+    out = []
+    for i, a in enumerate(case["args"]):
+        if isinstance(a, np.ndarray):
+            out.append(tl.tensor(a.copy(), requires_grad=i in case["differentiable"]))
+        else:
+            out.append(a)
+    return out
+
+
+def raw(value: Any) -> Any:
+    """A student's return value as plain data: tensors and arrays become float/int arrays."""
+    if value is None:
+        return None
+    if hasattr(value, "detach") and hasattr(value, "numpy"):
+        return np.array(value.detach().numpy())
+    if isinstance(value, np.ndarray | np.generic | float | int):
+        return np.asarray(value)
+    if isinstance(value, tuple | list):
+        return tuple(raw(v) for v in value)
+    return f"<{type(value).__name__}>"
+
+
+def type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message (in fn, line N of <cell>: `code`)``, naming only the student's frames."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<cell")]
+    where = ""
+    if frames:
+        f = frames[-1]
+        where = f" (in {f.name}, line {f.lineno} of your {f.filename[1:-1]}: `{(f.line or '').strip()}`)"
+    message = str(exc)
+    if len(message) > 400:
+        message = message[:400] + "..."
+    return f"{type(exc).__name__}: {message}{where}"
+
+
+def _gradients(out: Any, grads: tuple[Any, ...]) -> dict[str, Any]:
+    return {
+        "forward": raw(out),
+        "forward_type": type_name(out),
+        "grads": [raw(g) for g in grads],
+        "grad_types": [type_name(g) for g in grads],
+    }
+
+
+def run(spec: dict[str, Any], namespace: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    """Call the student's answer named in ``spec`` on one trial; return its raw outputs."""
+    import torchlight as tl
+    from torchlight.autograd import Context
+
+    runner, entry = spec["runner"], spec["entry"]
+    obj = lookup(namespace, entry)
+    if runner == "function":
+        args = to_tensors(case)
+        g = tl.tensor(np.array(case["grad_output"]))
+        ctx = Context(entry)
+        with tl.no_grad():
+            out = obj.forward(ctx, *args)
+            grads = obj.backward(ctx, g)
+        return _gradients(out, grads if isinstance(grads, tuple) else (grads,))
+    if runner == "graph":
+        args = to_tensors(case)
+        out = obj(*args)
+        out.backward(tl.tensor(np.array(case["grad_output"])))
+        return _gradients(out, tuple(args[i].grad for i in case["differentiable"]))
+    if runner == "layer":
+        x, w, b = case["args"]
+        layer = obj(w.shape[1], w.shape[0])
+        with tl.no_grad():
+            layer.weight.copy_(tl.tensor(w))
+            layer.bias.copy_(tl.tensor(b))
+        inputs = tl.tensor(x, requires_grad=True)
+        out = layer(inputs)
+        out.backward(tl.tensor(np.array(case["grad_output"])))
+        return _gradients(out, (inputs.grad, layer.weight.grad, layer.bias.grad))
+    if runner == "value":
+        args = (
+            to_tensors(case) if spec.get("tensors", True) else [np.array(a) for a in case["args"]]
+        )
+        out = obj(*args)
+        return {"value": raw(out), "type": type_name(out)}
+    if runner == "training":
+        predict = lookup(namespace, spec["predict"])
+        x_train, y_train, x_test, num_classes = case["args"]
+        model = obj(tl.tensor(x_train), tl.tensor(y_train), num_classes)
+        return {"predictions": raw(predict(model, tl.tensor(x_test)))}
+    raise ValueError(f"unknown runner {runner!r}")
