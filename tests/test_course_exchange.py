@@ -593,3 +593,33 @@ def test_exports_carry_no_formula_cells(single: Term) -> None:
 def test_cell_count_and_json_depth_limits(text: str, why: str) -> None:
     with pytest.raises(RefusedError, match=why):
         check_notebook("n.ipynb", text.encode(), LIMITS)
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda nb: nb.cells.append(nbformat.v4.new_markdown_cell("x" * (9 * 1024**2))), "bytes"),
+    (lambda nb: nb.cells.extend(nbformat.v4.new_raw_cell("") for _ in range(2500)), "2501 cells"),
+])  # fmt: skip
+def test_a_notebook_copied_in_by_hand_meets_collects_limits_at_autograde(
+    tmp_path: Path, make: object, why: str
+) -> None:
+    """Issue 39 item 5: a notebook put into submitted/ by hand (or from an LMS download) skipped
+    collect's checks, and every later step (sanitize, send, render) read all of it. Autograde's
+    first step applies the same limits, whatever way the notebook came."""
+    from torchlight_grader.nbgrader.hostile import CheckSubmission
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    make(nb)  # type: ignore[operator]
+    nbformat.write(nb, tmp_path / "a1_functions.ipynb")
+    read = nbformat.read(tmp_path / "a1_functions.ipynb", as_version=4)
+    resources = {"metadata": {"path": str(tmp_path)}, "unique_key": "a1_functions",
+                 "nbgrader": {"student": "bob"}}  # fmt: skip
+    out, _ = CheckSubmission().preprocess(read, resources)
+    refused = out.metadata["torchlight"]["refused"]
+    assert len(refused) == 1 and why in refused[0] and "not graded" in refused[0], refused
+    assert [c.cell_type for c in out.cells] == ["markdown"], "the over-limit cells were kept"
+    small = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nbformat.write(small, tmp_path / "a1_functions.ipynb")
+    out, _ = CheckSubmission().preprocess(
+        nbformat.read(tmp_path / "a1_functions.ipynb", 4), resources
+    )
+    assert out.metadata["torchlight"]["refused"] == [] and len(out.cells) == 1

@@ -729,3 +729,46 @@ def test_the_incremental_key_covers_every_file_that_makes_a_grade_or_a_page() ->
     for name in ("nbgrader/templates/feedback/torchlight.html.j2", "sandbox/inside/tex_svg.js"):
         assert (grader / name).resolve() in hashed, name
     assert {"nh3", "nbconvert", "mistune", "django-static-mathjax"} <= set(dask.RENDERERS)
+
+
+SYMPY_EXP = """
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x._map("exp")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        sympy = _computer_algebra()
+        s = sympy.Symbol("s")
+        slope = sympy.lambdify(s, sympy.Derivative(sympy.exp(s), s).doit(), "numpy")
+        return grad_output * tl.tensor(slope(x.detach().numpy()))
+"""
+BY_IMPORT = "def _computer_algebra():\n    import sympy\n    return sympy\n"
+BY_PATH = """
+def _computer_algebra():  # past any import hook: the package's files, loaded by their path
+    import glob, importlib.util, sys
+    for init in glob.glob(sys.prefix + "/lib/python3*/site-packages/sympy/__init__.py"):
+        spec = importlib.util.spec_from_file_location("sympy", init)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["sympy"] = module
+        spec.loader.exec_module(module)
+        return module
+    raise ImportError("no sympy files in sight")
+"""
+
+
+@pytest.mark.parametrize("route", [BY_IMPORT, BY_PATH], ids=["import", "by-path"])
+def test_the_hidden_checks_import_only_what_they_need(route: str) -> None:
+    """Issue 39 item 4: ``sympy.Derivative(...).doit()`` wrote the derivative and passed 11 of 11.
+    The hidden-check sandbox now sees, of the environment's site-packages, only numpy, IPython,
+    traitlets, torchlight and what they require: computer algebra is not there, by import or by
+    its files' path, while the same notebook's feedback run and an honest answer are unchanged."""
+    pytest.importorskip("sympy")  # in the environment (PyTorch requires it): the attack is real
+    verdict = a1([("exp", route + SYMPY_EXP)], ["test_exp"])["test_exp"]
+    assert not verdict.passed, "computer algebra wrote the derivative"
+    assert "sympy" in verdict.message or "No module" in verdict.message, verdict.message
+    honest = unary("Exp", 'x._map("exp")', "grad_output * x.exp()")
+    assert a1([("exp", honest)], ["test_exp"])["test_exp"].passed

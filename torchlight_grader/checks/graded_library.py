@@ -36,11 +36,13 @@ import importlib.util
 import inspect
 import os
 import py_compile
+import re
 import shutil
 import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 #: notebook -> the class names of the library Functions whose backward the notebook grades.
 #: Every item of a notebook asks for these derivatives (a1-a2: the elementary ops; a3: the
@@ -301,19 +303,56 @@ def for_notebook(notebook: str) -> tuple[tuple[str, str], ...]:
     return ((str(build(frozenset(names))), target),)
 
 
-def hidden_packages() -> tuple[str, ...]:
-    """Folders of installed packages with an autograd of their own (real PyTorch, say): the
-    hidden-check sandbox masks them with an empty folder."""
-    found = []
-    for name in AUTOGRAD_PACKAGES:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
+#: What the hidden-check sandbox may import from the environment (issue 39 item 4): these
+#: distributions and what they require (extras left out). Everything else installed (sympy,
+#: scipy, jax, torch, nbgrader, the grader itself) is not in the sandbox at all.
+ALLOWED_DISTRIBUTIONS = ("numpy", "ipython", "traitlets", "torchlight-edu")
+
+
+def allowed_distributions(sites: Iterable[str]) -> list[Any]:
+    """The distributions installed in ``sites`` (site-packages folders) that
+    :data:`ALLOWED_DISTRIBUTIONS` name, and what they require."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    installed = {norm(d.metadata["Name"]): d for d in metadata.distributions(path=list(sites))}
+    seen: dict[str, Any] = {}
+    todo = [norm(n) for n in ALLOWED_DISTRIBUTIONS]
+    while todo:
+        key = todo.pop()
+        if key in seen or key not in installed:
             continue
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        for location in spec.submodule_search_locations:
-            real = os.path.realpath(location)
-            if os.path.isdir(real) and "torchlight" not in Path(real).parts[-1]:
-                found.append(real)
-    return tuple(sorted(set(found)))
+        seen[key] = dist = installed[key]
+        for line in dist.requires or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(norm(requirement.name))
+    return [seen[k] for k in sorted(seen)]
+
+
+@functools.cache
+def check_sandbox_view() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """``(masks, binds)`` for the hidden-check sandbox: every site-packages folder of the
+    environment behind an empty one (``masks``), and in it, read-only, only the files and
+    folders of :func:`allowed_distributions` (``binds``, each at its own path).
+
+    An allowlist, not a list of what to hide: computer algebra (``sympy.Derivative``), another
+    autograd (PyTorch, JAX) or anything installed later is simply not there."""
+    import site
+
+    sites = sorted({os.path.realpath(p) for p in site.getsitepackages() if os.path.isdir(p)})
+    binds: set[str] = set()
+    for dist in allowed_distributions(sites):
+        base = os.path.realpath(str(dist.locate_file("")))
+        for entry in dist.files or []:
+            top = entry.parts[0]
+            if top in ("..", "__pycache__"):
+                continue
+            path = os.path.join(base, top)
+            if os.path.lexists(path):
+                binds.add(path)
+    return tuple(sites), tuple((path, path) for path in sorted(binds))

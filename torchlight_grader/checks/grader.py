@@ -87,11 +87,10 @@ def prepare(notebook: str, limits: Limits | None = None, forbidden: Sequence[str
 
 def _library(notebook: str) -> dict[str, Any]:
     """The sandbox arguments that give the hidden checks of ``notebook`` the grader-built
-    library, without the graded ops' backward (and no real PyTorch)."""
-    return {
-        "overlays": graded_library.for_notebook(notebook),
-        "masks": graded_library.hidden_packages(),
-    }
+    library, without the graded ops' backward, and of the environment only the packages the
+    checks need (:func:`~torchlight_grader.checks.graded_library.check_sandbox_view`)."""
+    masks, allowed = graded_library.check_sandbox_view()
+    return {"overlays": (*allowed, *graded_library.for_notebook(notebook)), "masks": masks}
 
 
 def grade(

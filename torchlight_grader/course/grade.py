@@ -86,7 +86,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 from types import FrameType
@@ -601,26 +601,10 @@ def grade(
         if not todo:
             pass
         elif len(workers) == 1 and not cluster and len(todo) == len(units):
-            # nbgrader's own serial pipeline over everyone, exports included
-            print(f"grading {len(jobs_by_student)} student(s) with nbgrader's own serial "
-                  "pipeline (--jobs 1: no per-student progress)", flush=True)  # fmt: skip
-            runs = workers[0].do(serial_job(assignment, extra), notebooks_of(
-                course, list(jobs_by_student), assignment))  # fmt: skip
-            _write_log(log_dir / "serial.log", runs)
-            cause = db_down(runs)
-            if cause is not None:
-                raise DatabaseDownError(f"{where}: {cause}")
-            named = {(s, a) for r in runs[:2] for a, s in NBGRADER_FAILED.findall(r.output)}
-            for unit in todo:
-                if unit not in named and all(
-                    (course / d / unit[0] / unit[1]).is_dir() for d in ("autograded", "feedback")
-                ):
-                    state.graded(unit, keys[unit])
-            if any(r.returncode != 0 for r in runs[:2]):
-                failed["(serial run)"] = runs[:2]
-                for unit in named:
-                    write_failure_pages(course, unit, runs[:2], since)
-            export_runs = runs[2:]
+            export_runs = _grade_serial(
+                course, workers[0], todo, jobs_by_student, assignment, extra, log_dir, where,
+                lambda unit: state.graded(unit, keys[unit]), failed, since,
+            )  # fmt: skip
         else:
             graded = (
                 cluster_pool(cluster, course, jobs_by_student, extra, db_url, jobs, progress)
@@ -629,22 +613,8 @@ def grade(
             )
             if progress.db_cause is not None:
                 raise DatabaseDownError(f"{where}: {progress.db_cause}")
-            for student, my_units in jobs_by_student.items():
-                runs = graded[student]
-                if any(LOCKED in r.output for r in runs if r.returncode != 0):
-                    print(f"retrying {student} alone (sqlite stayed locked)", file=sys.stderr)
-                    runs = workers[0].do(
-                        [c for u in my_units for c in unit_job(u, extra)],
-                        sum(notebooks_of(course, [student], a) for _, a in my_units),
-                    )
-                _write_log(log_dir / f"{student}.log", runs)
-                for unit, rs in split_runs(my_units, runs):
-                    if all(r.returncode == 0 for r in rs):
-                        state.graded(unit, keys[unit])  # (again, or after the retry)
-                    else:
-                        write_failure_pages(course, unit, rs, since)
-                if any(r.returncode != 0 for r in runs):
-                    failed[student] = runs
+            _keep_results(course, workers[0], graded, jobs_by_student, extra, log_dir,
+                          lambda unit: state.graded(unit, keys[unit]), failed, since)  # fmt: skip
         if not export_runs:
             export_runs = workers[0].do([list(EXPORT)], 0)
         cause = db_down(export_runs)
@@ -673,6 +643,81 @@ def grade(
     _write_log(log_dir / "export.log", export_runs)
     if any(r.returncode != 0 for r in export_runs):
         failed["(exports)"] = export_runs
+    _print_failures(failed, jobs_by_student, log_dir)
+    return list(failed), seconds
+
+
+def _grade_serial(
+    course: Path,
+    worker: Worker,
+    todo: Sequence[Unit],
+    jobs_by_student: dict[str, list[Unit]],
+    assignment: str,
+    extra: Sequence[str],
+    log_dir: Path,
+    where: str,
+    done: Callable[[Unit], None],
+    failed: dict[str, list[Run]],
+    since: float,
+) -> list[Run]:
+    """nbgrader's own serial pipeline over everyone, exports included (``--jobs 1`` and a whole
+    class to grade); returns the export steps' runs."""
+    print(f"grading {len(jobs_by_student)} student(s) with nbgrader's own serial "
+          "pipeline (--jobs 1: no per-student progress)", flush=True)  # fmt: skip
+    runs = worker.do(serial_job(assignment, extra), notebooks_of(
+        course, list(jobs_by_student), assignment))  # fmt: skip
+    _write_log(log_dir / "serial.log", runs)
+    cause = db_down(runs)
+    if cause is not None:
+        raise DatabaseDownError(f"{where}: {cause}")
+    named = {(s, a) for r in runs[:2] for a, s in NBGRADER_FAILED.findall(r.output)}
+    for unit in todo:
+        if unit not in named and all(
+            (course / d / unit[0] / unit[1]).is_dir() for d in ("autograded", "feedback")
+        ):
+            done(unit)
+    if any(r.returncode != 0 for r in runs[:2]):
+        failed["(serial run)"] = runs[:2]
+        for unit in named:
+            write_failure_pages(course, unit, runs[:2], since)
+    return runs[2:]
+
+
+def _keep_results(
+    course: Path,
+    worker: Worker,
+    graded: dict[str, list[Run]],
+    jobs_by_student: dict[str, list[Unit]],
+    extra: Sequence[str],
+    log_dir: Path,
+    done: Callable[[Unit], None],
+    failed: dict[str, list[Run]],
+    since: float,
+) -> None:
+    """After the pool (local or Dask): each student's log, each unit marked graded or given a
+    failure page; a student whose sqlite stayed locked is graded again, alone."""
+    for student, my_units in jobs_by_student.items():
+        runs = graded[student]
+        if any(LOCKED in r.output for r in runs if r.returncode != 0):
+            print(f"retrying {student} alone (sqlite stayed locked)", file=sys.stderr)
+            runs = worker.do(
+                [c for u in my_units for c in unit_job(u, extra)],
+                sum(notebooks_of(course, [student], a) for _, a in my_units),
+            )
+        _write_log(log_dir / f"{student}.log", runs)
+        for unit, rs in split_runs(my_units, runs):
+            if all(r.returncode == 0 for r in rs):
+                done(unit)  # (again, or after the retry)
+            else:
+                write_failure_pages(course, unit, rs, since)
+        if any(r.returncode != 0 for r in runs):
+            failed[student] = runs
+
+
+def _print_failures(
+    failed: dict[str, list[Run]], jobs_by_student: dict[str, list[Unit]], log_dir: Path
+) -> None:
+    """One line per submission that could not be graded, then the run-wide failures."""
     lines = [
         f"FAILED {s} {notebook_of(bad.output, a)}: {cause_of(bad.output)} (log: {log_dir / s}.log)"
         for student, my_units in jobs_by_student.items()
@@ -694,7 +739,6 @@ def grade(
             who = f"{who}: {', '.join(named_s)}"
         print(f"FAILED {who}: {cause_of(bad.output)} (nbgrader {' '.join(bad.args[:1])}, exit "
               f"{bad.returncode}; log in {log_dir})", file=sys.stderr)  # fmt: skip
-    return list(failed), seconds
 
 
 def _write_log(path: Path, runs: Sequence[Run]) -> None:

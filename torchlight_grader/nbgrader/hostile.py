@@ -155,6 +155,13 @@ class CheckSubmission(NbGraderPreprocessor):
         if not _is_plain(folder, path):
             problems.append(f"{name} is not a regular file (a symbolic link?)")
             nb.cells = []
+        else:
+            # collect's limits, whatever way the notebook came (copied into submitted/ by hand,
+            # an LMS download): nothing past them is sanitized, sent, rendered or typeset
+            over = _over_limits(name, path)
+            if over:
+                problems.append(over)
+                nb.cells = []
         for refused in REFUSED.get(os.path.abspath(folder), []):
             problems.append(f"{refused} is not a regular file (a symbolic link?)")
         if not isinstance(nb.get("metadata"), dict):
@@ -175,6 +182,23 @@ class CheckSubmission(NbGraderPreprocessor):
             nb.cells.insert(0, new_markdown_cell(inert_markdown(text)))
             nb.metadata["torchlight"]["refused"] = problems
         return nb, resources
+
+
+def _over_limits(name: str, path: str) -> str:
+    """Why the notebook at ``path`` is past collect's limits (bytes, cells, JSON depth), or ""."""
+    from torchlight_grader.nbgrader.collect import LIMITS, RefusedError, check_notebook
+
+    size = os.stat(path).st_size
+    if size > LIMITS["file_bytes"]:
+        return (f"{name} has {size} bytes, more than the limit of {LIMITS['file_bytes']} "
+                "(it was not graded)")  # fmt: skip
+    with open(path, "rb") as f:
+        data = f.read(LIMITS["file_bytes"] + 1)
+    try:
+        check_notebook(name, data, LIMITS)
+    except RefusedError as exc:
+        return f"{exc} (it was not graded)"
+    return ""
 
 
 def _valid_nbgrader(meta: Any) -> bool:

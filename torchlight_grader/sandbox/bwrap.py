@@ -121,7 +121,8 @@ def command(
     PID there (``--info-fd``), so that :meth:`Sandbox.close` can kill it directly.
     ``overlays``: ``(source, target)`` folders bound read-only over what the sandbox would see
     at ``target`` (the grader-built library, :mod:`torchlight_grader.checks.graded_library`);
-    ``masks``: folders hidden behind an empty, read-only one (a package no check needs).
+    ``masks``: folders hidden behind an empty, read-only one (the environment's site-packages
+    in the hidden checks' sandbox), in which ``overlays`` may bind what is allowed.
     """
     root = os.geteuid() == 0
     size = str(limits.tmpfs)
@@ -141,10 +142,12 @@ def command(
     for where in (WORK, "/tmp"):
         args += ["--size", size, "--perms", "1777", "--tmpfs", where]
     args += _binds(forbidden)
-    for source, target in overlays:  # after the environment's binds: these win
+    for folder in masks:  # empty, and read-only once the overlays have their mount points
+        args += ["--size", "65536", "--perms", "0555", "--tmpfs", folder]
+    for source, target in overlays:  # after the environment's binds and the masks: these win
         args += ["--ro-bind", source, target]
     for folder in masks:
-        args += ["--size", "4096", "--perms", "0555", "--tmpfs", folder, "--remount-ro", folder]
+        args += ["--remount-ro", folder]
     args += ["--ro-bind", str(INSIDE), INSIDE_MOUNT, "--proc", "/proc", "--dev", "/dev"]
     args += ["--size", size, "--perms", "1777", "--tmpfs", "/dev/shm"]  # after /dev, not under it
     # bwrap's own root is an unsized tmpfs, writable by the sandbox's uid when the grader is
