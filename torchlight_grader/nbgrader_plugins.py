@@ -429,6 +429,8 @@ class IsolatedGrader(NbGraderPreprocessor):
         written = [c.source for c in cells if c.role in ("answer", "student")]
         for line in library_autograd(written):  # from the code's structure, outside the sandbox
             resources.setdefault("torchlight", {}).setdefault("findings", []).append(line)
+        for line in registry.findings(notebook, written):  # the notebook's own (a1b: the engine)
+            resources.setdefault("torchlight", {}).setdefault("findings", []).append(line)
         seed = self.seed if self.seed is not None else secrets.randbits(31)
         verdicts = grade(
             notebook,

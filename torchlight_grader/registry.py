@@ -7,12 +7,14 @@ draws fresh random inputs every run and keeps the reference values in its own pr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from torchlight_grader.checks import Check
 
 _MODULES = {
     "a1_functions": "torchlight_grader.a1_functions",
+    "a1b_engine": "torchlight_grader.a1b_engine",
     "a2_broadcasting": "torchlight_grader.a2_broadcasting",
     "a3_networks": "torchlight_grader.a3_networks",
     "a4_convolutions": "torchlight_grader.a4_convolutions",
@@ -34,6 +36,16 @@ def checks_for(notebook: str) -> dict[str, Check]:
 def find(notebook: str, grade_id: str) -> Check | None:
     """The check for test cell ``grade_id`` of ``notebook``, or None."""
     return checks_for(notebook).get(grade_id)
+
+
+def findings(notebook: str, sources: Iterable[str]) -> list[str]:
+    """What ``notebook``'s check module flags in the student code from its structure (its
+    ``FINDINGS(sources)``, if it has one): lines for the integrity report, never a grade."""
+    import importlib
+
+    name = _MODULES.get(notebook)
+    flag = getattr(importlib.import_module(name), "FINDINGS", None) if name else None
+    return list(flag(sources)) if flag is not None else []
 
 
 def load_all() -> None:
