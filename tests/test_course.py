@@ -16,7 +16,14 @@ from typing import Any
 
 import nbformat
 import pytest
-from submissions import a1_functions, a2_broadcasting, a3_networks, a4_convolutions, a5_attention
+from submissions import (
+    a1_functions,
+    a1b_engine,
+    a2_broadcasting,
+    a3_networks,
+    a4_convolutions,
+    a5_attention,
+)
 from submissions.catalog import Submission, build
 from submissions.pipeline import (
     grade_all,
@@ -32,12 +39,16 @@ from submissions.pipeline import (
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
 
-ASSIGNMENTS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions", "a5_attention")
-CATALOG: list[Submission] = [
-    s
-    for module in (a1_functions, a2_broadcasting, a3_networks, a4_convolutions, a5_attention)
-    for s in module.CATALOG
-]
+ASSIGNMENTS = (
+    "a1_functions",
+    "a1b_engine",
+    "a2_broadcasting",
+    "a3_networks",
+    "a4_convolutions",
+    "a5_attention",
+)
+MODULES = (a1_functions, a1b_engine, a2_broadcasting, a3_networks, a4_convolutions, a5_attention)
+CATALOG: list[Submission] = [s for module in MODULES for s in module.CATALOG]
 # Short timeouts keep the hazards cheap; the seed makes a failure reproducible.
 GRADING_FLAGS = (
     "--Execute.timeout=10",
@@ -142,6 +153,20 @@ def test_feedback_shows_messages_but_no_hidden_test_or_solution(graded: Graded) 
                            solutions=sub.base == "release" and not sub.edits)  # fmt: skip
         if sub.kind == "release":
             assert "HiddenCheckFailed" in text and "NotImplementedError" in text, sub.student
+
+
+def test_answers_that_hand_the_engine_to_the_library_are_flagged(graded: Graded) -> None:
+    """a1b: every cheat that calls the library's own engine (by an imported name, a method,
+    a name built at run time) is in the integrity findings; no honest answer or mistake is."""
+    for sub in a1b_engine.CATALOG:
+        findings = " ".join(_autograded(graded.course, sub).metadata["torchlight"]["findings"])
+        if sub.name in a1b_engine.FLAGGED:
+            assert a1b_engine.FLAGGED[sub.name] in findings, (sub.name, findings)
+        else:
+            assert "engine" not in findings and "write it yourself" not in findings, (
+                sub.name,
+                findings,
+            )
 
 
 def _assert_no_secrets(text: str, source_nb: Any, where: str, solutions: bool = True) -> None:

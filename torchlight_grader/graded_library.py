@@ -75,6 +75,10 @@ GRADED_FUNCTIONS: dict[str, tuple[str, ...]] = {
 #: Packages of the environment no hidden check needs that carry an autograd of their own.
 AUTOGRAD_PACKAGES = ("torch", "functorch", "jax", "autograd")
 
+#: The words every left-out part of the grader's library raises with (the grader flags an
+#: item whose verdict carries them: the answer reached for what the notebook grades).
+LEFT_OUT = "write it yourself:"
+
 MESSAGE = (
     "write it yourself: {name}'s backward is what this notebook grades, so the grader's "
     "torchlight leaves it out (an answer cannot hand the derivative back to the library)"
