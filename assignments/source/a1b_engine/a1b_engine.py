@@ -139,7 +139,7 @@ self_check("a1b_engine", "test_topological_sort", globals())
 #
 # 1. a tensor's turn comes only after every tensor that uses it, so its gradient is complete:
 #    take it out of the dictionary;
-# 2. a leaf (`history is None`) accumulates it: `node.accumulate_grad(d)`. Only leaves do: a
+# 2. a leaf (`history is None`) adds it into its `.grad` (`accumulate_grad`). Only leaves do: a
 #    tensor made by a Function keeps no `.grad` (as in PyTorch);
 # 3. any other tensor passes it on: for each `(parent, share)` of
 #    `node.history.chain_rule(d)`, **add** `share` to the parent's entry (a parent used twice,
@@ -258,8 +258,8 @@ self_check("a1b_engine", "test_central_difference", globals())
 # `predict(model, X)`, which returns one class label per row of `X`. Use the library's layers,
 # loss and optimizer (`tl.nn.Linear`, `tl.nn.functional.cross_entropy`, `tl.optim.Adam`), but
 # **your** `backpropagate` for the gradients: not `loss.backward()` (it does not exist in the
-# hidden checks). Remember to zero the gradients between steps (`optimizer.zero_grad()`): your
-# engine accumulates. The hidden check trains it on 300 points of four blobs (the XOR problem:
+# hidden checks). Remember to zero the gradients between steps (the optimizer's `zero_grad`):
+# your engine accumulates. The hidden check trains it on 300 points of four blobs (the XOR problem:
 # no straight line separates the classes) and needs 90% accuracy on 200 new ones.
 
 # %% nbgrader={"grade": false, "grade_id": "classifier", "locked": false, "schema_version": 3, "solution": true}
