@@ -532,16 +532,16 @@ def library_engine(sources: Iterable[str]) -> list[str]:
                 func = node.func
                 if isinstance(func, ast.Attribute) and func.attr == "backward":
                     found.append("calls .backward() (the library's engine)")
-                if isinstance(func, ast.Name) and func.id in ("getattr", "import_module",
-                                                               "__import__"):  # fmt: skip
-                    for arg in node.args[1:2] if func.id == "getattr" else node.args[:1]:
+                called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                if called in ("getattr", "import_module", "__import__"):
+                    for arg in node.args[1:2] if called == "getattr" else node.args[:1]:
                         text = arg.value if isinstance(arg, ast.Constant) else None
                         if isinstance(text, str) and (
                             text in ENGINE
                             or text in ("backward", "grad")
                             or text.startswith("torchlight.autograd")
                         ):
-                            found.append(f"names {text!r} through {func.id}")
+                            found.append(f"names {text!r} through {called}")
     if not found:
         return []
     return [f"reaches for torchlight's own engine ({', '.join(dict.fromkeys(found))}): review by "
