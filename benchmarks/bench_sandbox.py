@@ -35,6 +35,7 @@ from torchlight_grader.grader import Cell, grade
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = (
     "a1_functions",
+    "a1b_engine",
     "a2_broadcasting",
     "a3_networks",
     "a4_convolutions",
