@@ -133,15 +133,14 @@ def _without_backward(
     lines = source.splitlines(keepends=True)
     edits = []  # (first line, last line, replacement), 1-based, inclusive
     wanted = set(classes)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name in functions:
-            first, last = _body_lines(node)
-            indent = " " * node.body[0].col_offset
-            message = FUNCTION_MESSAGE.format(name=node.name)
+    defined = [fn for fn in tree.body if isinstance(fn, ast.FunctionDef)]
+    for fn in defined:
+        if fn.name in functions:
+            first, last = _body_lines(fn)
+            indent = " " * fn.body[0].col_offset
+            message = FUNCTION_MESSAGE.format(name=fn.name)
             edits.append((first, last, f"{indent}raise RuntimeError({message!r})\n"))
-    missing_functions = set(functions) - {
-        e.name for e in tree.body if isinstance(e, ast.FunctionDef)
-    }
+    missing_functions = set(functions) - {fn.name for fn in defined}
     if missing_functions:
         raise GradedLibraryError(f"{path}: no function {sorted(missing_functions)} to rewrite")
     for node in ast.walk(tree):
