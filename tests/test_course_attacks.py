@@ -28,6 +28,7 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
+from submissions import a1b_engine
 from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS
 from submissions.catalog import build
 from submissions.pipeline import (
@@ -45,6 +46,11 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix)
 A = "a1_functions"
 BATCH = [HONEST[0], *ATTACKS, HONEST[1]]
+#: a1b's answers that hand the engine back to the library (by name, and by a name built at run
+#: time), graded in the same run: nothing for those items, flagged, in both deployments.
+ENGINE = [
+    s for s in a1b_engine.CATALOG if s.name in ("library-backward", "library-by-another-name")
+]
 OUTPUTS = {
     "autograded",
     "feedback",
@@ -173,7 +179,7 @@ class Prepared:
 
 def _prepare(deployment: str, where: Path) -> Prepared:
     prefix: list[str] = []
-    course = released_course(where, A)  # a copy of the session's release (root made it)
+    course = released_course(where, "*")  # a copy of the session's release (root made it)
     if deployment == "unprivileged":
         uid, gid = _user()
         for path in [where, *where.rglob("*")]:
@@ -189,6 +195,13 @@ def _prepare(deployment: str, where: Path) -> Prepared:
         if prefix:
             for path in [folder, *folder.rglob("*")]:
                 os.lchown(path, uid, gid)
+    engine_source, engine_release = notebooks(course, a1b_engine.A)
+    for sub in ENGINE:
+        submit(course, sub.student, a1b_engine.A, build(sub, engine_source, engine_release))
+        if prefix:
+            folder = course / "submitted" / sub.student
+            for path in [folder, *folder.rglob("*")]:
+                os.lchown(path, uid, gid)
     return Prepared(where, course, prefix, source)
 
 
@@ -196,7 +209,7 @@ def _grade(ready: Prepared) -> subprocess.CompletedProcess:
     return _run(
         ready.prefix,
         [sys.executable, str(ROOT / "tools" / "course.py"), "grade", str(ready.course),
-         "--assignment", A, "--", *FLAGS],
+         "--assignment", "*", "--", *FLAGS],
         ready.course,
         ready.where,
     )  # fmt: skip
@@ -247,6 +260,24 @@ def test_attackers_gain_nothing_and_honest_grades_are_exact(batch: Batch) -> Non
         if got != expected:
             wrong[sub.student] = (got, expected)
     assert not wrong, f"{batch.deployment}: {wrong}\n{batch.output[-4000:]}"
+
+
+def test_answers_calling_the_librarys_engine_score_nothing_for_it_and_are_flagged(
+    batch: Batch,
+) -> None:
+    """a1b: the library's engine is not in the hidden checks' library in either deployment:
+    the items that use it score zero, the others keep their points, and the integrity report
+    names each (the run-time name by its effect)."""
+    import csv
+
+    points = max_points(notebooks(batch.course, a1b_engine.A)[0])
+    with open(batch.course / "integrity.csv", newline="", encoding="utf-8") as f:
+        rows = [(r["student"], r["finding"]) for r in csv.DictReader(f)]
+    for sub in ENGINE:
+        got = batch.items.get((sub.student, a1b_engine.A))
+        assert got == sub.expected(points), (batch.deployment, sub.student, got)
+        found = " ".join(finding for student, finding in rows if student == sub.student)
+        assert a1b_engine.FLAGGED[sub.name] in found, (batch.deployment, sub.student, found)
 
 
 def test_course_library_and_environment_are_unchanged(batch: Batch) -> None:
