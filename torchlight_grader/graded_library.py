@@ -70,6 +70,15 @@ GRADED_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "torchlight.autograd.gradcheck:central_difference",
         "torchlight.autograd.gradcheck:jacobian_mismatch",
     ),
+    "a2b_strided": (
+        "torchlight.shape:index_to_position",
+        "torchlight.shape:to_index",
+        "torchlight.shape:broadcast_index",
+        "torchlight.shape:broadcast_shape",
+        "torchlight.backends.strided.backend:StridedBackend.map",
+        "torchlight.backends.strided.backend:StridedBackend.zip",
+        "torchlight.backends.strided.backend:StridedBackend.reduce",
+    ),
 }
 
 #: Packages of the environment no hidden check needs that carry an autograd of their own.
@@ -87,7 +96,8 @@ MESSAGE = (
 
 FUNCTION_MESSAGE = (
     "write it yourself: {name} is what this notebook grades, so the grader's torchlight leaves "
-    "it out (and everything that calls it: Tensor.backward, autograd.grad, gradcheck)"
+    "it out (and so everything in the library that calls it: a1b's Tensor.backward and "
+    "autograd.grad, a2b's strided backend)"
 )
 
 
@@ -133,14 +143,20 @@ def _without_backward(
     lines = source.splitlines(keepends=True)
     edits = []  # (first line, last line, replacement), 1-based, inclusive
     wanted = set(classes)
-    defined = [fn for fn in tree.body if isinstance(fn, ast.FunctionDef)]
-    for fn in defined:
-        if fn.name in functions:
+    defined = {fn.name: fn for fn in tree.body if isinstance(fn, ast.FunctionDef)}
+    for cls in tree.body:  # methods, as "Class.method"
+        if isinstance(cls, ast.ClassDef):
+            for fn in cls.body:
+                if isinstance(fn, ast.FunctionDef):
+                    defined[f"{cls.name}.{fn.name}"] = fn
+    for name in functions:
+        if name in defined:
+            fn = defined[name]
             first, last = _body_lines(fn)
             indent = " " * fn.body[0].col_offset
-            message = FUNCTION_MESSAGE.format(name=fn.name)
+            message = FUNCTION_MESSAGE.format(name=name)
             edits.append((first, last, f"{indent}raise RuntimeError({message!r})\n"))
-    missing_functions = set(functions) - {fn.name for fn in defined}
+    missing_functions = set(functions) - set(defined)
     if missing_functions:
         raise GradedLibraryError(f"{path}: no function {sorted(missing_functions)} to rewrite")
     for node in ast.walk(tree):
@@ -335,7 +351,9 @@ def _function_files(src: Path, functions: Iterable[str]) -> dict[Path, set[str]]
     for entry in functions:
         module, _, name = entry.partition(":")
         try:
-            obj = getattr(importlib.import_module(module), name)
+            obj = importlib.import_module(module)
+            for part in name.split("."):  # a method: "Class.method"
+                obj = getattr(obj, part)
             file = Path(inspect.getsourcefile(obj) or "").resolve()
         except (ImportError, AttributeError, TypeError) as exc:
             raise GradedLibraryError(

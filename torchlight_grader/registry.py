@@ -16,6 +16,7 @@ _MODULES = {
     "a1_functions": "torchlight_grader.a1_functions",
     "a1b_engine": "torchlight_grader.a1b_engine",
     "a2_broadcasting": "torchlight_grader.a2_broadcasting",
+    "a2b_strided": "torchlight_grader.a2b_strided",
     "a3_networks": "torchlight_grader.a3_networks",
     "a4_convolutions": "torchlight_grader.a4_convolutions",
     "a5_attention": "torchlight_grader.a5_attention",
