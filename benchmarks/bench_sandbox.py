@@ -37,6 +37,7 @@ ASSIGNMENTS = (
     "a1_functions",
     "a1b_engine",
     "a2_broadcasting",
+    "a2b_strided",
     "a3_networks",
     "a4_convolutions",
     "a5_attention",

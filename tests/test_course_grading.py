@@ -26,6 +26,7 @@ NOTEBOOKS = (
     "a1_functions",
     "a1b_engine",
     "a2_broadcasting",
+    "a2b_strided",
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
@@ -230,6 +231,51 @@ def test_the_engine_notebooks_library_has_no_engine() -> None:
         "write it yourself: central_difference",
         "[[1.0, 1.0]]",
     ], run.stdout + run.stderr
+
+
+def test_the_strided_notebooks_library_has_no_index_arithmetic() -> None:
+    """a2b: in the grader-built library torchlight.shape's four functions and the strided
+    backend's map/zip/reduce raise "write it yourself"; the numpy backend still works."""
+    from torchlight_grader.graded_library import for_notebook
+
+    ((copy, _target),) = for_notebook("a2b_strided")
+    probe = (
+        "import torchlight as tl, torchlight.shape as S\n"
+        "from torchlight.backends.strided.backend import StridedBackend\n"
+        "a = tl.tensor([[1.0, 2.0]], backend='strided').storage\n"
+        "for call in (lambda: S.to_index(1, (2,)), lambda: S.index_to_position([1], (1,)),\n"
+        "             lambda: S.broadcast_index([1], (2,), (1,)), lambda: S.broadcast_shape((1,), (2,)),\n"
+        "             lambda: StridedBackend().map('neg', a), lambda: StridedBackend().zip('add', a, a),\n"
+        "             lambda: StridedBackend().reduce('sum', a, (0,), False)):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except RuntimeError as exc:\n"
+        "        print(str(exc).split(' is what')[0])\n"
+        "print((tl.tensor([1.0, 2.0]) * 2).tolist())\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], cwd=Path(copy).parent, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    names = ["to_index", "index_to_position", "broadcast_index", "broadcast_shape"]
+    names += [f"StridedBackend.{m}" for m in ("map", "zip", "reduce")]
+    assert run.stdout.splitlines() == [f"write it yourself: {n}" for n in names] + ["[2.0, 4.0]"], (
+        run.stdout + run.stderr
+    )
+
+
+def test_the_strided_findings_name_the_librarys_and_numpys_index_arithmetic() -> None:
+    from torchlight_grader.a2b_strided import library_strided
+
+    for source in (
+        "from torchlight.shape import to_index",
+        "torchlight.shape.broadcast_index(i, s, t)",
+        "np.unravel_index(k, shape)",
+        "np.lib.stride_tricks.as_strided(x, s, t)",
+        "from torchlight.backends.strided.backend import StridedBackend",
+        "getattr(backend, 'map')",
+    ):
+        assert len(library_strided([source])) == 1, source
+    honest = "def to_index(ordinal, shape):\n    return [ordinal % shape[0]]\nto_index(1, (2,))\n"
+    assert library_strided([honest]) == []
 
 
 def test_the_engine_findings_name_each_way_to_the_library() -> None:
