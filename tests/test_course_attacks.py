@@ -28,7 +28,7 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
-from submissions import a1b_engine
+from submissions import a1b_engine, a2b_strided
 from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS
 from submissions.catalog import build
 from submissions.pipeline import (
@@ -46,11 +46,14 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix)
 A = "a1_functions"
 BATCH = [HONEST[0], *ATTACKS, HONEST[1]]
-#: a1b's answers that hand the engine back to the library (by name, and by a name built at run
-#: time), graded in the same run: nothing for those items, flagged, in both deployments.
-ENGINE = [
-    s for s in a1b_engine.CATALOG if s.name in ("library-backward", "library-by-another-name")
+#: Answers that hand what a1b and a2b grade back to the library (a1b's engine by name and by a
+#: name built at run time; a2b's to_index, and its contiguous() through the library's map),
+#: graded in the same run: nothing for those items, flagged, in both deployments.
+LIBRARY_USE = [
+    *(s for s in a1b_engine.CATALOG if s.name in ("library-backward", "library-by-another-name")),
+    *(s for s in a2b_strided.CATALOG if s.name in ("library-to-index", "library-contiguous")),
 ]
+MODULES = {a1b_engine.A: a1b_engine, a2b_strided.A: a2b_strided}
 OUTPUTS = {
     "autograded",
     "feedback",
@@ -195,9 +198,9 @@ def _prepare(deployment: str, where: Path) -> Prepared:
         if prefix:
             for path in [folder, *folder.rglob("*")]:
                 os.lchown(path, uid, gid)
-    engine_source, engine_release = notebooks(course, a1b_engine.A)
-    for sub in ENGINE:
-        submit(course, sub.student, a1b_engine.A, build(sub, engine_source, engine_release))
+    for sub in LIBRARY_USE:
+        sub_source, sub_release = notebooks(course, sub.assignment)
+        submit(course, sub.student, sub.assignment, build(sub, sub_source, sub_release))
         if prefix:
             folder = course / "submitted" / sub.student
             for path in [folder, *folder.rglob("*")]:
@@ -262,22 +265,24 @@ def test_attackers_gain_nothing_and_honest_grades_are_exact(batch: Batch) -> Non
     assert not wrong, f"{batch.deployment}: {wrong}\n{batch.output[-4000:]}"
 
 
-def test_answers_calling_the_librarys_engine_score_nothing_for_it_and_are_flagged(
+def test_answers_calling_the_librarys_own_code_score_nothing_for_it_and_are_flagged(
     batch: Batch,
 ) -> None:
-    """a1b: the library's engine is not in the hidden checks' library in either deployment:
-    the items that use it score zero, the others keep their points, and the integrity report
-    names each (the run-time name by its effect)."""
+    """a1b and a2b: what the notebook grades is not in the hidden checks' library in either
+    deployment: the items that use the library's engine or index arithmetic score zero, the
+    others keep their points, and the integrity report names each (a name built at run time by
+    its effect)."""
     import csv
 
-    points = max_points(notebooks(batch.course, a1b_engine.A)[0])
     with open(batch.course / "integrity.csv", newline="", encoding="utf-8") as f:
         rows = [(r["student"], r["finding"]) for r in csv.DictReader(f)]
-    for sub in ENGINE:
-        got = batch.items.get((sub.student, a1b_engine.A))
+    for sub in LIBRARY_USE:
+        points = max_points(notebooks(batch.course, sub.assignment)[0])
+        got = batch.items.get((sub.student, sub.assignment))
         assert got == sub.expected(points), (batch.deployment, sub.student, got)
         found = " ".join(finding for student, finding in rows if student == sub.student)
-        assert a1b_engine.FLAGGED[sub.name] in found, (batch.deployment, sub.student, found)
+        flagged = MODULES[sub.assignment].FLAGGED[sub.name]
+        assert flagged in found, (batch.deployment, sub.student, found)
 
 
 def test_course_library_and_environment_are_unchanged(batch: Batch) -> None:
