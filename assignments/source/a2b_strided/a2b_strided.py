@@ -37,8 +37,8 @@
 # by these names: a mistake in one costs only its own item). The hidden checks' torchlight
 # leaves out the library's own versions (`torchlight.shape`'s functions and the strided
 # backend's `map`, `zip` and `reduce`): an answer that calls them scores nothing and is
-# flagged, as is one that reaches for numpy's (`np.unravel_index`, `np.broadcast_shapes`,
-# `as_strided`).
+# flagged for review. One that hands the work to numpy's own (`np.unravel_index`,
+# `np.broadcast_shapes`, `as_strided`) is flagged for review too.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
