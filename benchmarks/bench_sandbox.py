@@ -35,7 +35,9 @@ from torchlight_grader.checks.grader import Cell, grade
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = (
     "a1_functions",
+    "a1b_engine",
     "a2_broadcasting",
+    "a2b_strided",
     "a3_networks",
     "a4_convolutions",
     "a5_attention",

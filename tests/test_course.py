@@ -16,7 +16,15 @@ from typing import Any
 
 import nbformat
 import pytest
-from submissions import a1_functions, a2_broadcasting, a3_networks, a4_convolutions, a5_attention
+from submissions import (
+    a1_functions,
+    a1b_engine,
+    a2_broadcasting,
+    a2b_strided,
+    a3_networks,
+    a4_convolutions,
+    a5_attention,
+)
 from submissions.catalog import Submission, build
 from submissions.pipeline import (
     grade_all,
@@ -32,12 +40,25 @@ from submissions.pipeline import (
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
 
-ASSIGNMENTS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions", "a5_attention")
-CATALOG: list[Submission] = [
-    s
-    for module in (a1_functions, a2_broadcasting, a3_networks, a4_convolutions, a5_attention)
-    for s in module.CATALOG
-]
+ASSIGNMENTS = (
+    "a1_functions",
+    "a1b_engine",
+    "a2_broadcasting",
+    "a2b_strided",
+    "a3_networks",
+    "a4_convolutions",
+    "a5_attention",
+)
+MODULES = (
+    a1_functions,
+    a1b_engine,
+    a2_broadcasting,
+    a2b_strided,
+    a3_networks,
+    a4_convolutions,
+    a5_attention,
+)
+CATALOG: list[Submission] = [s for module in MODULES for s in module.CATALOG]
 # Short timeouts keep the hazards cheap; the seed makes a failure reproducible.
 GRADING_FLAGS = (
     "--Execute.timeout=10",
@@ -142,6 +163,22 @@ def test_feedback_shows_messages_but_no_hidden_test_or_solution(graded: Graded) 
                            solutions=sub.base == "release" and not sub.edits)  # fmt: skip
         if sub.kind == "release":
             assert "HiddenCheckFailed" in text and "NotImplementedError" in text, sub.student
+
+
+@pytest.mark.parametrize("module", [a1b_engine, a2b_strided], ids=lambda m: m.A)
+def test_answers_that_reach_for_the_librarys_own_code_are_flagged(
+    graded: Graded, module: Any
+) -> None:
+    """a1b and a2b: every answer that calls the library's engine or index arithmetic (by an
+    imported name, a method, a name built at run time) is in the integrity findings; no honest
+    answer or planted mistake is."""
+    for sub in module.CATALOG:
+        findings = " ".join(_autograded(graded.course, sub).metadata["torchlight"]["findings"])
+        if sub.name in module.FLAGGED:
+            assert module.FLAGGED[sub.name] in findings, (sub.name, findings)
+        else:
+            for words in ("reaches for", "called a part of torchlight"):
+                assert words not in findings, (sub.name, findings)
 
 
 def _assert_no_secrets(text: str, source_nb: Any, where: str, solutions: bool = True) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
+from submissions import a1b_engine, a2b_strided
 from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS, TEX_MARK
 from submissions.catalog import build
 from submissions.pipeline import (
@@ -46,6 +47,14 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix)
 A = "a1_functions"
 BATCH = [HONEST[0], *ATTACKS, HONEST[1]]
+#: Answers that hand what a1b and a2b grade back to the library (a1b's engine by name and by a
+#: name built at run time; a2b's to_index, and its contiguous() through the library's map),
+#: graded in the same run: nothing for those items, flagged, in both deployments.
+LIBRARY_USE = [
+    *(s for s in a1b_engine.CATALOG if s.name in ("library-backward", "library-by-another-name")),
+    *(s for s in a2b_strided.CATALOG if s.name in ("library-to-index", "library-contiguous")),
+]
+MODULES = {a1b_engine.A: a1b_engine, a2b_strided.A: a2b_strided}
 OUTPUTS = {
     "autograded",
     "feedback",
@@ -174,7 +183,7 @@ class Prepared:
 
 def _prepare(deployment: str, where: Path) -> Prepared:
     prefix: list[str] = []
-    course = released_course(where, A)  # a copy of the session's release (root made it)
+    course = released_course(where, "*")  # a copy of the session's release (root made it)
     if deployment == "unprivileged":
         uid, gid = _user()
         for path in [where, *where.rglob("*")]:
@@ -190,6 +199,13 @@ def _prepare(deployment: str, where: Path) -> Prepared:
         if prefix:
             for path in [folder, *folder.rglob("*")]:
                 os.lchown(path, uid, gid)
+    for sub in LIBRARY_USE:
+        sub_source, sub_release = notebooks(course, sub.assignment)
+        submit(course, sub.student, sub.assignment, build(sub, sub_source, sub_release))
+        if prefix:
+            folder = course / "submitted" / sub.student
+            for path in [folder, *folder.rglob("*")]:
+                os.lchown(path, uid, gid)
     return Prepared(where, course, prefix, source)
 
 
@@ -197,7 +213,7 @@ def _grade(ready: Prepared) -> subprocess.CompletedProcess:
     return _run(
         ready.prefix,
         [sys.executable, "-m", "torchlight_grader.course.manage", "grade", str(ready.course),
-         "--assignment", A, "--", *FLAGS],
+         "--assignment", "*", "--", *FLAGS],
         ready.course,
         ready.where,
     )  # fmt: skip
@@ -248,6 +264,26 @@ def test_attackers_gain_nothing_and_honest_grades_are_exact(batch: Batch) -> Non
         if got != expected:
             wrong[sub.student] = (got, expected)
     assert not wrong, f"{batch.deployment}: {wrong}\n{batch.output[-4000:]}"
+
+
+def test_answers_calling_the_librarys_own_code_score_nothing_for_it_and_are_flagged(
+    batch: Batch,
+) -> None:
+    """a1b and a2b: what the notebook grades is not in the hidden checks' library in either
+    deployment: the items that use the library's engine or index arithmetic score zero, the
+    others keep their points, and the integrity report names each (a name built at run time by
+    its effect)."""
+    import csv
+
+    with open(batch.course / "integrity.csv", newline="", encoding="utf-8") as f:
+        rows = [(r["student"], r["finding"]) for r in csv.DictReader(f)]
+    for sub in LIBRARY_USE:
+        points = max_points(notebooks(batch.course, sub.assignment)[0])
+        got = batch.items.get((sub.student, sub.assignment))
+        assert got == sub.expected(points), (batch.deployment, sub.student, got)
+        found = " ".join(finding for student, finding in rows if student == sub.student)
+        flagged = MODULES[sub.assignment].FLAGGED[sub.name]
+        assert flagged in found, (batch.deployment, sub.student, found)
 
 
 def test_course_library_and_environment_are_unchanged(batch: Batch) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,15 @@ from torchlight_grader.sandbox import Limits
 from torchlight_grader.sandbox.inside import wire
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions", "a5_attention")
+NOTEBOOKS = (
+    "a1_functions",
+    "a1b_engine",
+    "a2_broadcasting",
+    "a2b_strided",
+    "a3_networks",
+    "a4_convolutions",
+    "a5_attention",
+)
 SETUP = Cell(
     "locked",
     "setup",
@@ -175,16 +184,128 @@ def test_the_graded_ops_own_backward_is_not_reachable_from_graded_code() -> None
 def test_every_graded_function_exists_and_no_solution_is_flagged() -> None:
     """The grader-built library's table names Functions torchlight defines (found by class name,
     wherever the library keeps them), and the structure check flags none of the solutions."""
-    from torchlight_grader.checks.graded_library import GRADED, library_functions
+    from torchlight_grader.checks.graded_library import GRADED, GRADED_FUNCTIONS, library_functions
     from torchlight_grader.checks.structure import library_autograd
 
     functions = library_functions()
-    assert set(GRADED) == set(NOTEBOOKS)
+    assert set(GRADED) | set(GRADED_FUNCTIONS) == set(NOTEBOOKS)
     missing = {nb: [n for n in names if n not in functions] for nb, names in GRADED.items()}
     assert not any(missing.values()), missing
     for notebook in NOTEBOOKS:
         source = (ROOT / "assignments" / "source" / notebook / f"{notebook}.py").read_text()
         assert library_autograd([source]) == [], notebook
+        assert registry.findings(notebook, answer_cells(source)) == [], notebook
+
+
+def answer_cells(script: str) -> list[str]:
+    """The answer cells of a jupytext source (what the grader scans of a submission)."""
+    cells = re.split(r"^# %%", script, flags=re.M)
+    return [c.split("\n", 1)[1] for c in cells if '"solution": true' in c.split("\n", 1)[0]]
+
+
+def test_the_engine_notebooks_library_has_no_engine() -> None:
+    """a1b: in the grader-built library the engine's functions raise "write it yourself" (so do
+    Tensor.backward and autograd.grad, which call them); the Functions keep their backward."""
+    from torchlight_grader.checks.graded_library import for_notebook
+
+    ((copy, _target),) = for_notebook("a1b_engine")
+    probe = (
+        "import torchlight as tl\n"
+        "from torchlight.autograd import backpropagate, central_difference, topological_sort\n"
+        "x = tl.tensor([1.0, 2.0], requires_grad=True)\n"
+        "y = (x * x).sum()\n"
+        "for call in (lambda: topological_sort(y), lambda: backpropagate(y), y.backward,\n"
+        "             lambda: tl.autograd.grad(y, x), lambda: central_difference(abs, 1.0)):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except RuntimeError as exc:\n"
+        "        print(str(exc).split(' is what')[0])\n"
+        "print([g.tolist() for _, g in y.history.chain_rule(tl.tensor(1.0))])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], cwd=Path(copy).parent, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert run.stdout.splitlines() == [
+        "write it yourself: topological_sort",
+        "write it yourself: backpropagate",
+        "write it yourself: backpropagate",
+        "write it yourself: grad",
+        "write it yourself: central_difference",
+        "[[1.0, 1.0]]",
+    ], run.stdout + run.stderr
+
+
+def test_the_strided_notebooks_library_has_no_index_arithmetic() -> None:
+    """a2b: in the grader-built library torchlight.shape's four functions and the strided
+    backend's map/zip/reduce raise "write it yourself"; the numpy backend still works."""
+    from torchlight_grader.checks.graded_library import for_notebook
+
+    ((copy, _target),) = for_notebook("a2b_strided")
+    probe = (
+        "import torchlight as tl, torchlight.shape as S\n"
+        "from torchlight.backends.strided.backend import StridedBackend\n"
+        "a = tl.tensor([[1.0, 2.0]], backend='strided').storage\n"
+        "for call in (lambda: S.to_index(1, (2,)), lambda: S.index_to_position([1], (1,)),\n"
+        "             lambda: S.broadcast_index([1], (2,), (1,)), lambda: S.broadcast_shape((1,), (2,)),\n"
+        "             lambda: StridedBackend().map('neg', a), lambda: StridedBackend().zip('add', a, a),\n"
+        "             lambda: StridedBackend().reduce('sum', a, (0,), False)):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except RuntimeError as exc:\n"
+        "        print(str(exc).split(' is what')[0])\n"
+        "print((tl.tensor([1.0, 2.0]) * 2).tolist())\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], cwd=Path(copy).parent, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    names = ["to_index", "index_to_position", "broadcast_index", "broadcast_shape"]
+    names += [f"StridedBackend.{m}" for m in ("map", "zip", "reduce")]
+    assert run.stdout.splitlines() == [f"write it yourself: {n}" for n in names] + ["[2.0, 4.0]"], (
+        run.stdout + run.stderr
+    )
+
+
+def test_the_strided_findings_name_the_librarys_and_numpys_index_arithmetic() -> None:
+    from torchlight_grader.checks.a2b_strided import library_strided
+
+    for source in (
+        "from torchlight.shape import to_index",
+        "torchlight.shape.broadcast_index(i, s, t)",
+        "np.unravel_index(k, shape)",
+        "np.lib.stride_tricks.as_strided(x, s, t)",
+        "from torchlight.backends.strided.backend import StridedBackend",
+        "getattr(backend, 'map')",
+    ):
+        assert len(library_strided([source])) == 1, source
+    honest = "def to_index(ordinal, shape):\n    return [ordinal % shape[0]]\nto_index(1, (2,))\n"
+    assert library_strided([honest]) == []
+
+
+def test_the_engine_findings_name_each_way_to_the_library() -> None:
+    """a1b's structure check flags the library's engine by any name it can see, and nothing an
+    honest engine writes (chain_rule, accumulate_grad, its own names, p.grad in a step)."""
+    from torchlight_grader.checks.a1b_engine import library_engine
+
+    flagged = {
+        "from torchlight.autograd import backpropagate as b": "imports backpropagate",
+        "from torchlight.autograd.engine import *": "imports *",
+        "import torchlight.autograd.gradcheck as g": "imports torchlight.autograd.gradcheck",
+        "tl.autograd.topological_sort(y)": "uses .topological_sort",
+        "loss.backward()": "calls .backward()",
+        "tl.autograd.grad(y, x)": "uses autograd.grad",
+        "getattr(tl.autograd, 'backpropagate')(y)": "names 'backpropagate' through getattr",
+        "importlib.import_module('torchlight.autograd.engine')": "through import_module",
+    }
+    for source, words in flagged.items():
+        lines = library_engine([source])
+        assert len(lines) == 1 and words in lines[0], (source, lines)
+    honest = (
+        "def backpropagate(root, deriv):\n"
+        "    for parent, share in root.history.chain_rule(deriv):\n"
+        "        parent.accumulate_grad(share)\n"
+        "for p in model.parameters():\n"
+        "    p.data -= 0.1 * p.grad\n"
+        "backpropagate(loss, tl.ones(()))\n"
+    )
+    assert library_engine([honest]) == []
 
 
 KILLED_GRADER = """

@@ -352,6 +352,43 @@ print(p)
 assert np.allclose(p.sum(dim=1).numpy(), 1.0)
 
 # %% [markdown]
+# ## 8. The loops underneath (assignment 2b)
+#
+# Assignment 2b (`a2b_strided`) asks you to write `index_to_position`, `to_index`,
+# `shape_broadcast`, `broadcast_index` and the strided backend's three loops. A loop over a
+# storage counts the output's elements (`ordinal`), turns each count into an index
+# (`to_index`), and reads the input where its **own** strides and offset say
+# (`index_to_position`). The trap is to read the buffer in order, which is right only for a
+# contiguous storage. On the strided backend, `.storage` shows the layout:
+
+# %%
+from torchlight.shape import broadcast_index
+
+t = tl.tensor(np.arange(6.0).reshape(2, 3), backend="strided").T  # a transposed view
+a = t.storage
+print(a)
+
+
+def negate(a):
+    """map(neg) over any layout: count the output, read each input element through a's strides."""
+    return [-a.buffer[index_to_position(to_index(k, a.shape), a.strides, a.offset)] for k in range(a.size)]
+
+
+print("through the strides:", negate(a))
+print("buffer in order:    ", [-a.buffer[k] for k in range(a.size)], "(wrong: that is t before the .T)")
+assert negate(a) == (-t.numpy()).reshape(-1).tolist()
+
+# %% [markdown]
+# A broadcast operand reads index 0 along its dimensions of size 1 (`broadcast_index`): one
+# element of a `(2, 1)` column serves a whole row of the `(2, 3)` result. `expand` writes the
+# same thing as a stride of 0:
+
+# %%
+column = tl.tensor([[10.0], [20.0]], backend="strided")
+print([broadcast_index(to_index(k, (2, 3)), (2, 3), (2, 1)) for k in range(6)])
+print(column.expand(2, 3).storage)
+
+# %% [markdown]
 # ## Summary
 #
 # - Factories (`tensor`, `zeros`, `ones`, `full`, `arange`, `linspace`, `eye`, `rand`, `randn`,

@@ -564,6 +564,123 @@ except GradcheckError as error:
     print(error)
 
 # %% [markdown]
+# ## Writing the engine yourself
+#
+# Assignment 1b (`a1b_engine`) asks you to write the engine: `topological_sort(root)`,
+# `backpropagate(root, deriv)` and `central_difference`, with the names and signatures above,
+# from `history.chain_rule` and `accumulate_grad` alone. Four traps, each shown here on the
+# library's own pieces.
+#
+# **1. The order.** A tensor's gradient is complete only once every tensor that uses it has
+# sent its share. In this diamond `a` feeds `b` and `c`, and both feed `d`. A depth-first walk
+# that appends a tensor when it first *reaches* it (pre-order) and reverses the list puts `b`
+# before its parent `a`, so walking the list backwards visits `a` before `b` has sent its
+# share. Appending a tensor only once all its parents are in the list (post-order, as
+# `topological_sort` does) cannot:
+
+# %%
+def pre_order(root):
+    """A wrong sort: each tensor appended when first reached, the list reversed."""
+    order, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen and node.requires_grad:
+            seen.add(id(node))
+            order.append(node)
+            stack.extend(node.history.recorded_parents() if node.history else ())
+    return order[::-1]
+
+
+def walk(root, order):
+    """backpropagate's loop, on a given order: returns each leaf's gradient."""
+    grads, leaves = {id(root): tl.ones_like(root)}, {}
+    with tl.no_grad():
+        for node in reversed(order):
+            grad = grads.pop(id(node), None)
+            if grad is None:  # visited before any user sent its share: the bug
+                continue
+            if node.history is None:
+                leaves[id(node)] = grad
+                continue
+            for parent, share in node.history.chain_rule(grad):
+                grads[id(parent)] = grads[id(parent)] + share if id(parent) in grads else share
+    return leaves
+
+
+a = tl.tensor([0.5, -1.0], requires_grad=True)
+b, c = a.tanh(), a * 3.0
+d = b * c
+names = {id(a): "a", id(b): "b", id(c): "c", id(d): "d"}
+for sort in (pre_order, topological_sort):
+    order = sort(d)
+    grad = walk(d, order)[id(a)].numpy().round(6)
+    print(f"{sort.__name__:16s} {[names[id(t)] for t in order]}  a.grad = {grad.tolist()}")
+d.backward(tl.ones(2))
+print(f"{'d.backward()':16s} {'':20s}  a.grad = {a.grad.numpy().round(6).tolist()}")
+
+# %% [markdown]
+# **2. Recursion.** The natural way to write post-order is a recursive `visit`, and it is
+# right until the graph is deep: Python stops a recursion at `sys.getrecursionlimit()` calls.
+# A recurrent network unrolled over a long sequence is such a graph. The assignment's sort must
+# handle a chain of 100,000 ops; here is one of 5,000:
+
+# %%
+import sys
+
+
+def recursive_sort(root):
+    order, seen = [], set()
+
+    def visit(node):
+        if id(node) in seen or not node.requires_grad:
+            return
+        seen.add(id(node))
+        for parent in node.history.recorded_parents() if node.history else ():
+            visit(parent)
+        order.append(node)
+
+    visit(root)
+    return order
+
+
+x = tl.tensor([1.0], requires_grad=True)
+t = x
+for _ in range(5_000):
+    t = t * 0.999
+print("recursion limit:", sys.getrecursionlimit())
+try:
+    recursive_sort(t)
+except RecursionError as error:
+    print("recursive_sort:", type(error).__name__)
+print("topological_sort:", len(topological_sort(t)), "tensors")
+
+# %% [markdown]
+# The library's sort keeps its own stack of `(tensor, iterator over its parents)` pairs instead
+# of Python's call stack (`torchlight/autograd/engine.py`).
+#
+# **3. Accumulate, never overwrite.** `a + a` uses `a` twice, and `chain_rule` sends it two
+# shares; its gradient is their sum. Keeping only the last one gives half:
+
+# %%
+a = tl.tensor([1.0, 2.0], requires_grad=True)
+b = a + a
+print([(parent is a, share.tolist()) for parent, share in b.history.chain_rule(tl.ones(2))])
+
+# %% [markdown]
+# Only leaves keep what they receive (`accumulate_grad`); every other tensor passes its
+# gradient on and keeps none (`b.grad` raises, as in PyTorch).
+#
+# **4. Central, not one-sided.** A one-sided difference $(f(x + \epsilon) - f(x))/\epsilon$ is
+# off by about $\epsilon f''(x)/2$, the central one by $\epsilon^2 f'''(x)/6$. For $x^3$ at 1
+# (derivative 3, $f'' = 6$, $f''' = 6$):
+
+# %%
+for eps in (1e-1, 1e-2, 1e-3):
+    one_sided = ((1 + eps) ** 3 - 1) / eps
+    central = central_difference(lambda v: v**3, 1.0, epsilon=eps)
+    print(f"eps={eps:g}: one-sided error {one_sided - 3:.2e}, central error {central - 3:.2e}")
+
+# %% [markdown]
 # ## Summary
 #
 # - `requires_grad=True` makes a leaf; every op on it records a `History(last_fn, ctx, inputs)`.

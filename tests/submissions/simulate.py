@@ -23,7 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from submissions import (  # noqa: E402
     a1_functions,
+    a1b_engine,
     a2_broadcasting,
+    a2b_strided,
     a3_networks,
     a4_convolutions,
     a5_attention,
@@ -40,7 +42,9 @@ from submissions.pipeline import (  # noqa: E402
 
 CATALOGS = {
     "a1_functions": a1_functions.CATALOG,
+    "a1b_engine": a1b_engine.CATALOG,
     "a2_broadcasting": a2_broadcasting.CATALOG,
+    "a2b_strided": a2b_strided.CATALOG,
     "a3_networks": a3_networks.CATALOG,
     "a4_convolutions": a4_convolutions.CATALOG,
     "a5_attention": a5_attention.CATALOG,

@@ -60,13 +60,55 @@ GRADED: dict[str, tuple[str, ...]] = {
     ),
 }
 
+#: notebook -> the library's own functions (``module:name``) the notebook asks students to
+#: write: their bodies become the same ``raise`` (a1b: the engine's walk and central
+#: differences; ``Tensor.backward`` and ``autograd.grad`` call them, so they are gone too).
+GRADED_FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "a1b_engine": (
+        "torchlight.autograd.engine:topological_sort",
+        "torchlight.autograd.engine:backward_steps",
+        "torchlight.autograd.engine:backpropagate",
+        "torchlight.autograd.engine:grad",
+        "torchlight.autograd.gradcheck:central_difference",
+        "torchlight.autograd.gradcheck:jacobian_mismatch",
+    ),
+    "a2b_strided": (
+        "torchlight.shape:index_to_position",
+        "torchlight.shape:to_index",
+        "torchlight.shape:broadcast_index",
+        "torchlight.shape:broadcast_shape",
+        "torchlight.backends.strided.backend:StridedBackend.map",
+        "torchlight.backends.strided.backend:StridedBackend.zip",
+        "torchlight.backends.strided.backend:StridedBackend.reduce",
+    ),
+}
+
 #: Packages of the environment no hidden check needs that carry an autograd of their own.
 AUTOGRAD_PACKAGES = ("torch", "functorch", "jax", "autograd")
+
+#: The words every left-out part of the grader's library raises with (the grader flags an
+#: item whose verdict carries them: the answer reached for what the notebook grades).
+LEFT_OUT = "write it yourself:"
 
 MESSAGE = (
     "write it yourself: {name}'s backward is what this notebook grades, so the grader's "
     "torchlight leaves it out (an answer cannot hand the derivative back to the library)"
 )
+
+
+FUNCTION_MESSAGE = (
+    "write it yourself: {name} is what this notebook grades, so the grader's torchlight leaves "
+    "it out (and so everything in the library that calls it: a1b's Tensor.backward and "
+    "autograd.grad, a2b's strided backend)"
+)
+
+
+def _body_lines(fn: ast.FunctionDef) -> tuple[int, int]:
+    """The first and last line of ``fn``'s body after its docstring (a docstring stays)."""
+    body = fn.body
+    if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return body[0].lineno, fn.end_lineno or body[-1].lineno
 
 
 class GradedLibraryError(RuntimeError):
@@ -94,12 +136,31 @@ def library_functions() -> dict[str, list[type]]:
     return found
 
 
-def _without_backward(source: str, classes: Iterable[str], path: str) -> str:
-    """``source`` with the body of each named class's ``backward`` replaced by a ``raise``."""
+def _without_backward(
+    source: str, classes: Iterable[str], path: str, functions: Iterable[str] = ()
+) -> str:
+    """``source`` with the body of each named class's ``backward``, and of each named
+    module-level function, replaced by a ``raise``."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     edits = []  # (first line, last line, replacement), 1-based, inclusive
     wanted = set(classes)
+    defined = {fn.name: fn for fn in tree.body if isinstance(fn, ast.FunctionDef)}
+    for cls in tree.body:  # methods, as "Class.method"
+        if isinstance(cls, ast.ClassDef):
+            for fn in cls.body:
+                if isinstance(fn, ast.FunctionDef):
+                    defined[f"{cls.name}.{fn.name}"] = fn
+    for name in functions:
+        if name in defined:
+            fn = defined[name]
+            first, last = _body_lines(fn)
+            indent = " " * fn.body[0].col_offset
+            message = FUNCTION_MESSAGE.format(name=name)
+            edits.append((first, last, f"{indent}raise RuntimeError({message!r})\n"))
+    missing_functions = set(functions) - set(defined)
+    if missing_functions:
+        raise GradedLibraryError(f"{path}: no function {sorted(missing_functions)} to rewrite")
     for node in ast.walk(tree):
         if not (isinstance(node, ast.ClassDef) and node.name in wanted):
             continue
@@ -234,14 +295,15 @@ def compiled() -> Path:
 
 
 @functools.cache
-def build(names: frozenset[str]) -> Path:
-    """A read-only copy of the torchlight package without the backward of ``names`` (cached for
-    this process, removed when it ends); returns the copy's package folder."""
+def build(names: frozenset[str], functions: frozenset[str] = frozenset()) -> Path:
+    """A read-only copy of the torchlight package without the backward of ``names`` and
+    without the module-level ``functions`` (``module:name``) (cached for this process, removed
+    when it ends); returns the copy's package folder."""
     import torchlight
 
     src = Path(torchlight.__file__).resolve().parent
-    functions = library_functions()
-    missing = sorted(n for n in names if n not in functions)
+    by_name = library_functions()
+    missing = sorted(n for n in names if n not in by_name)
     if missing:
         raise GradedLibraryError(
             f"the hidden checks grade the backward of {missing}, which torchlight no longer "
@@ -250,15 +312,16 @@ def build(names: frozenset[str]) -> Path:
         )
     by_file: dict[Path, set[str]] = {}
     for name in names:
-        for cls in functions[name]:
+        for cls in by_name[name]:
             file = Path(inspect.getsourcefile(cls) or "").resolve()
             if src not in file.parents:
                 raise GradedLibraryError(f"{cls.__qualname__} is defined outside {src}: {file}")
             by_file.setdefault(file.relative_to(src), set()).add(cls.__name__)
+    in_file = _function_files(src, functions)
     base = compiled()
-    rewritten = {rel: _without_backward((src / rel).read_text(encoding="utf-8"), classes,
-                                        str(rel))
-                 for rel, classes in sorted(by_file.items())}  # fmt: skip
+    rewritten = {rel: _without_backward((src / rel).read_text(encoding="utf-8"),
+                                        by_file.get(rel, ()), str(rel), in_file.get(rel, ()))
+                 for rel in sorted(by_file.keys() | in_file.keys())}  # fmt: skip
     changed = set(rewritten) | {
         Path(importlib.util.cache_from_source(str(rel))) for rel in rewritten
     }  # the rewritten sources and their byte code are written anew; nothing else changes
@@ -284,6 +347,27 @@ def build(names: frozenset[str]) -> Path:
     return dst
 
 
+def _function_files(src: Path, functions: Iterable[str]) -> dict[Path, set[str]]:
+    """The library files that define ``functions`` (``module:name``), and which names each."""
+    found: dict[Path, set[str]] = {}
+    for entry in functions:
+        module, _, name = entry.partition(":")
+        try:
+            obj = importlib.import_module(module)
+            for part in name.split("."):  # a method: "Class.method"
+                obj = getattr(obj, part)
+            file = Path(inspect.getsourcefile(obj) or "").resolve()
+        except (ImportError, AttributeError, TypeError) as exc:
+            raise GradedLibraryError(
+                f"the hidden checks grade {entry}, which torchlight no longer defines ({exc}): "
+                "update GRADED_FUNCTIONS in torchlight_grader/graded_library.py"
+            ) from exc
+        if src not in file.parents:
+            raise GradedLibraryError(f"{entry} is defined outside {src}: {file}")
+        found.setdefault(file.relative_to(src), set()).add(name)
+    return found
+
+
 def whole() -> tuple[tuple[str, str], ...]:
     """The read-only bind that gives a sandbox the unchanged library with its byte code."""
     import torchlight
@@ -296,11 +380,11 @@ def for_notebook(notebook: str) -> tuple[tuple[str, str], ...]:
     grader-built library (none for a notebook without graded Functions)."""
     import torchlight
 
-    names = GRADED.get(notebook)
-    if not names:
+    names, functions = GRADED.get(notebook, ()), GRADED_FUNCTIONS.get(notebook, ())
+    if not names and not functions:
         return ()
     target = str(Path(torchlight.__file__).resolve().parent)
-    return ((str(build(frozenset(names))), target),)
+    return ((str(build(frozenset(names), frozenset(functions))), target),)
 
 
 #: What the hidden-check sandbox may import from the environment (issue 39 item 4): these

@@ -7,13 +7,16 @@ draws fresh random inputs every run and keeps the reference values in its own pr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from torchlight_grader.checks.check import Check
 
 _MODULES = {
     "a1_functions": "torchlight_grader.checks.a1_functions",
+    "a1b_engine": "torchlight_grader.checks.a1b_engine",
     "a2_broadcasting": "torchlight_grader.checks.a2_broadcasting",
+    "a2b_strided": "torchlight_grader.checks.a2b_strided",
     "a3_networks": "torchlight_grader.checks.a3_networks",
     "a4_convolutions": "torchlight_grader.checks.a4_convolutions",
     "a5_attention": "torchlight_grader.checks.a5_attention",
@@ -34,6 +37,16 @@ def checks_for(notebook: str) -> dict[str, Check]:
 def find(notebook: str, grade_id: str) -> Check | None:
     """The check for test cell ``grade_id`` of ``notebook``, or None."""
     return checks_for(notebook).get(grade_id)
+
+
+def findings(notebook: str, sources: Iterable[str]) -> list[str]:
+    """What ``notebook``'s check module flags in the student code from its structure (its
+    ``FINDINGS(sources)``, if it has one): lines for the integrity report, never a grade."""
+    import importlib
+
+    name = _MODULES.get(notebook)
+    flag = getattr(importlib.import_module(name), "FINDINGS", None) if name else None
+    return list(flag(sources)) if flag is not None else []
 
 
 def load_all() -> None:

@@ -12,7 +12,11 @@ Runners:
 - ``graph``: ``entry(*args).backward(G)``, the gradients read from the inputs' ``.grad``;
 - ``layer``: ``Entry(in, out)`` with the trial's weight and bias loaded, then as ``graph``;
 - ``value``: ``entry(*args)``, the return value;
-- ``training``: ``predict(train(X, y, classes), X_test)``, the predicted labels.
+- ``training``: ``predict(train(X, y, classes), X_test)``, the predicted labels;
+- ``topological_sort``, ``backpropagate``, ``central_difference``: the engine's items, on
+  graphs and functions built from the grader's description (:mod:`graphs`);
+- the strided tensor's items: index arithmetic and kernels over described storages
+  (:mod:`strided`).
 """
 
 from __future__ import annotations
@@ -125,4 +129,15 @@ def run(spec: dict[str, Any], namespace: dict[str, Any], case: dict[str, Any]) -
         x_train, y_train, x_test, num_classes = case["args"]
         model = obj(tl.tensor(x_train), tl.tensor(y_train), num_classes)
         return {"predictions": raw(predict(model, tl.tensor(x_test)))}
+    if runner in ("index_to_position", "to_index", "shape_broadcast", "broadcast_index",
+                  "strided_map", "strided_zip", "strided_reduce"):  # fmt: skip
+        import importlib  # the sandbox runs this file as `runners`, the grader as a submodule
+
+        strided = importlib.import_module(f"{__package__}.strided" if __package__ else "strided")
+        return strided.run(runner, obj, namespace, case)
+    if runner in ("topological_sort", "backpropagate", "central_difference"):
+        import importlib  # the sandbox runs this file as `runners`, the grader as a submodule
+
+        graphs = importlib.import_module(f"{__package__}.graphs" if __package__ else "graphs")
+        return graphs.run(runner, obj, namespace, case)
     raise ValueError(f"unknown runner {runner!r}")
