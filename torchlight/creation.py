@@ -92,7 +92,9 @@ def tensor(
 ) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (nested lists, a number, a numpy array).
 
-    Python floats become the default dtype (float64), ints int64, bools bool.
+    Python floats become the default dtype (float64; float32 under :mod:`torchlight.compat`),
+    ints int64, bools bool; a numpy array or a tensor of floats keeps its float32 or float64,
+    as ``torch.tensor`` keeps it.
 
     Example:
         >>> import torchlight as tl
@@ -108,6 +110,8 @@ def tensor(
         raise ValueError(f"tensor(): nested lists must be rectangular ({error})") from None
     if array.dtype == object:
         raise TypeError(f"tensor(): cannot make a tensor from {type(data).__name__} data")
+    if dtype is None and isinstance(data, (np.ndarray, np.generic)) and array.dtype == np.float64:
+        dtype = dtypes.float64  # numpy's float64 stays float64, whatever the default dtype
     return _make(array, dtype, requires_grad, backend, device)
 
 
