@@ -79,7 +79,7 @@ class Context:
             self._versions = [t._version.value if hasattr(t, "_version") else -1 for t in tensors]
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
-        """Forward's output is not differentiable (an index, a mask): it gets no history."""
+        """These outputs of forward (an index, a mask) get no history (backward gets zeros)."""
         self._non_differentiable = tensors
 
     @property
@@ -114,10 +114,10 @@ class Context:
 class History:
     """Which Function built a tensor (``last_fn``), its :class:`Context` and its ``parents``."""
 
-    __slots__ = ("ctx", "last_fn", "parent_histories", "parents")
+    __slots__ = ("ctx", "last_fn", "outputs", "parent_histories", "parents")  # (_several_outputs)
 
     def __init__(self, last_fn: type[Function], ctx: Context, parents: tuple[Any, ...]) -> None:
-        self.last_fn, self.ctx, self.parents = last_fn, ctx, parents
+        self.last_fn, self.ctx, self.parents, self.outputs = last_fn, ctx, parents, None
         self.parent_histories = tuple([t.history for t in parents])  # an in-place op may change one
 
     def recorded_parents(self) -> list[Any]:
@@ -139,7 +139,8 @@ class History:
     def chain_rule(self, deriv: Any) -> list[tuple[Any, Any]]:
         """One step of the chain rule: ``(parent, dL/dparent)`` for each parent that needs it.
         A broadcast parent's gradient is summed back to its shape (``unbroadcast``)."""
-        grads = self.last_fn.backward(self.ctx, deriv)
+        derivs = (deriv,) if self.outputs is None else _per_output(self.outputs, deriv)
+        grads = self.last_fn.backward(self.ctx, *derivs)
         grads = grads if isinstance(grads, tuple) else (grads,)
         if len(grads) != len(self.parents):  # one per forward argument (PyTorch's way)
             grads = _one_per_parent(self, grads)
@@ -205,9 +206,9 @@ class Function:
             result = cls.forward(ctx, *args, **kwargs)
         finally:
             _GradMode.enabled = on
-        if not hasattr(result, "requires_grad"):
-            raise TypeError(f"{cls.__name__}.forward must return a Tensor, not {type(result)}")
-        if not needs or True not in needs or ctx._non_differentiable and _marked(cls, ctx, result):
+        if not hasattr(result, "requires_grad"):  # several outputs: a sort's (values, indices)?
+            return _several_outputs(cls, ctx, args, result)
+        if not needs or True not in needs or ctx._non_differentiable and _marked(ctx, result):
             return result
         if result.requires_grad or id(result) in map(id, args):  # not made by forward:
             result = result.detach()  # the node is a new tensor on its storage
@@ -219,10 +220,42 @@ class Function:
         return result
 
 
-def _marked(cls: type[Function], ctx: Context, result: Any) -> bool:
-    if ctx._non_differentiable and ctx._non_differentiable[0] is not result:
-        raise ValueError(f"{cls.__name__}.forward: mark the returned tensor non-differentiable")
-    return bool(ctx._non_differentiable)
+def _marked(ctx: Context, result: Any) -> bool:
+    return id(result) in map(id, ctx._non_differentiable)  # (one not returned: ignored, PyTorch)
+
+
+def _several_outputs(cls: type[Function], ctx: Context, args: tuple[Any, ...], outputs: Any) -> Any:
+    """forward returned several tensors: the one not marked non-differentiable becomes the graph
+    node (a new tensor on its storage), and its History remembers every output's shape and dtype
+    so that backward gets one gradient per output (zeros for the marked ones, as in PyTorch)."""
+    if type(outputs) is not tuple or not all(hasattr(t, "requires_grad") for t in outputs):
+        raise TypeError(
+            f"{cls.__name__}.forward must return a Tensor or a tuple of Tensors, not {outputs!r}"
+        )
+    live = [i for i, t in enumerate(outputs) if not _marked(ctx, t)]
+    if not ctx.needs_input_grad or True not in ctx.needs_input_grad or not live:
+        return outputs
+    if len(live) > 1:
+        raise NotImplementedError(
+            f"{cls.__name__}.forward returned {len(outputs)} tensors, {len(live)} of them "
+            "differentiable; torchlight's graph records one differentiable output per Function. "
+            "Mark the others with ctx.mark_non_differentiable(...) (indices, masks), or write one "
+            "Function per differentiable output."
+        )
+    node = outputs[live[0]].detach()
+    node.history = History(cls, ctx, tuple([a for a in args if hasattr(a, "requires_grad")]))
+    node.requires_grad = True
+    node.history.outputs = (live[0], tuple([(t.shape, t.dtype) for t in outputs]))
+    return tuple([node if i == live[0] else t for i, t in enumerate(outputs)])
+
+
+def _per_output(outputs: tuple[int, tuple[Any, ...]], deriv: Any) -> tuple[Any, ...]:
+    """backward's gradients for a several-output forward: ``deriv`` for the graph node, zeros of
+    each other output's shape and dtype."""
+    node, shapes = outputs
+    return tuple(
+        [deriv if i == node else deriv.new_zeros(s, dtype=d) for i, (s, d) in enumerate(shapes)]
+    )
 
 
 def once_differentiable(backward: Callable[[Context, Any], Any]) -> Callable[[Context, Any], Any]:
