@@ -98,6 +98,13 @@ MODULES = [
     "torchlight.optim.adadelta",
     "torchlight.optim.lbfgs",
     "torchlight.nn.pixelshuffle",
+    # issue 37
+    "torchlight.autograd.functional",
+    "torchlight.autograd.anomaly_mode",
+    "torchlight.nn.upsampling",
+    "torchlight.onnx",
+    "torchlight.optim.adamax",
+    "torchlight.printing",
 ]
 
 

@@ -15,7 +15,7 @@ from torchlight.tensor import Tensor
 
 __all__ = [
     "arange", "cat", "empty", "empty_like", "eye", "full", "full_like", "linspace", "manual_seed",
-    "ones", "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "stack", "tensor",
+    "ones", "ones_like", "rand", "rand_like", "randn", "randn_like", "stack", "tensor",
     "where", "zeros", "zeros_like",
 ]  # fmt: skip
 
@@ -46,7 +46,7 @@ def _make(
         array = array.astype(dtypes.from_any(dtype).numpy, copy=False)
     elif array.dtype.kind == "f" and array.dtype != np.float32:
         array = array.astype(dtypes.get_default_dtype().numpy, copy=False)
-    elif array.dtype.kind in "iu":
+    elif array.dtype.kind in "iu" and array.dtype != np.uint8:  # (uint8 images stay uint8)
         array = array.astype(np.int64, copy=False)
     dtypes.from_any(array.dtype)  # rejects complex, strings, objects with a clear message
     chosen = _backend_or_device(backend, device)
@@ -220,37 +220,39 @@ def linspace(
 
 def rand(
     *size: Any,
+    generator: Any = None,
     dtype: Any = None,
     requires_grad: bool = False,
     backend: str | Backend | None = None,
     device: Any = None,
 ) -> Tensor:
-    """Uniform samples from [0, 1), drawn from the generator seeded by :func:`manual_seed`."""
-    return _make(generator().random(_size(size)), dtype, requires_grad, backend, device)
+    """Uniform samples from [0, 1), drawn from ``generator`` (a :class:`torchlight.Generator`) or
+    the process-wide generator seeded by :func:`manual_seed`."""
+    return _make(_rng(generator).random(_size(size)), dtype, requires_grad, backend, device)
 
 
 def randn(
     *size: Any,
+    generator: Any = None,
     dtype: Any = None,
     requires_grad: bool = False,
     backend: str | Backend | None = None,
     device: Any = None,
 ) -> Tensor:
-    """Standard normal samples, drawn from the generator seeded by :func:`manual_seed`."""
-    return _make(generator().standard_normal(_size(size)), dtype, requires_grad, backend, device)
+    """Standard normal samples, drawn from ``generator`` (a :class:`torchlight.Generator`) or the
+    process-wide generator seeded by :func:`manual_seed`."""
+    rng = _rng(generator)
+    return _make(rng.standard_normal(_size(size)), dtype, requires_grad, backend, device)
 
 
-def randint(
-    low: int,
-    high: int,
-    size: Sequence[int],
-    *,
-    dtype: Any = None,
-    backend: str | Backend | None = None,
-    device: Any = None,
-) -> Tensor:
-    """Integers uniform in ``[low, high)``."""
-    return _make(generator().integers(low, high, _size(tuple(size))), dtype, False, backend, device)
+def _rng(source: Any) -> np.random.Generator:
+    """The numpy generator behind ``generator=``: a :class:`torchlight.Generator`'s own, or the
+    process-wide one (see :func:`torchlight.random.rng_of`, which also names wrong types)."""
+    if source is None:
+        return generator()
+    from torchlight.random import rng_of  # (random builds on this module)
+
+    return rng_of(source)
 
 
 def _like(t: Tensor, dtype: Any, device: Any) -> dict[str, Any]:

@@ -40,7 +40,20 @@ __all__ = ["Context", "Function", "History", "Variable", "once_differentiable"]
 
 
 class Variable(Protocol):
-    """What the engine needs of a tensor (a :class:`~torchlight.Tensor` is one)."""
+    """What the engine needs of a tensor (a :class:`~torchlight.Tensor` is one).
+
+    Called as PyTorch's deprecated ``Variable(tensor, requires_grad=False)`` (old programs still
+    do), it gives a tensor on the same storage, as PyTorch's does since tensors and Variables
+    merged: a leaf, requiring grad when asked.
+    """
+
+    def __new__(cls, data: Any, requires_grad: bool = False, volatile: bool = False) -> Any:
+        if not hasattr(data, "requires_grad"):
+            raise TypeError(
+                f"Variable(data): data must be a Tensor, got {type(data).__name__}; "
+                "use tl.tensor(data, requires_grad=...) (Variable is deprecated in PyTorch too)"
+            )
+        return data.detach().requires_grad_(requires_grad)  # (a new tensor on data's storage)
 
     history: History | None  # None for a leaf
     requires_grad: bool
@@ -185,15 +198,28 @@ def _fitted(fn: type[Function], i: int, parent: Any, grad: Any) -> Any:
     return grad if grad.dtype == parent.dtype else grad.to(parent.dtype)
 
 
+class _PerNode:
+    """``x.grad_fn.next_functions``: PyTorch's grad_fn is a node; torchlight's is the Function
+    class every node made by it shares, so a node's inputs are found on its History."""
+
+    def __get__(self, instance: Any, owner: type) -> Any:
+        raise AttributeError(
+            f"{owner.__name__}.next_functions: x.grad_fn is the Function class ({owner.__name__}), "
+            "shared by every tensor it made, so it cannot list one node's inputs. A node's inputs "
+            "are x.history.parents, and their Functions are [p.grad_fn for p in x.history.parents] "
+            "(None for a leaf)."
+        )
+
+
 class Function:
     r"""A differentiable operation: a ``forward``/``backward`` pair of static methods; subclass
     it (the module's example) and call ``YourFunction.apply(*inputs)``. ``forward(ctx, *inputs)``
     computes the result with recording off; ``backward(ctx, grad_output)`` returns, for each
-    tensor input, ``grad_output`` $\cdot\ \partial f / \partial \text{input}_i$.
-    """
+    tensor input, ``grad_output`` $\cdot\ \partial f / \partial \text{input}_i$."""
 
     forward: Callable[..., Any]  # (ctx, *inputs) -> Tensor, a staticmethod of each subclass
     backward: Callable[..., Any]  # (ctx, grad_output) -> one gradient per tensor input
+    next_functions = _PerNode()  # PyTorch's grad_fn.next_functions: an error that teaches
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
