@@ -442,3 +442,36 @@ def test_the_same_surface_through_the_shim(tmp_path: Path):
         "torchlight.float32", "torchlight.float32", "[1.0,", "4.0]", "[[1.0,", "2.0],", "[0.0,",
         "1.0]]", "False", "torchlight.float32", "torchlight.int32", "torchlight.int64",
     ]  # fmt: skip
+
+
+def test_integer_tensors_with_floats_give_the_default_dtype():
+    """int64 / 2, int64 * 2.5 and uint8 / 255 are in the default dtype, as PyTorch's: float32
+    under PyTorch's defaults (numpy alone would make them float64)."""
+    from torchlight.compat import pytorch_defaults
+
+    frameworks = [(tl, pytorch_defaults())]
+    if torch is not None:
+        frameworks.append((torch, _torch_default(torch.float32)))
+    for fw, defaults in frameworks:
+        with defaults:
+            n = fw.tensor([1, 2, 3])
+            image = fw.tensor(np.array([0, 51, 255], dtype=np.uint8))
+            for out, expected in [
+                (n / 2, [0.5, 1.0, 1.5]), (2 / n, [2.0, 1.0, 2 / 3]), (n * 2.5, [2.5, 5.0, 7.5]),
+                (image / 255, [0.0, 0.2, 1.0]), (fw.tensor([True, False]) / 2, [0.5, 0.0]),
+            ]:  # fmt: skip
+                assert out.dtype == fw.float32, (fw.__name__, out.dtype)
+                np.testing.assert_allclose(values(out), expected, rtol=1e-6)
+            assert (n // 2).dtype == fw.int64 and (n + 1).dtype == fw.int64
+
+
+class _torch_default:  # noqa: N801 - a context manager, like pytorch_defaults
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def __enter__(self):
+        self.before = torch.get_default_dtype()
+        torch.set_default_dtype(self.dtype)
+
+    def __exit__(self, *exc):
+        torch.set_default_dtype(self.before)

@@ -124,8 +124,6 @@ def pytorch_defaults() -> Iterator[None]:
         >>> with pytorch_defaults():
         ...     tl.nn.Linear(2, 3).weight.dtype, tl.tensor([1.0]).dtype
         (torchlight.float32, torchlight.float32)
-        >>> tl.tensor([1.0]).dtype
-        torchlight.float64
     """
     before = dtypes.get_default_dtype()
     dtypes.set_default_dtype(PYTORCH_DEFAULTS["dtype"])

@@ -99,10 +99,10 @@ class TensorOps:
         return fn.Mul.apply(self._lift(other), self)
 
     def __truediv__(self: Tensor, other: Any) -> Tensor:
-        return fn.Div.apply(self, self._lift(other))
+        return fn.Div.apply(*_true_division(self, self._lift(other)))
 
     def __rtruediv__(self: Tensor, other: Any) -> Tensor:
-        return fn.Div.apply(self._lift(other), self)
+        return fn.Div.apply(*_true_division(self._lift(other), self))
 
     def __pow__(self: Tensor, other: Any) -> Tensor:
         return fn.Pow.apply(self, self._lift(other))
@@ -993,6 +993,14 @@ def _no_bool_subtraction(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
             "PyTorch). Use the `^` or `logical_xor()` operator instead."
         )
     return a, b
+
+
+def _true_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """``/`` of two integer (or bool) tensors gives the default dtype, as PyTorch's (numpy's
+    would be float64 whatever the default)."""
+    if a.dtype.is_floating_point or b.dtype.is_floating_point:
+        return a, b
+    return a.to(dtypes.get_default_dtype()), b
 
 
 def _integer_op(a: Tensor, b: Tensor, op: Callable[..., Any], name: str) -> Tensor:
