@@ -834,7 +834,7 @@ class TensorOps:
 
     @property
     def is_xpu(self: Tensor) -> bool:
-        """False: torchlight has no Intel XPU backend."""
+        """Whether the tensor is on an Intel XPU, which it never is (torchlight has no XPU backend)."""
         return False
 
     # (int and bool last: after them, the names in this class body are the methods)

@@ -114,7 +114,7 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tens
 
 
 def relu6(input: Tensor) -> Tensor:  # noqa: A002
-    r"""$\min(\max(x, 0), 6)$: :func:`hardtanh` between 0 and 6."""
+    r"""$\min(\max(x, 0), 6)$: :func:`~torchlight.nn.activation.hardtanh` between 0 and 6."""
     return hardtanh(input, 0.0, 6.0)
 
 
@@ -249,7 +249,7 @@ class Softplus(Module):
 
 
 class Hardtanh(Module):
-    r"""$\min(\max(x, a), b)$ (see :func:`hardtanh`)."""
+    r"""$\min(\max(x, a), b)$ (see :func:`~torchlight.nn.activation.hardtanh`)."""
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0) -> None:
         super().__init__()
@@ -273,7 +273,7 @@ class ReLU6(Hardtanh):
 
 
 class LogSigmoid(Module):
-    r"""$\log \sigma(x)$ (see :func:`logsigmoid`)."""
+    r"""$\log \sigma(x)$ (see :func:`~torchlight.nn.activation.logsigmoid`)."""
 
     def forward(self, x: Tensor) -> Tensor:
         return logsigmoid(x)

@@ -422,7 +422,8 @@ def adaptive_max_pool2d(
 
 
 class AdaptiveMaxPool2d(Module):
-    r"""Max pooling to ``output_size`` whatever the input size (see :func:`adaptive_max_pool2d`)."""
+    r"""Max pooling to ``output_size`` whatever the input size
+    (see :func:`~torchlight.nn.pooling.adaptive_max_pool2d`)."""
 
     def __init__(
         self, output_size: int | Sequence[int | None], return_indices: bool = False

@@ -105,7 +105,7 @@ def _linear_along(
 
 
 class Upsample(Module):
-    """:func:`interpolate` as a layer: ``nn.Upsample(scale_factor=2, mode="nearest")``."""
+    """:func:`~torchlight.nn.upsampling.interpolate` as a layer: ``nn.Upsample(scale_factor=2, mode="nearest")``."""
 
     def __init__(
         self,

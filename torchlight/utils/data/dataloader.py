@@ -135,14 +135,14 @@ class DataLoader:
     """Iterate over ``dataset`` in batches, as ``torch.utils.data.DataLoader`` (same signature).
 
     Args:
-        dataset: a map-style data set (``len`` and ``[i]``), or an :class:`IterableDataset`.
+        dataset: a map-style data set (``len`` and ``[i]``), or an :class:`~torchlight.utils.data.IterableDataset`.
         batch_size: samples per batch (``None``: hand out the samples one by one, uncollated).
-        shuffle: a new random order every epoch (a :class:`RandomSampler` over ``generator``).
+        shuffle: a new random order every epoch (a :class:`~torchlight.utils.data.RandomSampler` over ``generator``).
         sampler: the order of indices (excludes ``shuffle``).
         batch_sampler: yields whole lists of indices (excludes ``batch_size``, ``shuffle``,
             ``sampler``, ``drop_last``).
         num_workers: worker processes (0: in this process).
-        collate_fn: a list of samples -> a batch (default :func:`default_collate`).
+        collate_fn: a list of samples -> a batch (default :func:`~torchlight.utils.data.default_collate`).
         pin_memory: accepted; page-locked memory needs a GPU, so on the CPU it does nothing and
             warns, as PyTorch without an accelerator does.
         drop_last: skip the last, smaller batch.
