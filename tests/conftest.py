@@ -7,7 +7,6 @@ Select a profile with the environment variable ``HYPOTHESIS_PROFILE``:
 - ``dev`` (default): hypothesis' own defaults, random examples.
 """
 
-import contextlib
 import os
 
 from hypothesis import HealthCheck, settings
@@ -23,8 +22,15 @@ if os.environ.get("TORCHLIGHT_TEST_CUDA") != "gpu":
 # docs' API discovery imports every torchlight module while its test module is collected. The
 # real PyTorch (a dev dependency: the reference of the compatibility tests) is imported first,
 # so `import torch` in any test is PyTorch (torchlight.compat then only warns).
-with contextlib.suppress(ImportError):
+try:
     import torch  # noqa: F401
+except ImportError:
+    # Without PyTorch, importing torchlight.compat (the docs' API discovery does) would install
+    # the shim and PyTorch's float32 defaults for the whole session (issue 37): import it once
+    # here and leave PyTorch's world at once, so every test starts in the course's float64.
+    import torchlight.compat
+
+    torchlight.compat.uninstall()
 
 settings.register_profile(
     "ci",
