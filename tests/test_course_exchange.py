@@ -708,9 +708,9 @@ def test_an_extension_applies_at_collect_in_the_penalty_and_on_the_page(single: 
     assert "extension: kim a1_functions +1 day" in after["extensions"]
     line = next(x for x in after["collect with extension"].splitlines() if x.startswith(
         ("unchanged kim", "collected kim")))  # fmt: skip
-    assert "extended by 1 day to" in line and line.endswith(": on time"), line
+    assert "extended by 1 day to" in line and line.endswith(": on time)"), line
     lily = next(x for x in after["collect with extension"].splitlines() if " lily " in x)
-    assert lily.endswith("1 started day(s) late"), lily  # no extension: late as before
+    assert lily.endswith(": 1 started day(s) late)"), lily  # no extension: late as before
     assert _canvas_score(after["canvas with extension"], "kim") == pytest.approx(raw)
     kim = next(r for r in csv.DictReader(after["grades with extension"].splitlines())
                if r["student_id"] == "kim")  # fmt: skip
