@@ -17,6 +17,8 @@
 #   make course-collect ASSIGNMENT=a1_functions [EXCHANGE=/srv/nbgrader/exchange] [ACCOUNTS=yes]
 #                                     the exchange's submissions into submitted/, safely
 #   make course-feedback-release ASSIGNMENT=a1_functions   feedback pages back into the exchange
+#                                     (pages behind the gradebook, after manual grading, regenerated first)
+#   make course-extensions EXTENSIONS=extensions.csv   per-student extensions (student_id,assignment,extension)
 #   make course-report                grade statistics + histograms: assignments/report.html
 #   make course-lab                   JupyterLab + Formgrader on the course, local exchange
 #   make course-lab LAB_ARGS="--no-browser --port=8899"   more options for jupyter lab
@@ -36,7 +38,7 @@ EXCHANGE   ?= $(abspath $(COURSE))/exchange
 
 .PHONY: course-build course-check course-release course-grade course-roster course-duedates \
 	course-report course-lab course-release-exchange course-export course-collect \
-	course-feedback-release
+	course-feedback-release course-extensions
 
 # The course's own collect and feedback release (torchlight_grader/nbgrader/collect.py), never nbgrader's
 # bare `collect` / `release_feedback`: no links followed, an allow-list, size limits, the owner
@@ -50,6 +52,8 @@ course-collect: venv
 
 course-feedback-release: venv
 	@test "$(ASSIGNMENT)" != "*" || { echo "course-feedback-release: name one assignment, e.g. ASSIGNMENT=a1_functions" >&2; exit 2; }
+	$(PY) -m torchlight_grader.course.pages --course $(COURSE) --assignment "$(ASSIGNMENT)" \
+		$(if $(DB_URL),--db-url '$(DB_URL)',)
 	$(PY) -m torchlight_grader.nbgrader.collect release-feedback --course $(COURSE) --exchange "$(EXCHANGE)" \
 		--assignment "$(ASSIGNMENT)" $(if $(DB_URL),--db-url '$(DB_URL)',)
 
@@ -97,6 +101,13 @@ course-roster: venv
 # Late submissions lose 10% per started day (nbgrader_config.py, torchlight_grader/nbgrader/late.py).
 course-duedates: venv
 	cd $(COURSE) && $(NBGRADER) db assignment import "$(abspath $(DUEDATES))"
+
+# Per-student extensions: a CSV `student_id,assignment,extension` (e.g. `bob,a1_functions,2 days`),
+# checked whole, then copied to $(COURSE)/extensions.csv (a bad row imports nothing). Collect, the
+# late penalty, the feedback page and the report use the student's own due date.
+EXTENSIONS ?= extensions.csv
+course-extensions: venv
+	$(PY) -m torchlight_grader.nbgrader.late import-extensions "$(abspath $(EXTENSIONS))" --course $(COURSE)
 
 course-report: venv
 	$(PY) -m torchlight_grader.course.report $(COURSE)/grades.csv $(COURSE)/items.csv -o $(COURSE)/report.html

@@ -42,7 +42,6 @@ try:
         ClearHiddenTests,
         ClearOutput,
         DeduplicateIds,
-        GetGrades,
         IgnorePattern,
         LimitOutput,
         OverwriteCells,
@@ -52,6 +51,7 @@ try:
 
     from torchlight_grader.nbgrader.hostile import CheckSubmission, SanitizeNotebook
     from torchlight_grader.nbgrader.plugins import IsolatedGrader, RestoreGradedCells, SandboxedExecute
+    from torchlight_grader.nbgrader.standing import CurrentGrades
 
     c.CourseDirectory.course_id = "torchlight-autograd"
     c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
@@ -97,9 +97,11 @@ try:
         CheckCellMetadata,
     ]
 
-    # Feedback shows each failure's message, never the hidden tests' code.
+    # Feedback shows each failure's message, never the hidden tests' code, and the current score:
+    # CurrentGrades is nbgrader's GetGrades with the late penalty of the current score (manual
+    # grades included) and the gradebook state the page shows (torchlight_grader/nbgrader/standing.py).
     c.GenerateFeedback.preprocessors = [
-        GetGrades,
+        CurrentGrades,
         SanitizeNotebook,
         CSSHTMLHeaderPreprocessor,
         ClearHiddenTests,
@@ -134,7 +136,10 @@ try:
         str(feedback.TEMPLATES),
         str(feedback.nbgrader_templates()),
     ]
-    c.FeedbackExporter.filters = {"mathjax_script": "torchlight_grader.nbgrader.feedback.mathjax_script"}
+    c.FeedbackExporter.filters = {
+        "mathjax_script": "torchlight_grader.nbgrader.feedback.mathjax_script",
+        "points": "torchlight_grader.nbgrader.canvas.number",  # a score as canvas.csv writes it
+    }
     # The Formgrader's grading page (nbgrader's HTMLExporter, "formgrade" template): the local
     # MathJax 2 the Jupyter server serves (jupyter-server-mathjax) instead of a CDN, so manual
     # grading works offline. Only its mathjax macro changes (templates/formgrader/base/).

@@ -43,6 +43,7 @@ import csv
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -51,7 +52,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -82,7 +83,7 @@ HAND_COPIED_UNSAFE = ('=HYPERLINK("evil.example","2")', "-x")
 ROSTER_UNSAFE = ("a/b", "+1+1", "-2+3", "@SUM(A1)")
 PREFIX = {"single": "", "accounts": "tlx"}
 CAST = {
-    "single": ("alice", "s8_ok", "lily", "mallory", "bob"),
+    "single": ("alice", "s8_ok", "lily", "kim", "mallory", "bob"),
     "accounts": ("s8_ok", "mallory", "eve"),
 }
 
@@ -96,6 +97,7 @@ class Term:
     collect_out: str
     grade_out: str
     deployment: str
+    after: dict[str, str] = field(default_factory=dict)  # kim's manual grade and extension
 
 
 def _run(cmd: list[str], cwd: Path, user: str | None = None, env: dict | None = None,
@@ -410,6 +412,7 @@ if {not single!r}:
             gb.update_or_create_assignment(A, duedate=due.replace(tzinfo=None))
         time.sleep(1.5)
         hand_in("lily", solution)
+        hand_in("kim", solution)  # late too: graded by hand later, then given an extension
         # ... then rewrites her timestamp.txt, her folder's name and every mtime to a day earlier.
         entry = inbound_entry(exchange, names["lily"])
         early = due - timedelta(days=1)
@@ -456,10 +459,72 @@ os.utime(r, (t, t))
         if who in ("s8_ok", "mallory", "bob"):  # the pages the tests read
             people.nbgrader(sid, "fetch_feedback", A, f"--student={sid}")
     mark("feedback fetched")
+    after = manual_grade_and_extension(course, exchange, people, cmd) if single else {}
+    mark("kim's manual grade and extension")
     print(first, second, sep="\n")
     points = sum(max_points(source).values())
     return Term(course, exchange, {k: people.homes[v] for k, v in names.items()}, points,
-                first + second, graded, deployment)  # fmt: skip
+                first + second, graded, deployment, after)  # fmt: skip
+
+
+def make(target: str, course: Path, exchange: Path, *args: str) -> str:
+    return _run(["make", "-s", "-C", str(ROOT), target, f"COURSE={course}",
+                 f"EXCHANGE={exchange}", f"ASSIGNMENT={A}", *args], ROOT)  # fmt: skip
+
+
+def manual_grade_and_extension(course: Path, exchange: Path, people: Students,
+                               grade_cmd: list[str]) -> dict[str, str]:  # fmt: skip
+    """kim (late: -10%) is graded by hand after autograde, as the Formgrader saves it (issue 40,
+    items 1, 2 and 7): test_div overridden to 0.25, then ``make course-grade`` with nothing to
+    regrade; then extra credit and a comment, ``make course-feedback-release`` and kim's
+    ``fetch_feedback``; then a one-day extension (``make course-extensions``), collect,
+    export, release and fetch again. Returns each step's page, exports and output."""
+    from nbgrader.api import Gradebook
+
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    page = course / "feedback" / "kim" / A / f"{A}.html"
+    home = people.homes["kim"]
+    out = {"page autograded": page.read_text()}
+    with Gradebook(db) as gb:
+        gb.find_grade("test_div", A, A, "kim").manual_score = 0.25
+        gb.db.commit()
+    proc = subprocess.run(grade_cmd, capture_output=True, text=True, timeout=600)
+    out["grade again"] = proc.stdout + proc.stderr
+    out["page after course-grade"] = page.read_text()
+    out["canvas after course-grade"] = (course / "canvas.csv").read_text()
+    with Gradebook(db) as gb:
+        gb.find_grade("test_mul", A, A, "kim").extra_credit = 1.0
+        nb = gb.find_submission_notebook(A, A, "kim")
+        comment = sorted(nb.comments, key=lambda c: c.name)[0]
+        comment.manual_comment = "KIM-COMMENT: see the note on the chain rule"
+        out["commented cell"] = comment.name
+        gb.db.commit()
+    make("course-export", course, exchange)
+    out["canvas after course-export"] = (course / "canvas.csv").read_text()
+    out["release"] = make("course-feedback-release", course, exchange)
+    people.nbgrader("kim", "fetch_feedback", A, "--student=kim")
+    out["fetched"] = "".join(p.read_text() for p in (home / A / "feedback").rglob("*.html"))
+    # A one-day extension for kim: on time now.
+    extensions = course.parent / "extensions.csv"
+    extensions.write_text("student_id,assignment,extension\nkim,a1_functions,1 day\n")
+    out["bad extensions"] = _run(
+        ["make", "-s", "-C", str(ROOT), "course-extensions", f"COURSE={course}",
+         f"EXTENSIONS={course.parent / 'missing.csv'}"], ROOT, check=False)  # fmt: skip
+    out["extensions"] = make("course-extensions", course, exchange, f"EXTENSIONS={extensions}")
+    out["collect with extension"] = collect(course, exchange)
+    make("course-export", course, exchange)
+    out["canvas with extension"] = (course / "canvas.csv").read_text()
+    out["grades with extension"] = (course / "grades.csv").read_text()
+    out["release with extension"] = make("course-feedback-release", course, exchange)
+    for old in (home / A / "feedback").rglob("*.html"):
+        old.unlink()
+    people.nbgrader("kim", "fetch_feedback", A, "--student=kim")
+    out["fetched with extension"] = "".join(
+        p.read_text() for p in (home / A / "feedback").rglob("*.html")
+    )
+    _run(["make", "-s", "-C", str(ROOT), "course-report", f"COURSE={course}"], ROOT)
+    out["report"] = (course / "report.html").read_text()
+    return out
 
 
 def sid(term: Term, who: str) -> str:
@@ -623,3 +688,78 @@ def test_a_notebook_copied_in_by_hand_meets_collects_limits_at_autograde(
         nbformat.read(tmp_path / "a1_functions.ipynb", 4), resources
     )
     assert out.metadata["torchlight"]["refused"] == [] and len(out.cells) == 1
+
+
+def _page_score(page: str) -> float:
+    """The score in the heading of a feedback page (``(Score: 9.9 / 11)``)."""
+    found = re.search(r"<h4>[^<]*\(Score: (?:<span class=\"score\">)?([0-9.]+)", page)
+    assert found, page[:2000]
+    return float(found[1])
+
+
+def _canvas_score(text: str, student: str) -> float:
+    row = next(r for r in csv.reader(text.splitlines()) if len(r) > 2 and r[2] == student)
+    return float(row[5])
+
+
+def test_manual_grades_and_comments_reach_the_students_page(single: Term) -> None:
+    """Issue 40, items 1 and 2: after kim (late, -10%) is graded by hand, the page course-grade
+    leaves and the page kim fetches show exactly canvas.csv's score, with the TA's comment, and
+    the late penalty is 10% of the current score (no full regrade ran)."""
+    after = single.after
+    total = single.points
+    autograded = _page_score(after["page autograded"])
+    assert autograded == pytest.approx(0.9 * total)
+    # test_div (1 point) overridden to 0.25: raw total - 0.75, the penalty 10% of that
+    raw = total - 0.75
+    assert "1 submission(s) whose page no longer shows the gradebook" in after["grade again"]
+    page = _page_score(after["page after course-grade"])
+    canvas = _canvas_score(after["canvas after course-grade"], "kim")
+    print(f"kim after the manual grade: page {page} (was {autograded}), canvas {canvas}")
+    assert page == canvas == pytest.approx(0.9 * raw)
+    # + 1 extra credit and a comment: make course-export, make course-feedback-release, fetch
+    raw += 1.0
+    canvas = _canvas_score(after["canvas after course-export"], "kim")
+    fetched_page = after["fetched"]
+    print(f"kim after extra credit: fetched page {_page_score(fetched_page)}, canvas {canvas}")
+    assert _page_score(fetched_page) == canvas == pytest.approx(0.9 * raw)
+    assert "KIM-COMMENT: see the note on the chain rule" in fetched_page
+    assert "released kim" in after["release"]
+
+
+def test_an_extension_applies_at_collect_in_the_penalty_and_on_the_page(single: Term) -> None:
+    """Issue 40, item 7: a one-day extension for kim: collect says she was on time against her
+    own due date, the exports drop her penalty, her page says so; a bad file imports nothing."""
+    after = single.after
+    raw = single.points - 0.75 + 1.0
+    assert (
+        "course-extensions" in after["bad extensions"] and "missing.csv" in after["bad extensions"]
+    )
+    assert "extension: kim a1_functions +1 day" in after["extensions"]
+    line = next(x for x in after["collect with extension"].splitlines() if x.startswith(
+        ("unchanged kim", "collected kim")))  # fmt: skip
+    assert "extended by 1 day to" in line and line.endswith(": on time)"), line
+    lily = next(x for x in after["collect with extension"].splitlines() if " lily " in x)
+    assert lily.endswith(": 1 started day(s) late)"), lily  # no extension: late as before
+    assert _canvas_score(after["canvas with extension"], "kim") == pytest.approx(raw)
+    kim = next(r for r in csv.DictReader(after["grades with extension"].splitlines())
+               if r["student_id"] == "kim")  # fmt: skip
+    assert float(kim["late_submission_penalty"]) == 0 and float(kim["score"]) == raw
+    page = after["fetched with extension"]
+    assert _page_score(page) == pytest.approx(raw)
+    assert "extended for you to" in page
+
+
+def test_the_report_names_who_is_missing_late_refused_or_extended(single: Term) -> None:
+    """Issue 40, items 5 and 7: under the assignment, the report names the students behind each
+    count: lily late (kim no longer, with her extension), kim's extension, mallory and bob refused
+    at collect, and the roster's students who handed nothing in."""
+    page = single.after["report"]
+
+    def named(kind: str) -> str:
+        return page.split(f'data-kind="{kind}">')[1].split("</p>")[0]
+
+    assert "lily" in named("late") and "kim" not in named("late")
+    assert "kim (+1 day)" in named("extension")
+    assert "mallory" in named("refused") and "bob" in named("refused")
+    assert "s8_ok" not in named("missing") and "mallory" in named("missing")

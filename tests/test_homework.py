@@ -96,7 +96,8 @@ def test_check_grades_the_learners_copy_with_the_hidden_tests(
     unsolved = next(r.text for c, r in pasted.items() if c.startswith("make homework-check A=a1"))
     got = re.search(r"a1_functions: (\S+) / (\S+) points", unsolved)
     assert got and float(got[1]) == 0 and float(got[2]) > 0, unsolved
-    assert "FAIL" in unsolved and "some hidden tests failed" in unsolved
+    # untouched: "not started" (issue 40, item 6), not "some hidden tests failed"
+    assert "not started" in unsolved and "some hidden tests failed" not in unsolved, unsolved
     assert "YOUR CODE HERE" in released
     source = nbformat.read(homework / ".grader" / "source" / name / f"{name}.ipynb", 4)
     release = nbformat.read(mine, as_version=4)
@@ -110,6 +111,11 @@ def test_check_grades_the_learners_copy_with_the_hidden_tests(
     got = re.search(r"a1_functions: (\S+) / (\S+) points", out)
     assert got and got[1] == got[2] and float(got[1]) > 0, out
     assert "every hidden test passed" in out and "FAIL" not in out
+    # the rows in the notebook's order, not sorted by name
+    tests = [c.metadata.nbgrader["grade_id"] for c in release.cells
+             if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata.nbgrader.get("solution")]  # fmt: skip
+    shown = re.findall(r"^\s+pass\s+(\S+)", out, re.M)
+    assert shown == tests and shown != sorted(shown), (shown, tests)
     page = (homework / "feedback" / f"{name}.html").read_text()
     hidden, _ = secret_lines(source)
     assert not [line for line in hidden if line in page]
@@ -119,10 +125,58 @@ def test_check_finds_each_assignment_by_its_short_name(tmp_path: Path) -> None:
     """`homework-check A=a1` is assignment 1, `A=a1b` the engine, `A=a2b` the strided tensor
     (a short name is not a prefix match),
     in the course's teaching order; an unknown name lists the choices."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import homework as tool
+    from torchlight_grader.course import homework as tool
 
     assert [tool.find_assignment(tmp_path, n) for n in ("a1", "a1b", "a2")] == list(ASSIGNMENTS[:3])
     assert tool.find_assignment(tmp_path, "a1b_engine") == "a1b_engine"
     with pytest.raises(SystemExit, match=r"a1_functions, a1b_engine, a2_broadcasting, a2b_strided"):
         tool.find_assignment(tmp_path, "a9")
+
+
+def _tool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TOOL, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_a_renamed_notebook_is_found_and_named_and_never_copied_beside(homework: Path) -> None:
+    """Issue 40, item 6: a1 renamed to my_a1.ipynb: `make homework` writes no fresh copy beside
+    it and says why; `make homework-check A=a1` grades the renamed one, names it, and says "not
+    started" for a notebook as released."""
+    folder = homework / "a1_functions"
+    mine, renamed = folder / "a1_functions.ipynb", folder / "my_a1.ipynb"
+    mine.rename(renamed)
+    try:
+        run = _tool("release", "--into", str(homework))
+        assert run.returncode == 0, run.stderr
+        assert not mine.exists(), "a fresh copy was written beside the renamed notebook"
+        assert "my_a1.ipynb (renamed): no fresh copy written" in run.stdout, run.stdout
+        out = _check(homework, "a1")
+        assert "run `make homework`" not in out
+        assert f"your a1_functions is {renamed} (renamed" in out, out
+        assert "not started" in out and "a1_functions: 0 / " in out, out
+    finally:
+        mine.unlink(missing_ok=True)
+        renamed.rename(mine)
+
+
+@pytest.mark.parametrize("change", ["edited", "deleted"])
+def test_a_changed_locked_cell_is_refused_with_the_reason(homework: Path, change: str) -> None:
+    """Issue 40, item 6: a test cell edited or deleted: refused before grading, naming the cell
+    and why (the grader puts locked cells back, so the edit would never count)."""
+    mine = homework / "a1_functions" / "a1_functions.ipynb"
+    before = mine.read_text()
+    nb = nbformat.reads(before, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells)
+              if c.metadata.get("nbgrader", {}).get("grade_id") == "test_div")  # fmt: skip
+    if change == "edited":
+        nb.cells[at].source += "\nassert True  # my own test"
+    else:
+        del nb.cells[at]
+    nbformat.write(nb, mine)
+    try:
+        run = _tool("check", "a1", "--into", str(homework))
+    finally:
+        mine.write_text(before)
+    text = run.stdout + run.stderr
+    assert run.returncode != 0, text
+    assert f"the locked cell(s) `test_div` was {change}" in text, text
+    assert "puts them back as released" in text and "grading" not in run.stdout, text

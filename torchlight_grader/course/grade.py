@@ -93,6 +93,7 @@ from types import FrameType
 
 from torchlight_grader.course.batch import Run, Worker
 from torchlight_grader.course.manage import gradebook_changes, gradebook_snapshot, integrity_report
+from torchlight_grader.course.pages import refresh as refresh_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -302,10 +303,14 @@ def db_down(runs: Sequence[Run]) -> str | None:
 
 
 def failure_page(student: str, assignment: str, notebook: str, cause: str) -> str:
-    """The feedback page of a notebook that could not be graded."""
+    """The feedback page of a notebook that could not be graded (marked so: never regenerated
+    from the gradebook, ``torchlight_grader.nbgrader.standing``)."""
+    from torchlight_grader.nbgrader.standing import NOT_GRADED, STATE_META
+
     e = html.escape
     return (
-        "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>"
+        "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
+        f'<meta name="{STATE_META}" content="{NOT_GRADED}"><title>'
         f"{e(assignment)}: not graded</title></head><body>\n"
         f"<h1>{e(notebook)}: your submission could not be graded</h1>\n"
         f"<p>The grader stopped on your notebook <code>{e(notebook)}</code> of "
@@ -617,6 +622,10 @@ def grade(
                           lambda unit: state.graded(unit, keys[unit]), failed, since)  # fmt: skip
         if not export_runs:
             export_runs = workers[0].do([list(EXPORT)], 0)
+        # Pages behind the gradebook (a manual grade or comment since): regenerated, no regrade.
+        _, page_runs = refresh_pages(course, db_url, assignment, workers[0])
+        if any(r.returncode != 0 for r in page_runs):
+            failed["(feedback pages)"] = page_runs
         cause = db_down(export_runs)
         if cause is not None:
             raise DatabaseDownError(f"{where}: {cause}")

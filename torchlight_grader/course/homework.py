@@ -6,9 +6,17 @@ default, not committed), one folder per assignment, with the ``torchlight`` kern
 already there is never overwritten: it is the learner's work.
 
 ``check A`` grades the learner's copy of assignment ``A`` (``a1`` or ``a1_functions``) the way
-the course grades a student, with the hidden tests, and prints the score of every test and where
-the feedback page is. The grading course, which holds the solutions and the hidden tests, lives
-in ``<folder>/.grader`` (hidden in JupyterLab), so the learner sees only the messages.
+the course grades a student, with the hidden tests, and prints the score of every test, in the
+notebook's order, and where the feedback page is. The grading course, which holds the solutions
+and the hidden tests, lives in ``<folder>/.grader`` (hidden in JupyterLab), so the learner sees
+only the messages. The common slips get a message of their own:
+
+- a renamed notebook (``a1_functions/my_a1.ipynb``: any notebook of the learner's folder that
+  holds the assignment's graded cells) is found and graded, and named; ``release`` writes no
+  fresh copy beside it, and says so;
+- a notebook whose answers are all as released is "not started" (no grading is run);
+- a locked cell (the tests, the instructions) deleted or edited is refused before grading, with
+  the cell named and why: the grader would put it back as released, so the edit would not count.
 
 Usage::
 
@@ -112,6 +120,13 @@ def release(into: Path) -> list[Path]:
         target = into / name / f"{name}.ipynb"
         if target.exists() or target.is_symlink():
             continue
+        renamed = [p for p in learners_notebooks(into, name) if p != target]
+        if renamed:  # the learner's work under another name: no second copy beside it
+            mine = ", ".join(str(p.relative_to(into)) for p in renamed)
+            print(f"{name}: your notebook is {mine} (renamed): no fresh copy written beside it. "
+                  f"`make homework-check` grades it as it is; to start over, delete it and run "
+                  f"`make homework` again")  # fmt: skip
+            continue
         nb = json.loads((grader / "release" / name / f"{name}.ipynb").read_text("utf-8"))
         nb["metadata"]["kernelspec"] = dict(KERNELSPEC)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -133,23 +148,118 @@ def find_assignment(into: Path, name: str) -> str:
     return matches[0]
 
 
+def _graded_cells(path: Path) -> dict[str, dict]:
+    """``grade_id -> cell`` of every nbgrader cell of a notebook, in order ({} if unreadable)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cells = nb["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    out: dict[str, dict] = {}
+    for cell in cells if isinstance(cells, list) else []:
+        meta = cell.get("metadata", {}).get("nbgrader") if isinstance(cell, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get("grade_id"), str):
+            out.setdefault(meta["grade_id"], cell)
+    return out
+
+
+def _released(assignment: str) -> Path:
+    return Path(GRADER) / "release" / assignment / f"{assignment}.ipynb"
+
+
+def learners_notebooks(into: Path, assignment: str) -> list[Path]:
+    """The learner's notebooks of ``assignment``: its own name first, else any notebook in the
+    learner's folder (not the grader's, not checkpoints) holding the assignment's graded cells."""
+    own = into / assignment / f"{assignment}.ipynb"
+    if own.is_file() and not own.is_symlink():
+        return [own]
+    ids = {k for k, c in _graded_cells(into / _released(assignment)).items()
+           if c["metadata"]["nbgrader"].get("grade")}  # fmt: skip
+    found = []
+    for path in sorted(into.rglob("*.ipynb")):
+        parts = path.relative_to(into).parts
+        if parts[0] in (GRADER, "feedback") or ".ipynb_checkpoints" in parts:
+            continue
+        if path.is_file() and not path.is_symlink() and ids and ids <= set(_graded_cells(path)):
+            found.append(path)
+    return found
+
+
+def _source(cell: dict) -> str:
+    text = cell.get("source", "")
+    return "".join(text) if isinstance(text, list) else str(text)
+
+
+def locked_cell_changes(mine: Path, released: Path) -> list[str]:
+    """Each locked cell of the release (tests, instructions) missing or edited in ``mine``."""
+    theirs, ours = _graded_cells(released), _graded_cells(mine)
+    changes = []
+    for grade_id, cell in theirs.items():
+        if not cell["metadata"]["nbgrader"].get("locked"):
+            continue
+        if grade_id not in ours:
+            changes.append(f"`{grade_id}` was deleted")
+        elif _source(ours[grade_id]).strip() != _source(cell).strip():
+            changes.append(f"`{grade_id}` was edited")
+    return changes
+
+
+def not_started(mine: Path, released: Path) -> bool:
+    """Every answer cell of ``mine`` is as released (nothing written yet)."""
+    theirs, ours = _graded_cells(released), _graded_cells(mine)
+    answers = [k for k, c in theirs.items() if c["metadata"]["nbgrader"].get("solution")]
+    return bool(answers) and all(
+        k in ours and _source(ours[k]).strip() == _source(theirs[k]).strip() for k in answers
+    )
+
+
 def check(into: Path, name: str) -> int:
     """Grade the learner's notebook of one assignment with the hidden tests and print the
-    scores (0: graded, whatever the score; grading that could not run raises SystemExit)."""
+    scores (0: graded, whatever the score, or not started; grading that could not run, or a
+    notebook with a locked cell changed, raises SystemExit with the reason)."""
     assignment = find_assignment(into, name)
-    mine = into / assignment / f"{assignment}.ipynb"
-    if mine.is_symlink() or not mine.is_file():
-        raise SystemExit(
-            f"homework-check: expected your notebook at {mine} (a regular file); "
-            "run `make homework` first"
-        )
     grader = into / GRADER
     if not (grader / "release" / assignment).is_dir():
         release(into)
+    expected = into / assignment / f"{assignment}.ipynb"
+    found = learners_notebooks(into, assignment)
+    if not found:
+        raise SystemExit(
+            f"homework-check: expected your notebook at {expected} (a regular file), and no "
+            f"other notebook in {into} holds {assignment}'s cells; run `make homework` for a "
+            "fresh copy"
+        )
+    if len(found) > 1:
+        listed = "\n".join(f"  {p}" for p in found)
+        raise SystemExit(f"homework-check: {len(found)} notebooks hold {assignment}'s cells:\n"
+                         f"{listed}\nkeep one (rename it {expected.name}), then check again")  # fmt: skip
+    mine = found[0]
+    if mine != expected:
+        print(f"your {assignment} is {mine} (renamed; the course would expect {expected.name})")
+    released = into / _released(assignment)
+    changes = locked_cell_changes(mine, released)
+    if changes:
+        raise SystemExit(
+            f"homework-check: not graded: in {mine.name}, the locked cell(s) "
+            f"{'; '.join(changes)}. Locked cells hold the tests and the instructions: the grader "
+            "puts them back as released, so an edit there never counts (and a deleted test cell "
+            "would score zero). Undo the change (Edit > Undo, or copy the cell from "
+            f"{released}), then check again"
+        )
+    tests = [(k, float(c["metadata"]["nbgrader"].get("points", 0)))
+             for k, c in _graded_cells(released).items()
+             if c["metadata"]["nbgrader"].get("grade") and not c["metadata"]["nbgrader"].get("solution")]  # fmt: skip
+    if not_started(mine, released):
+        for grade_id, points in tests:
+            print(f"  ----  {grade_id:32s} 0 / {points:g}")
+        print(f"{assignment}: 0 / {sum(p for _, p in tests):g} points: not started (every "
+              "answer cell is as released). Write your code where it says `# YOUR CODE HERE`, "
+              "save, and check again")  # fmt: skip
+        return 0
     submitted = grader / "submitted" / STUDENT / assignment
     shutil.rmtree(submitted, ignore_errors=True)
     submitted.mkdir(parents=True)
-    shutil.copyfile(mine, submitted / mine.name)
+    shutil.copyfile(mine, submitted / expected.name)
     env = dict(os.environ)
     if not os.path.exists(BWRAP):
         print(
@@ -182,6 +292,8 @@ def check(into: Path, name: str) -> int:
     feedback = into / "feedback" / f"{assignment}.html"
     feedback.parent.mkdir(exist_ok=True)
     shutil.copyfile(page, feedback)
+    order = {grade_id: i for i, (grade_id, _) in enumerate(tests)}
+    rows.sort(key=lambda r: order.get(r["grade_id"], len(order)))  # the notebook's order
     score = sum(float(r["score"]) for r in rows)
     total = sum(float(r["max_score"]) for r in rows)
     for r in rows:

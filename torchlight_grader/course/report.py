@@ -6,7 +6,10 @@ histogram (an inline SVG picture, drawn here in plain Python: no plotting librar
 fetched from the internet); and per test cell the pass rate (full points) and mean points among
 the students who handed the assignment in. Inputs are nbgrader's ``grades.csv`` (one row per
 student and assignment, late penalties applied) and the course's ``items.csv`` (one row per
-test cell)::
+test cell). Beside them in the course folder it reads, when they exist, ``extensions.csv`` (the
+per-student extensions) and ``collect/<assignment>-report.csv`` (what collect refused), and the
+page names the students behind each count: who is missing, late (with their extension), had a
+submission refused, or has an extension::
 
     .venv/bin/python torchlight_grader/course/report.py assignments/grades.csv assignments/items.csv \
         -o assignments/report.html
@@ -25,6 +28,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BINS = 10
+#: Who the page names under each assignment, in this order.
+WHO = (
+    ("missing", "missing (no submission)"),
+    ("late", "late (penalty applied)"),
+    ("extension", "extension"),
+    ("refused", "a submission refused at collect"),
+)
 
 
 @dataclass
@@ -35,6 +45,7 @@ class Assignment:
     missing: int = 0
     late: int = 0
     items: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # (score, max)
+    who: dict[str, list[str]] = field(default_factory=dict)  # "missing"/"late"/... -> students
 
 
 def read(grades_csv: Path, items_csv: Path) -> dict[str, Assignment]:
@@ -53,9 +64,29 @@ def read(grades_csv: Path, items_csv: Path) -> dict[str, Assignment]:
         if r["timestamp"]:
             submitted.add((r["student_id"], r["assignment"]))
             a.scores.append(float(r["score"]))
-            a.late += float(r.get("late_submission_penalty") or 0) > 0
+            late = float(r.get("late_submission_penalty") or 0) > 0
+            a.late += late
+            if late:
+                a.who.setdefault("late", []).append(r["student_id"])
         else:
             a.missing += 1
+            a.who.setdefault("missing", []).append(r["student_id"])
+    course = grades_csv.parent
+    extensions = course / "extensions.csv"
+    if extensions.is_file():
+        with open(extensions, newline="", encoding="utf-8") as f:
+            for r in csv.DictReader(f):
+                if r.get("assignment") in out:
+                    out[r["assignment"]].who.setdefault("extension", []).append(
+                        f"{r.get('student_id')} (+{r.get('extension')})"
+                    )
+    for a in out.values():
+        refused = course / "collect" / f"{a.name}-report.csv"
+        if refused.is_file():
+            with open(refused, newline="", encoding="utf-8") as f:
+                names = {r["student"] for r in csv.DictReader(f) if r.get("verdict") == "refused"}
+            if names:
+                a.who["refused"] = sorted(names)
     with open(items_csv, newline="", encoding="utf-8") as f:
         for r in csv.DictReader(f):
             if (r["student_id"], r["assignment"]) not in submitted:
@@ -124,6 +155,10 @@ def render(assignments: dict[str, Assignment], course: str = "torchlight-autogra
     body.append("</table>")
     for a in assignments.values():
         body.append(f"<h2>{e(a.name)}</h2>")
+        for key, label in WHO:
+            if a.who.get(key):
+                body.append(f'<p class="who" data-kind="{key}"><b>{label}</b>: '
+                            f"{e(', '.join(sorted(a.who[key])))}</p>")  # fmt: skip
         body.append(histogram_svg(a.scores, a.max_score, f"{a.name}: {len(a.scores)} submissions"))
         body.append("<table><tr><th>test cell</th><th>pass rate</th><th>mean points</th>"
                     "<th>out of</th></tr>")  # fmt: skip

@@ -24,8 +24,10 @@ Safe to import mid-term:
 - a submission deleted from ``submitted/`` is blank, as a missing one;
 - no cell starts with ``= + - @``, tab or CR (``torchlight_grader.nbgrader.spreadsheet.spreadsheet_safe``).
 
-Scores are the final scores: late penalties already subtracted (the Formgrader's averages are
-before penalties).
+Scores are the final scores: late penalties already subtracted, each computed from the current
+score (manual scores included) and the student's extension
+(``torchlight_grader.nbgrader.standing.final_scores``; the Formgrader's averages are before
+penalties).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from nbgrader.plugins import ExportPlugin
 from traitlets import Dict, Unicode
 
 from torchlight_grader.nbgrader.spreadsheet import write_rows
+from torchlight_grader.nbgrader.standing import final_scores
 
 FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
@@ -80,6 +83,7 @@ class CanvasCsvExportPlugin(ExportPlugin):
             for s in sorted(gradebook.students, key=lambda s: s.id)
             if not only_students or s.id in only_students
         ]
+        final = final_scores(self, gradebook)
         self.log.info("Exporting Canvas grades to %s", dest)
         rows: list[list[object]] = [
             [*FIXED, *(self.columns.get(a.name, a.name) for a in assignments)],
@@ -91,7 +95,7 @@ class CanvasCsvExportPlugin(ExportPlugin):
                                  student.email or "", self.section]  # fmt: skip
             for assignment in assignments:
                 try:
-                    sub = gradebook.find_submission(assignment.name, student.id)
+                    gradebook.find_submission(assignment.name, student.id)
                     if (
                         self.present is not None
                         and (assignment.name, student.id) not in self.present
@@ -100,7 +104,7 @@ class CanvasCsvExportPlugin(ExportPlugin):
                 except MissingEntry:
                     row.append("")  # Canvas: no change
                     continue
-                row.append(number(max(0.0, sub.score - (sub.late_submission_penalty or 0.0))))
+                row.append(number(final[(assignment.name, student.id)][1]))
             rows.append(row)
         unmatched = [s.id for s in students if not s.lms_user_id]
         if unmatched:

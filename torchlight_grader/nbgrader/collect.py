@@ -19,7 +19,9 @@ instructor with symlinks followed and trusts the student's ``timestamp.txt`` and
   owned by the OS user the entry names: a folder named after a classmate is refused;
 - the submission time is the one the instructor's side observed
   (:func:`torchlight_grader.nbgrader.late.observed_submission_time`), written into the collected
-  ``timestamp.txt``; the student's own ``timestamp.txt`` and folder name are ignored;
+  ``timestamp.txt``; the student's own ``timestamp.txt`` and folder name are ignored; each
+  collected line says whether it is on time against the student's own due date (the
+  assignment's, plus the student's extension from ``extensions.csv``);
 - latest wins: per student the accepted entry observed last is collected, replacing an older
   collected version (no ``--update`` needed); when it replaces a version whose submission holds
   manual scores, those scores are cleared (so autograde's scores count) and listed in
@@ -36,18 +38,27 @@ import argparse
 import hashlib
 import html
 import json
+import math
 import os
 import pwd
 import shutil
 import stat
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from torchlight_grader.nbgrader.ids import is_safe_student_id, unsafe_student_id_message
-from torchlight_grader.nbgrader.late import format_timestamp, observed_submission_time
+from torchlight_grader.nbgrader.late import (
+    DAY,
+    EXTENSIONS,
+    format_extension,
+    format_timestamp,
+    observed_submission_time,
+    read_extensions,
+)
 from torchlight_grader.nbgrader.spreadsheet import write_rows
+from torchlight_grader.nbgrader.standing import stale_pages
 
 #: Documented limits, checked at collect (``--max-file-bytes`` etc. override them).
 LIMITS = {
@@ -270,6 +281,8 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         if best is None or (entry.time, entry.name) > (best.time, best.name):
             accepted[student] = entry
     stale: list[list[str]] = []
+    due = _duedate(course, assignment, db_url)
+    extensions = read_extensions(course / EXTENSIONS)
     for student, entry in sorted(accepted.items()):
         assert entry.time is not None, (
             f"{entry.name}: an accepted entry always has its observed time"
@@ -278,7 +291,8 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         verdict = "collected" if replaced is not None else "unchanged"
         if replaced:
             stale += clear_manual_scores(course, assignment, student, db_url)
-        print(f"{verdict} {student} {entry.name} (observed {format_timestamp(entry.time)})")
+        when = lateness(entry.time, due, extensions.get((student, assignment)))
+        print(f"{verdict} {student} {entry.name} (observed {format_timestamp(entry.time)}{when})")
         report.append([student, entry.name, verdict, format_timestamp(entry.time)])
     ledger["refused"] = refused
     ledger_path.write_text(json.dumps(ledger, indent=1, sort_keys=True))
@@ -305,6 +319,34 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
           f"refused ({accounts == 'yes' and 'one OS account per student' or 'single OS user'}); "
           f"report: {ledger_dir / (assignment + '-report.csv')}")  # fmt: skip
     return 0  # a refused entry costs only its student; the report lists it
+
+
+def _duedate(course: Path, assignment: str, db_url: str | None) -> datetime | None:
+    """The assignment's due date in the gradebook (UTC), None when it has none (yet)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    db = db_url or os.environ.get("COURSE_DB_URL") or f"sqlite:///{course / 'gradebook.db'}"
+    if db.startswith("sqlite:///") and not Path(db[len("sqlite:///") :].split("?")[0]).exists():
+        return None
+    with Gradebook(db) as gb:
+        try:
+            due = gb.find_assignment(assignment).duedate
+        except MissingEntry:
+            return None
+    return None if due is None else due.replace(tzinfo=UTC)
+
+
+def lateness(when: datetime, due: datetime | None, extension: timedelta | None) -> str:
+    """``; due ..., extended by 2 days to ...: on time`` / ``...: 1 started day(s) late`` for
+    collect's line ('' without a due date): the student's own due date, extension included."""
+    if due is None:
+        return ""
+    mine = due + (extension or timedelta(0))
+    said = f"; due {format_timestamp(due)}"
+    if extension:
+        said += f", extended by {format_extension(extension)} to {format_timestamp(mine)}"
+    late = (when - mine).total_seconds()
+    return said + (f": {math.ceil(late / DAY)} started day(s) late" if late > 0 else ": on time")
 
 
 def _install(course: Path, assignment: str, entry: Entry) -> bool | None:
@@ -378,7 +420,8 @@ def release_feedback(course: Path, exchange: Path, assignment: str, *, course_id
                      db_url: str | None = None) -> int:  # fmt: skip
     """Release into the exchange only ``feedback/<s>/<assignment>/<nb>.html`` for the notebooks
     the gradebook knows for that assignment and the students it has a submission of, plus a
-    refusal page for every notebook of an entry collect refused."""
+    refusal page for every notebook of an entry collect refused. A page that no longer shows the
+    gradebook's state (``torchlight_grader.nbgrader.standing.stale_pages``) is not released."""
     from nbgrader.api import Gradebook
     from nbgrader.utils import notebook_hash
 
@@ -398,6 +441,9 @@ def release_feedback(course: Path, exchange: Path, assignment: str, *, course_id
     with Gradebook(db) as gb:
         known = [nb.name for nb in gb.find_assignment(assignment).notebooks]
         students = [s.student.id for s in gb.find_assignment(assignment).submissions]
+    # A page that no longer shows the gradebook (a manual grade since) never reaches a student:
+    # `make course-feedback-release` regenerates such pages first (torchlight_grader.course.pages).
+    stale = set(stale_pages(course, db, assignment))
     for student in sorted(students):
         if not is_safe_student_id(student):
             continue
@@ -405,6 +451,12 @@ def release_feedback(course: Path, exchange: Path, assignment: str, *, course_id
         secret = _secret_from(course / "submitted" / student / assignment)
         if not secret:
             continue  # not submitted through the exchange: nobody to release it to
+        if (student, assignment) in stale:
+            print(f"NOT RELEASED {student} {assignment}: the feedback page no longer shows the "
+                  "gradebook (a manual grade or comment since it was written); regenerate it "
+                  "with `make course-feedback-release` (or `python -m "
+                  "torchlight_grader.course.pages`)", file=sys.stderr)  # fmt: skip
+            continue
         for notebook in known:
             try:
                 fd = os.open(

@@ -11,6 +11,11 @@ writes into the folder ``--to`` (default: the current one):
 - ``items.csv``: one row per student and test cell (``torchlight_grader.nbgrader.export``);
 - ``canvas.csv``: the Canvas gradebook import (``torchlight_grader.nbgrader.canvas``).
 
+Scores are final scores with the late penalty of the **current** score (manual scores and extra
+credit included) and the student's extension (``torchlight_grader.nbgrader.standing``), never
+the penalty nbgrader stored at autograde: the exported score does not depend on whether a
+regrade ran since the last manual grade.
+
 Each is exactly what its own plugin writes when run alone, and no cell of any of them starts
 with ``= + - @``, tab or CR (``torchlight_grader.nbgrader.spreadsheet.spreadsheet_safe``, OWASP's rule): a
 student id is a folder name the student chose.
@@ -28,6 +33,7 @@ from nbgrader.plugins import CsvExportPlugin, ExportPlugin
 from torchlight_grader.nbgrader.canvas import CanvasCsvExportPlugin
 from torchlight_grader.nbgrader.export import ItemCsvExportPlugin
 from torchlight_grader.nbgrader.spreadsheet import write_rows
+from torchlight_grader.nbgrader.standing import final_scores
 
 
 def submitted(parent: object) -> set[tuple[str, str]] | None:
@@ -51,8 +57,9 @@ def submitted(parent: object) -> set[tuple[str, str]] | None:
 
 
 class SafeCsvExportPlugin(CsvExportPlugin):
-    """nbgrader's own ``grades.csv``, with no cell a spreadsheet runs as a formula, and a
-    submission deleted from ``submitted/`` written as nbgrader writes a missing one."""
+    """nbgrader's own ``grades.csv``, with no cell a spreadsheet runs as a formula, a submission
+    deleted from ``submitted/`` written as nbgrader writes a missing one, and the late penalty
+    of the current score."""
 
     present: set[tuple[str, str]] | None = None
 
@@ -61,13 +68,18 @@ class SafeCsvExportPlugin(CsvExportPlugin):
         dest = self.to or "grades.csv"
         with open(dest, newline="", encoding="utf-8") as f:
             rows: list[list[object]] = [list(r) for r in csv.reader(f)]
-        if self.present is not None and rows:
+        if rows:
             head = [str(h) for h in rows[0]]
             at = {name: head.index(name) for name in head}
+            final = final_scores(self, gradebook)
             # (nbgrader writes its rows unquoted: an id with a comma or a newline breaks its row,
             # which is then left as it is.)
             for row in (r for r in rows[1:] if len(r) == len(head)):
-                if (row[at["assignment"]], row[at["student_id"]]) not in self.present:
+                unit = (row[at["assignment"]], row[at["student_id"]])
+                if unit in final and row[at["timestamp"]]:
+                    penalty, score = final[unit]
+                    row[at["late_submission_penalty"]], row[at["score"]] = str(penalty), str(score)
+                if self.present is not None and unit not in self.present:
                     row[at["timestamp"]] = ""
                     for name in ("raw_score", "late_submission_penalty", "score"):
                         row[at[name]] = "0.0"
