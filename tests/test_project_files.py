@@ -181,3 +181,13 @@ def test_no_text_file_holds_a_control_character():
             if control.search(line):
                 found.append(f"{name}:{n}: {line.strip()[:60]!r}")
     assert len(tracked) > 200 and not found, found
+
+
+def test_the_checkpoints_the_readme_commands_save_are_ignored_by_git():
+    """`git status` after the README's training commands shows no checkpoint to commit."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    saved = sorted(set(re.findall(r"--save (\S+\.ckpt)", readme)))
+    assert saved, "the README saves no checkpoint: update this test"
+    for path in saved:
+        ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT)
+        assert ignored.returncode == 0, f"{path} (README: --save {path}) is not in .gitignore"

@@ -65,7 +65,7 @@ class GELUBackward(Function):
     r"""The backend override of GELU's gradient: $G\,\mathrm{GELU}'(x)$ as a Function of $x$
     and $G$ (PyTorch's ``GeluBackward``), whose forward is one fused backend kernel,
     ``gelu_backward`` (numpy's in ``backends/numpy/kernels.py``), computing what
-    :meth:`GELUFunction.backward` computes in tensor math.
+    :class:`GELUFunction`'s ``backward`` computes in tensor math.
 
     Backward, the second derivative, so that a ``create_graph`` backward through it is
     differentiable: $\partial/\partial x = \bar G\,G\,\mathrm{GELU}''(x)$ with

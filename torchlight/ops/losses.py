@@ -158,7 +158,7 @@ class CrossEntropy(Function):
 class CrossEntropyBackward(Function):
     r"""The backend override of cross-entropy's gradient: $c \odot (\mathrm{softmax}(x) -
     \mathrm{onehot}(y))$ as a Function of the logits $x$ and the loss's gradient $G$, what
-    :meth:`CrossEntropy.backward` computes in tensor math; $c$ is $G$ per row: $G/N$ for
+    :class:`CrossEntropy`'s ``backward`` computes in tensor math; $c$ is $G$ per row: $G/N$ for
     ``"mean"``, $G$ for ``"sum"``, $G_n$ for ``"none"``. Forward is one fused backend kernel,
     ``cross_entropy_backward`` (numpy's in ``backends/numpy/kernels.py``); ``logp`` is
     forward's $\log \mathrm{softmax}(x)$, passed so it need not be computed again.

@@ -118,7 +118,7 @@ class LayerNormBackward(Function):
     r"""The backend override of layer norm's input gradient: $r\,P(g)$ as a Function of $x$,
     $\gamma$ and $G$ (PyTorch's ``NativeLayerNormBackward``), where $g = G\gamma$ and
     $P(v) = v - \langle v\rangle - \hat x \langle v \hat x\rangle$, what
-    :meth:`LayerNormFunction.backward` computes in tensor math. Forward is one fused backend
+    :class:`LayerNormFunction`'s ``backward`` computes in tensor math. Forward is one fused backend
     kernel, ``layer_norm_backward`` (numpy's in ``backends/numpy/kernels.py``); ``mean`` and
     ``rstd`` are forward's statistics of $x$, passed so it need not compute them.
 
