@@ -334,10 +334,12 @@ class TensorOps:
         if not _GradMode.enabled:
             return False
         if self.requires_grad and self.history is None:
+            symbol = _SYMBOLS.get(what.split("(")[-1].rstrip(")"))  # "-= (sub_)": "-"
+            instead = f", or use an out-of-place op (x = x {symbol} y)" if symbol else ""
             raise RuntimeError(
                 f"{what}: in-place operation on a leaf tensor that requires grad. Autograd "
                 "would lose track of the old values; wrap the update in `with tl.no_grad():` "
-                "(as optimizers do), or use an out-of-place op (x = x + 1)."
+                f"(as optimizers do){instead}."
             )
         return self.requires_grad or bool(getattr(other, "requires_grad", False))
 
@@ -406,13 +408,16 @@ class TensorOps:
 
     def add_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
         r"""$x \leftarrow x + \alpha \cdot \mathrm{other}$, in place."""
+        return self._add_(other, alpha, "add_")
+
+    def _add_(self: Tensor, other: Any, alpha: float, what: str) -> Tensor:
         other = self._lift(other)
         if alpha != 1:
             other = other * alpha if other.requires_grad else other._zip("mul", self._lift(alpha))
-        return self._zip_("add", other, "add_")
+        return self._zip_("add", other, what)
 
     def sub_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
-        return self.add_(other, alpha=-alpha)
+        return self._add_(other, -alpha, "sub_")
 
     def mul_(self: Tensor, other: Any) -> Tensor:
         return self._zip_("mul", other, "mul_")
@@ -420,18 +425,19 @@ class TensorOps:
     def div_(self: Tensor, other: Any) -> Tensor:
         return self._zip_("div", other, "div_")
 
-    # ``x += y`` is ``x.add_(y)``: the same tensor, changed in place (not a new one named x)
+    # ``x += y`` is ``x.add_(y)``: the same tensor, changed in place (not a new one named x);
+    # an error names both the operator and the method
     def __iadd__(self: Tensor, other: Any) -> Tensor:
-        return self.add_(other)
+        return self._add_(other, 1.0, "+= (add_)")
 
     def __isub__(self: Tensor, other: Any) -> Tensor:
-        return self.sub_(other)
+        return self._add_(other, -1.0, "-= (sub_)")
 
     def __imul__(self: Tensor, other: Any) -> Tensor:
-        return self.mul_(other)
+        return self._zip_("mul", other, "*= (mul_)")
 
     def __itruediv__(self: Tensor, other: Any) -> Tensor:
-        return self.div_(other)
+        return self._zip_("div", other, "/= (div_)")
 
     # ---------------------------------------------------------------- elementwise math
     def sin(self: Tensor) -> Tensor:
@@ -717,6 +723,8 @@ class TensorOps:
 
 #: The Function that records each in-place arithmetic op in the graph.
 _RECORDED = {"add": fn.Add, "sub": fn.Sub, "mul": fn.Mul, "div": fn.Div}
+#: The operator of each in-place method, for the out-of-place form an error suggests.
+_SYMBOLS = {"add_": "+", "sub_": "-", "mul_": "*", "div_": "/"}
 
 
 def _setitem(self: Tensor, index: Any, value: Any, what: str) -> Tensor:
