@@ -348,6 +348,8 @@ def test_the_tutorials_lab_shows_no_nbgrader_and_the_homework_lab_only_validate(
     for plugin in plugins:
         assert f"@jupyter/nbgrader:{plugin}" in homework["disabledExtensions"]
     assert "@jupyter/nbgrader:validate-assignment" not in homework["disabledExtensions"]
+    for config in (lab, homework):  # no first-run toast asking about Jupyter's news feed
+        assert "@jupyterlab/apputils-extension:announcements" in config["disabledExtensions"]
     assert lab["formgrader"] is False and homework["formgrader"] is False
     # Validate runs the learner's a1 (as released: every answer still raises) in its kernel
     validate = homework["validate"]
