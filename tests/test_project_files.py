@@ -191,3 +191,14 @@ def test_the_checkpoints_the_readme_commands_save_are_ignored_by_git():
     for path in saved:
         ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT)
         assert ignored.returncode == 0, f"{path} (README: --save {path}) is not in .gitignore"
+
+
+def test_make_docs_installs_only_the_docs_extra(tmp_path):
+    """`make docs` in a fresh clone (no .venv yet) installs the docs extra, not every extra."""
+    venv = tmp_path / "venv"
+    dry = subprocess.run(
+        ["make", "-n", f"VENV={venv}", "docs"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert dry.returncode == 0, dry.stderr
+    installs = [line for line in dry.stdout.splitlines() if "pip install" in line]
+    assert installs and all(line.endswith("-e '.[docs]'") for line in installs), dry.stdout

@@ -60,8 +60,10 @@ LONG = [
     ),
 ]
 # `make` as pasted, except that it never reinstalls .venv here (the suite runs in it; CI's fresh
-# machine runs the install itself): the stamps of `make venv`, `lab` and `homework` count as done.
-NO_INSTALL = " ".join(f"-o .venv/.torchlight-{stamp}" for stamp in ("installed", "lab", "homework"))
+# machine runs the install itself): the stamps of `make venv`, `lab`, `homework` and `docs` count as done.
+NO_INSTALL = " ".join(
+    f"-o .venv/.torchlight-{stamp}" for stamp in ("installed", "lab", "homework", "docs")
+)
 CAP_S = 600  # a command that neither finishes nor starts within this fails
 
 

@@ -39,7 +39,7 @@ class Dataset:
 
     Example:
         >>> import torchlight as tl
-        >>> from torchlight.data import Dataset
+        >>> from torchlight.data import DataLoader, Dataset
         >>> class Squares(Dataset):
         ...     def __len__(self):
         ...         return 4
@@ -148,7 +148,7 @@ def random_split(
         generator: a ``numpy.random.Generator``; ``None`` draws from ``tl.manual_seed``'s.
 
     Example:
-        >>> from torchlight.data import random_split
+        >>> from torchlight.data import TensorDataset, random_split
         >>> import numpy as np
         >>> import torchlight as tl
         >>> train, val = random_split(TensorDataset(tl.arange(10.0)), [0.8, 0.2],
