@@ -140,8 +140,37 @@ def regression_row() -> tuple[str, float, float]:
     return ("pytorch/examples regression/main.py (whole script, incl. start-up)", *totals)
 
 
+def tutorial_rows() -> list[tuple[str, float, float]]:
+    """Robert Guthrie's NLP tutorials (issue 37): the program's own model and one training
+    example, SGD as the programs train (their loops step once per example)."""
+    rows = []
+    for program in programs.NLP_PROGRAMS:
+        ours, theirs = (
+            programs.load_program(f"{program}.py", f"{program}_bench", on) for on in (True, False)
+        )
+        times = []
+        for fw, mod in ((tl, ours), (torch, theirs)):
+            model = programs._nlp_model(mod, program)
+            opt = fw.optim.SGD(model.parameters(), lr=0.1)
+
+            def step(
+                fw: Any = fw,
+                mod: Any = mod,
+                model: Any = model,
+                opt: Any = opt,
+                name: str = program,
+            ) -> None:
+                model.zero_grad()
+                programs._nlp_loss(mod, fw, name, model).backward()
+                opt.step()
+
+            times.append(best(step, number=20))
+        rows.append((f"pytorch/tutorials nlp {program} (one example)", *times))
+    return rows
+
+
 def main() -> None:
-    rows = [*gpt_rows(), *wlm_rows(), super_resolution_row(), regression_row()]
+    rows = [*gpt_rows(), *wlm_rows(), super_resolution_row(), *tutorial_rows(), regression_row()]
     print(f"{'program':66s} {'torchlight':>11s} {'PyTorch':>10s} {'ratio':>7s}")
     for name, ours, theirs in rows:
         print(f"{name:66s} {ours * 1e3:9.2f}ms {theirs * 1e3:8.2f}ms {ours / theirs:6.1f}x")

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 import torchlight as tl
-from torchlight.data import TOY_DATASETS, DataLoader, TensorDataset, digits, load_digits
+from torchlight.data import (
+    TOY_DATASETS,
+    DataLoader,
+    TensorDataset,
+    digits,
+    load_digits,
+    random_split,
+)
 
 RULES = {
     "simple": lambda x: x[:, 0] < 0.5,
@@ -211,3 +218,40 @@ def test_subset_concat_and_random_split():
     ]  # fmt: skip
     with pytest.raises(ValueError, match="add up"):
         random_split(ds, [5, 3])
+
+
+# ---------------------------------------------------------------- issue 37, finding 5: one of each
+def test_one_dataloader_one_random_split_one_randint():
+    import torchlight.creation
+    import torchlight.data
+    import torchlight.utils.data
+
+    for name in ("DataLoader", "Dataset", "TensorDataset", "Subset", "ConcatDataset",
+                 "random_split", "default_collate"):  # fmt: skip
+        assert getattr(torchlight.data, name) is getattr(torchlight.utils.data, name), name
+    assert not hasattr(torchlight.creation, "randint") and tl.randint is tl.random.randint
+
+
+def test_the_one_dataloader_keeps_the_course_orders_and_takes_both_generators():
+    ds = TensorDataset(tl.arange(23.0))
+    rng = np.random.default_rng(3)  # by hand: seed=3 is one permutation of this generator per epoch
+    expected = [rng.permutation(23).tolist() for _ in range(3)]
+    loader = DataLoader(ds, batch_size=5, shuffle=True, seed=3)
+    assert [sum((b.tolist() for (b,) in loader), []) for _ in range(3)] == [
+        [float(i) for i in e] for e in expected
+    ]
+    with_workers = DataLoader(ds, batch_size=5, shuffle=True, seed=3, num_workers=2)
+    assert sum((b.tolist() for (b,) in with_workers), []) == [float(i) for i in expected[0]]
+    g1, g2 = tl.Generator().manual_seed(7), tl.Generator().manual_seed(7)
+    first = [b.tolist() for (b,) in DataLoader(ds, batch_size=5, shuffle=True, generator=g1)]
+    assert first == [
+        b.tolist() for (b,) in DataLoader(ds, batch_size=5, shuffle=True, generator=g2)
+    ]
+    in_order = next(iter(DataLoader(ds, batch_size=5)))[0]
+    in_order.add_(0)  # (a view of the data set's tensor, as before: in-order batches are slices)
+    assert in_order.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    parts = random_split(ds, [0.5, 0.5], generator=tl.Generator().manual_seed(0))
+    again = random_split(ds, [0.5, 0.5], generator=tl.Generator().manual_seed(0))
+    assert [len(p) for p in parts] == [12, 11] and parts[0].indices == again[0].indices
+    numpy_parts = random_split(ds, [12, 11], generator=np.random.default_rng(0))
+    assert sorted(numpy_parts[0].indices + numpy_parts[1].indices) == list(range(23))

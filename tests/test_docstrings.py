@@ -71,7 +71,8 @@ MODULES = [
     "torchlight.optim.adagrad",
     "torchlight.optim.lr_scheduler",
     "torchlight.data",
-    "torchlight.data.loader",
+    "torchlight.utils.data.dataset",
+    "torchlight.utils.data.dataloader",
     "torchlight.data.toy",
     "torchlight.data.digits",
     "torchlight.train.checkpoint",
@@ -98,6 +99,13 @@ MODULES = [
     "torchlight.optim.adadelta",
     "torchlight.optim.lbfgs",
     "torchlight.nn.pixelshuffle",
+    # issue 37
+    "torchlight.autograd.functional",
+    "torchlight.autograd.anomaly_mode",
+    "torchlight.nn.upsampling",
+    "torchlight.onnx",
+    "torchlight.optim.adamax",
+    "torchlight.printing",
 ]
 
 

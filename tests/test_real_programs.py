@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -266,3 +267,93 @@ def test_super_resolution_model_matches_pytorch(float64_torch: None) -> None:
     l_loss.backward()
     assert abs(l_loss.item() - t_loss.item()) < 1e-12
     assert assert_same_gradients(t_model, l_model, tol=1e-9) == 8
+
+
+# ---------------------------------------------------------------- issue 37: more public programs
+# Robert Guthrie's NLP tutorials and the 60-minute blitz (pytorch/tutorials, BSD 3-Clause), run
+# whole through `python -m torchlight.compat` (so in PyTorch's float32), then their models checked
+# against PyTorch's: float64 loss and every gradient, and a float32 run under pytorch_defaults().
+def _nlp_model(mod: ModuleType, program: str) -> Any:
+    """A fresh model of ``program``, built by its own module (on PyTorch or on torchlight)."""
+    if program == "nlp_bow_classifier":
+        return mod.BoWClassifier(mod.NUM_LABELS, mod.VOCAB_SIZE)
+    if program == "nlp_ngram_embeddings":
+        return mod.NGramLanguageModeler(len(set(mod.test_sentence)), mod.EMBEDDING_DIM, 2)
+    return mod.LSTMTagger(mod.EMBEDDING_DIM, mod.HIDDEN_DIM, len(mod.word_to_ix), 3)
+
+
+def _nlp_loss(mod: ModuleType, fw: Any, program: str, model: Any) -> Any:
+    """The loss of one training example, as the program's own loop computes it."""
+    if program == "nlp_bow_classifier":
+        vec = mod.make_bow_vector(mod.data[1][0], mod.word_to_ix)
+        return fw.nn.NLLLoss()(model(vec), mod.make_target("ENGLISH", mod.label_to_ix))
+    if program == "nlp_ngram_embeddings":
+        ix = {w: i for i, w in enumerate(sorted(set(mod.test_sentence)))}
+        context = fw.tensor([ix["forty"], ix["When"]], dtype=fw.long)
+        return fw.nn.NLLLoss()(model(context), fw.tensor([ix["winters"]], dtype=fw.long))
+    sentence, tags = mod.training_data[0]
+    scores = model(mod.prepare_sequence(sentence, mod.word_to_ix))
+    return fw.nn.NLLLoss()(scores, mod.prepare_sequence(tags, mod.tag_to_ix))
+
+
+NLP_PROGRAMS = ["nlp_bow_classifier", "nlp_ngram_embeddings", "nlp_lstm_tagger"]
+
+
+@pytest.mark.parametrize("program", NLP_PROGRAMS)
+def test_tutorial_programs_run_unchanged_and_learn(program: str) -> None:
+    out = run_script(f"{program}.py")
+    rows = [line for line in out.splitlines() if line.strip().startswith("tensor([[")]
+    if program == "nlp_bow_classifier":  # after training: SPANISH first, ENGLISH second
+        first, second = (
+            [float(v) for v in r.split("[[")[1].split("]]")[0].split(",")] for r in rows[-2:]
+        )
+        assert first[0] > first[1] and second[1] > second[0], out
+    elif program == "nlp_ngram_embeddings":  # the printed losses fall every epoch
+        printed = next(line for line in out.splitlines() if re.match(r"\[\d", line))
+        losses = [float(v) for v in printed.strip("[]").split(",")]
+        assert len(losses) == 10 and all(
+            b < a for a, b in zip(losses[:-1], losses[1:], strict=True)
+        )
+    else:  # the tagger learns DET NN V DET NN: row i's largest score is that tag
+        block = out.split("tensor([[")[-1]
+        scores = [[float(v) for v in r.strip(" []),\n").split(",")] for r in block.split("],")[:5]]
+        assert [int(np.argmax(r)) for r in scores] == [0, 1, 2, 0, 1], out
+
+
+@pytest.mark.parametrize("program", NLP_PROGRAMS)
+@pytest.mark.parametrize("dtype, tol", [("float64", 1e-12), ("float32", 2e-6)])
+def test_tutorial_models_match_pytorch(program: str, dtype: str, tol: float) -> None:
+    """The program's model and loss on PyTorch and on torchlight, the same weights: the loss and
+    every gradient agree (float64; and float32, PyTorch's default, under pytorch_defaults)."""
+    ours, theirs = (load_program(f"{program}.py", f"{program}_mod", on) for on in (True, False))
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype))
+    try:
+        with compat.pytorch_defaults() if dtype == "float32" else contextlib.nullcontext():
+            torch.manual_seed(0)
+            t_model, l_model = _nlp_model(theirs, program), _nlp_model(ours, program)
+            copy_weights(t_model, l_model)
+            t_loss = _nlp_loss(theirs, torch, program, t_model)
+            l_loss = _nlp_loss(ours, tl, program, l_model)
+            t_loss.backward()
+            l_loss.backward()
+    finally:
+        torch.set_default_dtype(before)
+    assert str(l_loss.dtype).endswith(dtype) and str(t_loss.dtype).endswith(dtype)
+    assert abs(l_loss.item() - t_loss.item()) < tol * max(1.0, abs(t_loss.item()))
+    assert assert_same_gradients(t_model, l_model, tol=tol) >= 2
+
+
+def test_the_blitz_stops_only_at_next_functions_with_an_error_that_names_it() -> None:
+    """The 60-minute blitz's neural-network page prints loss.grad_fn.next_functions[0][0]:
+    torchlight's grad_fn is the Function class, so that line stops the script with an error that
+    says where a node's inputs are; everything before it (Conv2d, max_pool2d, flatten, a backward
+    from a given gradient) ran."""
+    done = subprocess.run(
+        [sys.executable, "-m", "torchlight.compat", str(PROGRAMS / "blitz_neural_networks.py")],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )  # fmt: skip
+    assert done.returncode == 1 and "next_functions" in done.stderr
+    assert "x.history.parents" in done.stderr and "torch.Size" not in done.stdout
+    assert "Net(" in done.stdout and "(6, 1, 5, 5)" in done.stdout

@@ -28,7 +28,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "torchlight"
 
 #: Layers from the bottom up; a module's layer is the longest prefix listed here.
 LAYERS: list[tuple[str, ...]] = [
-    ("torchlight.shape", "torchlight.dtypes", "torchlight.threads", "torchlight.distributed"),
+    (
+        "torchlight.shape",
+        "torchlight.dtypes",
+        "torchlight.threads",
+        "torchlight.distributed",
+        "torchlight.onnx",
+    ),
     ("torchlight.backends", "torchlight.cuda", "torchlight.device", "torchlight.accelerator"),
     ("torchlight.autograd",),
     (  # the Tensor and its ops: one layer (the inherent loop)

@@ -10,7 +10,6 @@ Example:
 from torchlight import autograd, backends, shape
 
 # PyTorch compatibility (issue 25): names PyTorch programs use, in files of their own
-# (random's randint, which also takes PyTorch's randint(high, size), replaces creation's)
 from torchlight import tensor_compat as _tensor_compat
 from torchlight.autograd import enable_grad, is_grad_enabled, no_grad
 from torchlight.backends import get_default_backend, set_default_backend
@@ -28,7 +27,6 @@ from torchlight.creation import (
     ones_like,
     rand,
     rand_like,
-    randint,
     randn,
     randn_like,
     stack,
@@ -49,13 +47,14 @@ from torchlight.dtypes import (
     int32,
     int64,
     set_default_dtype,
+    uint8,
 )
 from torchlight.functional_forms import *  # noqa: F403 - each name is listed in __all__ below
 from torchlight.functional_forms import __all__ as _FUNCTION_FORMS
 from torchlight.ops import arithmetic as functions
 from torchlight.pytorch_names import *  # noqa: F403 - each name is listed in __all__ below
 from torchlight.pytorch_names import __all__ as _PYTORCH_NAMES
-from torchlight.random import Generator, multinomial, randint, randperm  # noqa: F811
+from torchlight.random import Generator, multinomial, normal, randint, randperm
 from torchlight.tensor import Tensor
 from torchlight.tensor_methods import ExpandedViewWriteError
 from torchlight.threads import (
@@ -97,6 +96,7 @@ _SUBMODULES = {
     "utils": "torchlight.utils",
     "amp": "torchlight.amp",
     "distributed": "torchlight.distributed",
+    "onnx": "torchlight.onnx",
     "accelerator": "torchlight.accelerator",
     "compat": "torchlight.compat",
 }
@@ -118,7 +118,7 @@ __all__ = [
     "randn_like", "set_default_backend", "set_default_dtype", "shape", "stack", "tensor", "where",
     "zeros", "zeros_like",
 ]  # fmt: skip
-__all__ += ["Generator", "autocast", "multinomial", "randperm", *_PYTORCH_NAMES]
+__all__ += ["Generator", "autocast", "multinomial", "normal", "randperm", "uint8", *_PYTORCH_NAMES]
 __all__ += [
     "get_num_interop_threads",
     "get_num_threads",

@@ -15,7 +15,7 @@ from torchlight.tensor import Tensor
 
 __all__ = [
     "arange", "cat", "empty", "empty_like", "eye", "full", "full_like", "linspace", "manual_seed",
-    "ones", "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "stack", "tensor",
+    "ones", "ones_like", "rand", "rand_like", "randn", "randn_like", "stack", "tensor",
     "where", "zeros", "zeros_like",
 ]  # fmt: skip
 
@@ -46,7 +46,7 @@ def _make(
         array = array.astype(dtypes.from_any(dtype).numpy, copy=False)
     elif array.dtype.kind == "f" and array.dtype != np.float32:
         array = array.astype(dtypes.get_default_dtype().numpy, copy=False)
-    elif array.dtype.kind in "iu":
+    elif array.dtype.kind in "iu" and array.dtype != np.uint8:  # (uint8 images stay uint8)
         array = array.astype(np.int64, copy=False)
     dtypes.from_any(array.dtype)  # rejects complex, strings, objects with a clear message
     chosen = _backend_or_device(backend, device)
@@ -92,7 +92,9 @@ def tensor(
 ) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (nested lists, a number, a numpy array).
 
-    Python floats become the default dtype (float64), ints int64, bools bool.
+    Python floats become the default dtype (float64; float32 under :mod:`torchlight.compat`),
+    ints int64, bools bool; a numpy array or a tensor of floats keeps its float32 or float64,
+    as ``torch.tensor`` keeps it.
 
     Example:
         >>> import torchlight as tl
@@ -108,6 +110,8 @@ def tensor(
         raise ValueError(f"tensor(): nested lists must be rectangular ({error})") from None
     if array.dtype == object:
         raise TypeError(f"tensor(): cannot make a tensor from {type(data).__name__} data")
+    if dtype is None and isinstance(data, (np.ndarray, np.generic)) and array.dtype == np.float64:
+        dtype = dtypes.float64  # numpy's float64 stays float64, whatever the default dtype
     return _make(array, dtype, requires_grad, backend, device)
 
 
@@ -216,37 +220,39 @@ def linspace(
 
 def rand(
     *size: Any,
+    generator: Any = None,
     dtype: Any = None,
     requires_grad: bool = False,
     backend: str | Backend | None = None,
     device: Any = None,
 ) -> Tensor:
-    """Uniform samples from [0, 1), drawn from the generator seeded by :func:`manual_seed`."""
-    return _make(generator().random(_size(size)), dtype, requires_grad, backend, device)
+    """Uniform samples from [0, 1), drawn from ``generator`` (a :class:`torchlight.Generator`) or
+    the process-wide generator seeded by :func:`manual_seed`."""
+    return _make(_rng(generator).random(_size(size)), dtype, requires_grad, backend, device)
 
 
 def randn(
     *size: Any,
+    generator: Any = None,
     dtype: Any = None,
     requires_grad: bool = False,
     backend: str | Backend | None = None,
     device: Any = None,
 ) -> Tensor:
-    """Standard normal samples, drawn from the generator seeded by :func:`manual_seed`."""
-    return _make(generator().standard_normal(_size(size)), dtype, requires_grad, backend, device)
+    """Standard normal samples, drawn from ``generator`` (a :class:`torchlight.Generator`) or the
+    process-wide generator seeded by :func:`manual_seed`."""
+    rng = _rng(generator)
+    return _make(rng.standard_normal(_size(size)), dtype, requires_grad, backend, device)
 
 
-def randint(
-    low: int,
-    high: int,
-    size: Sequence[int],
-    *,
-    dtype: Any = None,
-    backend: str | Backend | None = None,
-    device: Any = None,
-) -> Tensor:
-    """Integers uniform in ``[low, high)``."""
-    return _make(generator().integers(low, high, _size(tuple(size))), dtype, False, backend, device)
+def _rng(source: Any) -> np.random.Generator:
+    """The numpy generator behind ``generator=``: a :class:`torchlight.Generator`'s own, or the
+    process-wide one (see :func:`torchlight.random.rng_of`, which also names wrong types)."""
+    if source is None:
+        return generator()
+    from torchlight.random import rng_of  # (random builds on this module)
+
+    return rng_of(source)
 
 
 def _like(t: Tensor, dtype: Any, device: Any) -> dict[str, Any]:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["get_rank", "get_world_size", "init_process_group", "is_available", "is_initialized"]
+__all__ = [
+    "ReduceOp", "all_gather", "all_reduce", "barrier", "broadcast", "destroy_process_group",
+    "get_rank", "get_world_size", "init_process_group", "is_available", "is_initialized",
+]  # fmt: skip
 
 
 def is_available() -> bool:
@@ -34,15 +37,49 @@ def init_process_group(*args: Any, **kwargs: Any) -> None:
     raise _missing("init_process_group")
 
 
-def get_rank(group: Any = None) -> int:
-    """Raises, as PyTorch's does without a process group."""
-    raise ValueError(
+def _no_group() -> ValueError:
+    return ValueError(
         "Default process group has not been initialized, please make sure to call init_process_group."
     )
+
+
+def get_rank(group: Any = None) -> int:
+    """Raises, as PyTorch's does without a process group."""
+    raise _no_group()
 
 
 def get_world_size(group: Any = None) -> int:
     """Raises, as PyTorch's does without a process group."""
-    raise ValueError(
-        "Default process group has not been initialized, please make sure to call init_process_group."
-    )
+    raise _no_group()
+
+
+def destroy_process_group(group: Any = None) -> None:
+    """Raises, as PyTorch's does without a process group (a script's clean-up after training
+    imports it; only calling it needs one)."""
+    raise _no_group()
+
+
+def barrier(*args: Any, **kwargs: Any) -> None:
+    """Raises, as PyTorch's does without a process group."""
+    raise _no_group()
+
+
+def all_reduce(tensor: Any, *args: Any, **kwargs: Any) -> None:
+    """Raises, as PyTorch's does without a process group."""
+    raise _no_group()
+
+
+def all_gather(tensor_list: Any, tensor: Any, *args: Any, **kwargs: Any) -> None:
+    """Raises, as PyTorch's does without a process group."""
+    raise _no_group()
+
+
+def broadcast(tensor: Any, src: int, *args: Any, **kwargs: Any) -> None:
+    """Raises, as PyTorch's does without a process group."""
+    raise _no_group()
+
+
+class ReduceOp:
+    """The reduction names collectives take (``dist.ReduceOp.SUM``); importable, as in PyTorch."""
+
+    SUM, PRODUCT, MIN, MAX, AVG = "sum", "product", "min", "max", "avg"

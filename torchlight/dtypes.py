@@ -36,9 +36,10 @@ float64 = DType("float64")
 float32 = DType("float32")
 int64 = DType("int64")
 int32 = DType("int32")
+uint8 = DType("uint8")  # images: what a real image pipeline reads (torchvision's PIL -> tensor)
 bool_ = DType("bool")
 
-_ALL = {d.name: d for d in (float64, float32, int64, int32, bool_)}
+_ALL = {d.name: d for d in (float64, float32, int64, int32, uint8, bool_)}
 _BY_NUMPY = {d.numpy: d for d in _ALL.values()}
 _default_dtype = float64
 

@@ -19,8 +19,8 @@ from torchlight import dtypes
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "BoolTensor", "DoubleTensor", "FloatTensor", "HalfDType", "IntTensor", "LongTensor", "bfloat16", "float16",
-    "half", "pow",
+    "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfDType", "IntTensor", "LongTensor", "bfloat16",
+    "cumprod", "diag", "float16", "half", "isclose", "nansum", "pow", "set_printoptions", "unique",
 ]  # fmt: skip
 
 
@@ -65,6 +65,7 @@ def _legacy(dtype: dtypes.DType, name: str) -> Any:
         raise TypeError(f"{name}(): expected a list of numbers or sizes (ints), got {data!r}")
 
     make.__name__ = make.__qualname__ = name
+    make.dtype = dtype  # type: ignore[attr-defined]  # (what x.type(tl.FloatTensor) converts to)
     make.__doc__ = (
         f"``torch.{name}``: ``{name}([1, 2])`` makes a {dtype.name} tensor, "
         f"``{name}(2, 3)`` an uninitialized one of that shape."
@@ -77,3 +78,55 @@ IntTensor = _legacy(dtypes.int32, "IntTensor")
 FloatTensor = _legacy(dtypes.float32, "FloatTensor")
 DoubleTensor = _legacy(dtypes.float64, "DoubleTensor")
 BoolTensor = _legacy(dtypes.bool_, "BoolTensor")
+ByteTensor = _legacy(dtypes.uint8, "ByteTensor")
+
+
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002 - PyTorch's names
+    """``torch.diag``: see :meth:`Tensor.diag`."""
+    return input.diag(diagonal)
+
+
+def isclose(
+    input: Tensor,  # noqa: A002
+    other: Any,
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+    equal_nan: bool = False,
+) -> Tensor:
+    """``torch.isclose``: see :meth:`Tensor.isclose`."""
+    return input.isclose(other, rtol, atol, equal_nan)
+
+
+def unique(
+    input: Tensor,
+    sorted: bool = True,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    dim: int | None = None,
+) -> Any:  # noqa: A002
+    """``torch.unique``: see :meth:`Tensor.unique`."""
+    return input.unique(sorted, return_inverse, return_counts, dim)
+
+
+def cumprod(input: Tensor, dim: int) -> Tensor:  # noqa: A002
+    """``torch.cumprod``: see :meth:`Tensor.cumprod`."""
+    return input.cumprod(dim)
+
+
+def nansum(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A002
+    """``torch.nansum``: see :meth:`Tensor.nansum`."""
+    return input.nansum(dim, keepdim)
+
+
+def set_printoptions(
+    precision: int | None = None,
+    threshold: int | None = None,
+    edgeitems: int | None = None,
+    linewidth: int | None = None,
+    profile: str | None = None,
+    sci_mode: bool | None = None,
+) -> None:
+    """``torch.set_printoptions``: how tensors print (see :mod:`torchlight.printing`)."""
+    from torchlight import printing
+
+    printing.set_printoptions(precision, threshold, edgeitems, linewidth, profile, sci_mode)

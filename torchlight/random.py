@@ -1,4 +1,5 @@
-"""PyTorch's random API: ``tl.Generator``, ``multinomial``, ``randperm``, ``randint(high, size)``.
+"""PyTorch's random API: ``tl.Generator``, ``multinomial``, ``normal``, ``randperm``, and the one
+``randint`` (``randint(high, size)`` or ``randint(low, high, size)``).
 
 A :class:`Generator` is a seeded source of random numbers of its own (a numpy ``Generator``
 inside), passed as ``generator=`` to these functions, to ``torchlight.utils.data``'s samplers,
@@ -17,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +26,7 @@ import numpy as np
 from torchlight import creation
 from torchlight.tensor import Tensor
 
-__all__ = ["Generator", "multinomial", "randint", "randperm"]
+__all__ = ["Generator", "multinomial", "normal", "randint", "randperm"]
 
 
 class Generator:
@@ -129,6 +131,58 @@ def randint(
         )
     values = rng_of(generator).integers(low, high, tuple(int(s) for s in size))
     return creation._make(values, dtype, False, backend, device)
+
+
+def normal(
+    mean: Any = 0.0,
+    std: Any = 1.0,
+    size: Sequence[int] | None = None,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+    backend: Any = None,
+    **unsupported: Any,
+) -> Tensor:
+    r"""Samples $x \sim \mathcal{N}(\mu, \sigma^2)$, as ``torch.normal``: $x = \mu + \sigma z$ with
+    $z$ standard normal.
+
+    ``normal(mean_tensor, std_tensor_or_float)`` and ``normal(mean_float, std_tensor)`` draw one
+    sample per element (shapes broadcast; the tensor's dtype); ``normal(mean, std, size)`` with
+    two numbers draws ``size`` samples (the default dtype). No gradient flows back to ``mean``
+    or ``std`` (PyTorch's gradient for them is zero).
+
+    Example:
+        >>> import torchlight as tl
+        >>> tl.normal(2.0, 0.5, size=(2, 3)).shape, tl.normal(tl.zeros(4), 1.0).shape
+        ((2, 3), (4,))
+
+    Raises:
+        RuntimeError: for a negative ``std``; TypeError for two numbers without ``size``.
+    """
+    _refuse(unsupported, "normal")
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if not tensors and size is None:
+        raise TypeError(
+            "normal(mean, std) with two numbers needs a size: normal(mean, std, size=(2, 3)), "
+            "or give mean or std as a tensor (one sample per element)"
+        )
+    if tensors and size is not None:
+        raise TypeError("normal: size= goes with two numbers; with a tensor its shape is the size")
+    mu, sigma = (
+        t.detach().numpy() if isinstance(t, Tensor) else np.asarray(t) for t in (mean, std)
+    )
+    if (sigma < 0).any():
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {sigma.min()}")
+    shape = (
+        tuple(int(s) for s in size)
+        if size is not None
+        else np.broadcast_shapes(mu.shape, sigma.shape)
+    )
+    values = mu + sigma * rng_of(generator).standard_normal(shape)
+    dtype = dtype if dtype is not None else (tensors[0].dtype if tensors else None)
+    return creation._make(values, dtype, requires_grad, backend, device)
 
 
 def randperm(

@@ -44,6 +44,25 @@ _NON_LEAF_GRAD = (
 )
 
 
+def _legacy_storage(*args: Any) -> tuple[Any, Backend]:
+    """``Tensor([1.0, 2.0])`` (a copy of the data) and ``Tensor(2, 3)`` (uninitialized, of that
+    shape), both in the default dtype: PyTorch's legacy constructor, which real programs still
+    call. The factories (``tl.tensor``, ``tl.empty``) are the way to write it."""
+    from torchlight.creation import empty, tensor
+
+    given = [a for a in args if a is not None and a is not False]
+    if all(type(a) is int for a in given):  # sizes (none: an empty tensor)
+        made = empty(*given) if given else tensor([], dtype=dtypes.get_default_dtype())
+    elif len(given) == 1:
+        made = tensor(given[0], dtype=dtypes.get_default_dtype())
+    else:
+        raise TypeError(
+            f"Tensor(...) takes data (Tensor([1.0, 2.0])) or sizes (Tensor(2, 3)), got {args!r}; "
+            "make tensors with tl.tensor(data) or tl.empty(*sizes)"
+        )
+    return made.storage, made.backend
+
+
 class Tensor(TensorOps):
     """An n-dimensional array that can record the operations applied to it.
 
@@ -72,12 +91,15 @@ class Tensor(TensorOps):
 
     def __init__(
         self,
-        storage: Any,
-        backend: Backend,
+        storage: Any = None,
+        backend: Backend | None = None,
         requires_grad: bool = False,
         history: History | None = None,
         version: _Version | None = None,
     ) -> None:
+        if backend is None or type(backend) is int:  # PyTorch's legacy Tensor(data), Tensor(2, 3)
+            storage, backend = _legacy_storage(storage, backend, requires_grad, history, version)
+            requires_grad, history, version = False, None, None
         self.storage = storage  # the backend's object holding the elements
         self.shape: tuple[int, ...] = backend.shape(storage)  # (a storage keeps its shape)
         self.backend = backend
@@ -269,7 +291,10 @@ class Tensor(TensorOps):
             return value
         if isinstance(value, (int, float)):  # bool is an int too
             own = self.backend.dtype(self.storage)
-            # A Python number takes a float tensor's dtype: float32 * 2.5 stays float32.
+            # A Python number takes a float tensor's dtype: float32 * 2.5 stays float32; a float
+            # with an integer tensor is the default dtype (PyTorch's: int64 * 2.5 is float32 there)
+            if own.kind != "f" and type(value) is float:
+                own = dtypes.get_default_dtype().numpy
             array = np.asarray(value, dtype=own if own.kind == "f" else None)
         else:
             array = np.asarray(value)

@@ -27,6 +27,7 @@ _TYPE_NAMES = {
     "bfloat16": "torch.BFloat16Tensor",
     "int64": "torch.LongTensor",
     "int32": "torch.IntTensor",
+    "uint8": "torch.ByteTensor",
     "bool": "torch.BoolTensor",
 }
 _BY_TYPE_NAME = {v: k for k, v in _TYPE_NAMES.items()}
@@ -60,6 +61,7 @@ def _type(self: Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
         return _TYPE_NAMES.get(self.dtype.name, f"torchlight.{self.dtype.name}")
     if isinstance(dtype, str) and dtype in _BY_TYPE_NAME:
         dtype = _BY_TYPE_NAME[dtype]
+    dtype = getattr(dtype, "dtype", dtype)  # the legacy constructors: x.type(tl.FloatTensor)
     target = dtypes.from_any(dtype)
     return self.to(target) if target is not self.dtype else self
 

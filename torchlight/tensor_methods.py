@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from torchlight import dtypes
 from torchlight.autograd.grad_mode import _GradMode, is_grad_enabled
 from torchlight.ops import arithmetic as fn
 from torchlight.ops import elementwise as ops_math
@@ -86,10 +87,10 @@ class TensorOps:
         return fn.Add.apply(self._lift(other), self)
 
     def __sub__(self: Tensor, other: Any) -> Tensor:
-        return fn.Sub.apply(self, self._lift(other))
+        return fn.Sub.apply(*_no_bool_subtraction(self, self._lift(other)))
 
     def __rsub__(self: Tensor, other: Any) -> Tensor:
-        return fn.Sub.apply(self._lift(other), self)
+        return fn.Sub.apply(*_no_bool_subtraction(self._lift(other), self))
 
     def __mul__(self: Tensor, other: Any) -> Tensor:
         return fn.Mul.apply(self, self._lift(other))
@@ -98,10 +99,10 @@ class TensorOps:
         return fn.Mul.apply(self._lift(other), self)
 
     def __truediv__(self: Tensor, other: Any) -> Tensor:
-        return fn.Div.apply(self, self._lift(other))
+        return fn.Div.apply(*_true_division(self, self._lift(other)))
 
     def __rtruediv__(self: Tensor, other: Any) -> Tensor:
-        return fn.Div.apply(self._lift(other), self)
+        return fn.Div.apply(*_true_division(self._lift(other), self))
 
     def __pow__(self: Tensor, other: Any) -> Tensor:
         return fn.Pow.apply(self, self._lift(other))
@@ -116,7 +117,44 @@ class TensorOps:
         return fn.MatMul.apply(self._lift(other), self)
 
     def __neg__(self: Tensor) -> Tensor:
+        if self.dtype is dtypes.bool_:
+            raise RuntimeError(
+                "Negation, the `-` operator, on a bool tensor is not supported (as in PyTorch). "
+                "If you are trying to invert a mask, use the `~` or `logical_not()` operator."
+            )
         return fn.Neg.apply(self)
+
+    def __mod__(self: Tensor, other: Any) -> Tensor:
+        r"""$x \bmod n = x - n \lfloor x / n \rfloor$ (the sign of ``n``, as Python's ``%`` and
+        ``torch.remainder``); for floats the gradient is 1 for $x$ and $-\lfloor x/n \rfloor$ for $n$."""
+        other = self._lift(other)
+        if self.dtype.is_floating_point or other.dtype.is_floating_point:
+            return self - (self / other).floor() * other
+        return _integer_op(self, other, np.mod, "remainder")
+
+    def __rmod__(self: Tensor, other: Any) -> Tensor:
+        return self._lift(other).__mod__(self)
+
+    def __floordiv__(self: Tensor, other: Any) -> Tensor:
+        r"""$\lfloor x / n \rfloor$ (``torch.floor_divide``; no gradient, as PyTorch's)."""
+        other = self._lift(other)
+        if self.dtype.is_floating_point or other.dtype.is_floating_point:
+            return (self.detach() / other.detach()).floor()
+        return _integer_op(self, other, np.floor_divide, "floor_divide")
+
+    def __rfloordiv__(self: Tensor, other: Any) -> Tensor:
+        return self._lift(other).__floordiv__(self)
+
+    remainder = __mod__
+    floor_divide = __floordiv__
+
+    def mv(self: Tensor, vec: Tensor) -> Tensor:
+        r"""The matrix-vector product $A v$ (``self`` 2-d, ``vec`` 1-d)."""
+        if self.ndim != 2 or vec.ndim != 1:
+            raise RuntimeError(
+                f"mv: expected a 2-d matrix and a 1-d vector, got shapes {self.shape} and {vec.shape}"
+            )
+        return self @ vec
 
     def __pos__(self: Tensor) -> Tensor:
         return self
@@ -168,11 +206,26 @@ class TensorOps:
     def argmin(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
         return _argreduce(self, "min", dim, keepdim)
 
-    def any(self: Tensor) -> Tensor:
-        return (self != 0)._reduce("max", tuple(range(self.ndim)))
+    def any(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        """Whether any element is nonzero (along ``dim``), a bool tensor."""
+        return (self != 0)._reduce("max", _dims(self, dim), keepdim)
 
-    def all(self: Tensor) -> Tensor:
-        return (self != 0)._reduce("min", tuple(range(self.ndim)))
+    def all(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        """Whether every element is nonzero (along ``dim``), a bool tensor."""
+        return (self != 0)._reduce("min", _dims(self, dim), keepdim)
+
+    def isclose(
+        self: Tensor, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+    ) -> Tensor:
+        r"""Elementwise $|x - y| \le \text{atol} + \text{rtol} \cdot |y|$ (infinities equal when
+        they match), a bool tensor, decided on the host as ``torch.isclose``."""
+        other = self._lift(other)
+        close = np.isclose(_host(self), _host(other), rtol=rtol, atol=atol, equal_nan=equal_nan)
+        return self._lift(np.asarray(close))
+
+    def equal(self: Tensor, other: Tensor) -> bool:
+        """Whether both have the same shape and the same elements (``torch.equal``)."""
+        return self.shape == other.shape and bool(np.array_equal(_host(self), _host(other)))
 
     # ---------------------------------------------------------------- elementwise functions
     def exp(self: Tensor) -> Tensor:
@@ -217,7 +270,12 @@ class TensorOps:
         return fn.Sum.apply(self, _dims(self, dim), keepdim)
 
     def mean(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
-        r"""$\frac{1}{n}\sum_i x_i$ over ``dim``."""
+        r"""$\frac{1}{n}\sum_i x_i$ over ``dim`` (floating tensors only, as in PyTorch)."""
+        if not self.dtype.is_floating_point:
+            raise RuntimeError(
+                f"mean(): could not infer output dtype. Input dtype must be a floating point "
+                f"dtype, got {self.dtype} (as in PyTorch); call x.float().mean() or x.double().mean()"
+            )
         dims = _dims(self, dim)
         count = math.prod([self.shape[d] for d in dims])
         return fn.Sum.apply(self, dims, keepdim) / count
@@ -549,6 +607,23 @@ class TensorOps:
         r"""Running sums $y_i = \sum_{j \le i} x_j$ along ``dim``."""
         return ops_reduce.cumsum(self, dim)
 
+    def cumprod(self: Tensor, dim: int) -> Tensor:
+        r"""Running products $y_i = \prod_{j \le i} x_j$ along ``dim``: one product per step, so
+        the gradient is exact where an element is 0."""
+        if self.ndim == 0:
+            return self.clone()
+        steps = self.unbind(dim)
+        running = [steps[0]] if steps else []
+        for step in steps[1:]:
+            running.append(running[-1] * step)
+        from torchlight.creation import stack
+
+        return stack(running, dim) if running else self.clone()
+
+    def nansum(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        r"""$\sum_i x_i$ over ``dim`` with NaNs counted as 0 (they get no gradient)."""
+        return fn.Where.apply(self != self, self._lift(0.0), self).sum(dim, keepdim)
+
     def amax(self: Tensor, dim: Dim = (), keepdim: bool = False) -> Tensor:
         """The largest values along ``dim`` (a tensor, never ``(values, indices)``)."""
         return ops_reduce.amax(self, dim, keepdim)
@@ -615,6 +690,20 @@ class TensorOps:
             raise ValueError(f"mT needs at least 2 dimensions, got shape {self.shape}")
         return self.transpose(-2, -1)
 
+    def diag(self: Tensor, diagonal: int = 0) -> Tensor:
+        """1-d: the square matrix with this vector on diagonal ``diagonal`` (above the main one
+        when > 0); 2-d: that diagonal as a vector (``torch.diag``)."""
+        first_row, first_col = max(-diagonal, 0), max(diagonal, 0)
+        if self.ndim == 1:
+            n = self.shape[0]
+            size = n + abs(diagonal)
+            where = _normalize_index((np.arange(n) + first_row, np.arange(n) + first_col))
+            return fn.SetItem.apply(self.new_zeros(size, size), self, where)
+        if self.ndim == 2:
+            n = max(min(self.shape[0] - first_row, self.shape[1] - first_col), 0)
+            return self[np.arange(n) + first_row, np.arange(n) + first_col]
+        raise RuntimeError(f"diag(): expected a 1-d or 2-d tensor, got shape {self.shape}")
+
     def t(self: Tensor) -> Tensor:
         """The transpose of a matrix (a 0-d or 1-d tensor is returned as it is)."""
         if self.ndim > 2:
@@ -657,6 +746,25 @@ class TensorOps:
     def sort(self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Sort:
         """``(values, indices)`` sorted along ``dim`` (always stable here)."""
         return ops_index.sort(self, dim, descending)
+
+    def unique(
+        self: Tensor,
+        sorted: bool = True,  # noqa: A002
+        return_inverse: bool = False,
+        return_counts: bool = False,
+        dim: int | None = None,
+    ) -> Any:
+        """The distinct elements, sorted (``torch.unique``; no gradient), with the index of each
+        element among them (``return_inverse``) and how often each occurs (``return_counts``)."""
+        if dim is not None:
+            raise NotImplementedError("unique(dim=...): torchlight finds unique elements only")
+        values, inverse, counts = np.unique(_host(self), return_inverse=True, return_counts=True)
+        out = [self._lift(values).to(self.dtype)]
+        if return_inverse:
+            out.append(self._lift(inverse.reshape(self.shape).astype(np.int64)))
+        if return_counts:
+            out.append(self._lift(counts.astype(np.int64)))
+        return out[0] if len(out) == 1 else tuple(out)
 
     def argsort(
         self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False
@@ -711,6 +819,44 @@ class TensorOps:
             tuple(size), fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad,
             backend=self.backend,
         )  # fmt: skip
+
+    def is_floating_point(self: Tensor) -> bool:
+        """Whether the dtype is float32 or float64."""
+        return self.dtype.is_floating_point
+
+    def element_size(self: Tensor) -> int:
+        """Bytes per element (8 for float64, 4 for float32)."""
+        return int(self.dtype.numpy.itemsize)
+
+    def storage_offset(self: Tensor) -> int:
+        """How many elements into its storage this tensor starts (a view's offset)."""
+        storage = self.storage
+        if not isinstance(storage, np.ndarray):  # the strided and CUDA storages keep it
+            return int(storage.offset)
+        start = storage
+        while isinstance(start.base, np.ndarray):  # the array the views were cut from
+            start = start.base
+        return int((storage.ctypes.data - start.ctypes.data) // storage.itemsize)
+
+    @property
+    def is_xpu(self: Tensor) -> bool:
+        """False: torchlight has no Intel XPU backend."""
+        return False
+
+    # (int and bool last: after them, the names in this class body are the methods)
+    def int(self: Tensor) -> Tensor:
+        """A copy as int32 (``.long()`` is int64)."""
+        return self.to(dtypes.int32)
+
+    def bool(self: Tensor) -> Tensor:
+        """A copy as bool: True where nonzero."""
+        return self.to(dtypes.bool_)
+
+    def half(self: Tensor) -> Tensor:
+        """float16: torchlight has no half-precision storage yet, so this raises, naming it."""
+        raise TypeError(
+            "half(): torchlight has no float16 storage yet; use .float() (float32) instead"
+        )
 
     def cpu(self: Tensor) -> Tensor:
         """On the CPU backend (``self`` if already there): ``.to("cpu")``."""
@@ -842,3 +988,32 @@ def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], Sequence):
         return tuple(size[0])
     return tuple(size)
+
+
+def _host(x: Tensor) -> np.ndarray:
+    return np.asarray(x.backend.to_numpy(x.storage))
+
+
+def _no_bool_subtraction(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    if a.dtype is dtypes.bool_ and b.dtype is dtypes.bool_:
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with two bool tensors is not supported (as in "
+            "PyTorch). Use the `^` or `logical_xor()` operator instead."
+        )
+    return a, b
+
+
+def _true_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """``/`` of two integer (or bool) tensors gives the default dtype, as PyTorch's (numpy's
+    would be float64 whatever the default)."""
+    if a.dtype.is_floating_point or b.dtype.is_floating_point:
+        return a, b
+    return a.to(dtypes.get_default_dtype()), b
+
+
+def _integer_op(a: Tensor, b: Tensor, op: Callable[..., Any], name: str) -> Tensor:
+    """``%`` and ``//`` of integer tensors, computed on the host (integers carry no gradient)."""
+    divisor = _host(b)
+    if (divisor == 0).any():
+        raise RuntimeError(f"ZeroDivisionError: {name} of integer tensors by zero (as in PyTorch)")
+    return a._lift(op(_host(a), divisor))

@@ -13,6 +13,8 @@ r"""Reverse-mode automatic differentiation, in PyTorch's layout (``torch/autogra
 central_difference`` is the contract of the Tutorial 2 page.
 """
 
+from torchlight.autograd import functional
+from torchlight.autograd.anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from torchlight.autograd.engine import backpropagate, backward_steps, grad, seed, topological_sort
 from torchlight.autograd.function import Context, Function, History, Variable, once_differentiable
 from torchlight.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
@@ -32,6 +34,10 @@ __all__ = [
     "backpropagate",
     "backward_steps",
     "central_difference",
+    "detect_anomaly",
+    "functional",
+    "is_anomaly_enabled",
+    "set_detect_anomaly",
     "enable_grad",
     "grad",
     "gradcheck",

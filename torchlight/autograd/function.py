@@ -40,7 +40,20 @@ __all__ = ["Context", "Function", "History", "Variable", "once_differentiable"]
 
 
 class Variable(Protocol):
-    """What the engine needs of a tensor (a :class:`~torchlight.Tensor` is one)."""
+    """What the engine needs of a tensor (a :class:`~torchlight.Tensor` is one).
+
+    Called as PyTorch's deprecated ``Variable(tensor, requires_grad=False)`` (old programs still
+    do), it gives a tensor on the same storage, as PyTorch's does since tensors and Variables
+    merged: a leaf, requiring grad when asked.
+    """
+
+    def __new__(cls, data: Any, requires_grad: bool = False, volatile: bool = False) -> Any:
+        if not hasattr(data, "requires_grad"):
+            raise TypeError(
+                f"Variable(data): data must be a Tensor, got {type(data).__name__}; "
+                "use tl.tensor(data, requires_grad=...) (Variable is deprecated in PyTorch too)"
+            )
+        return data.detach().requires_grad_(requires_grad)  # (a new tensor on data's storage)
 
     history: History | None  # None for a leaf
     requires_grad: bool
@@ -79,7 +92,7 @@ class Context:
             self._versions = [t._version.value if hasattr(t, "_version") else -1 for t in tensors]
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
-        """Forward's output is not differentiable (an index, a mask): it gets no history."""
+        """These outputs of forward (an index, a mask) get no history (backward gets zeros)."""
         self._non_differentiable = tensors
 
     @property
@@ -114,10 +127,10 @@ class Context:
 class History:
     """Which Function built a tensor (``last_fn``), its :class:`Context` and its ``parents``."""
 
-    __slots__ = ("ctx", "last_fn", "parent_histories", "parents")
+    __slots__ = ("ctx", "last_fn", "outputs", "parent_histories", "parents")  # (_several_outputs)
 
     def __init__(self, last_fn: type[Function], ctx: Context, parents: tuple[Any, ...]) -> None:
-        self.last_fn, self.ctx, self.parents = last_fn, ctx, parents
+        self.last_fn, self.ctx, self.parents, self.outputs = last_fn, ctx, parents, None
         self.parent_histories = tuple([t.history for t in parents])  # an in-place op may change one
 
     def recorded_parents(self) -> list[Any]:
@@ -139,7 +152,8 @@ class History:
     def chain_rule(self, deriv: Any) -> list[tuple[Any, Any]]:
         """One step of the chain rule: ``(parent, dL/dparent)`` for each parent that needs it.
         A broadcast parent's gradient is summed back to its shape (``unbroadcast``)."""
-        grads = self.last_fn.backward(self.ctx, deriv)
+        derivs = (deriv,) if self.outputs is None else _per_output(self.outputs, deriv)
+        grads = self.last_fn.backward(self.ctx, *derivs)
         grads = grads if isinstance(grads, tuple) else (grads,)
         if len(grads) != len(self.parents):  # one per forward argument (PyTorch's way)
             grads = _one_per_parent(self, grads)
@@ -184,15 +198,28 @@ def _fitted(fn: type[Function], i: int, parent: Any, grad: Any) -> Any:
     return grad if grad.dtype == parent.dtype else grad.to(parent.dtype)
 
 
+class _PerNode:
+    """``x.grad_fn.next_functions``: PyTorch's grad_fn is a node; torchlight's is the Function
+    class every node made by it shares, so a node's inputs are found on its History."""
+
+    def __get__(self, instance: Any, owner: type) -> Any:
+        raise AttributeError(
+            f"{owner.__name__}.next_functions: x.grad_fn is the Function class ({owner.__name__}), "
+            "shared by every tensor it made, so it cannot list one node's inputs. A node's inputs "
+            "are x.history.parents, and their Functions are [p.grad_fn for p in x.history.parents] "
+            "(None for a leaf)."
+        )
+
+
 class Function:
     r"""A differentiable operation: a ``forward``/``backward`` pair of static methods; subclass
     it (the module's example) and call ``YourFunction.apply(*inputs)``. ``forward(ctx, *inputs)``
     computes the result with recording off; ``backward(ctx, grad_output)`` returns, for each
-    tensor input, ``grad_output`` $\cdot\ \partial f / \partial \text{input}_i$.
-    """
+    tensor input, ``grad_output`` $\cdot\ \partial f / \partial \text{input}_i$."""
 
     forward: Callable[..., Any]  # (ctx, *inputs) -> Tensor, a staticmethod of each subclass
     backward: Callable[..., Any]  # (ctx, grad_output) -> one gradient per tensor input
+    next_functions = _PerNode()  # PyTorch's grad_fn.next_functions: an error that teaches
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
@@ -205,9 +232,9 @@ class Function:
             result = cls.forward(ctx, *args, **kwargs)
         finally:
             _GradMode.enabled = on
-        if not hasattr(result, "requires_grad"):
-            raise TypeError(f"{cls.__name__}.forward must return a Tensor, not {type(result)}")
-        if not needs or True not in needs or ctx._non_differentiable and _marked(cls, ctx, result):
+        if not hasattr(result, "requires_grad"):  # several outputs: a sort's (values, indices)?
+            return _several_outputs(cls, ctx, args, result)
+        if not needs or True not in needs or ctx._non_differentiable and _marked(ctx, result):
             return result
         if result.requires_grad or id(result) in map(id, args):  # not made by forward:
             result = result.detach()  # the node is a new tensor on its storage
@@ -219,10 +246,42 @@ class Function:
         return result
 
 
-def _marked(cls: type[Function], ctx: Context, result: Any) -> bool:
-    if ctx._non_differentiable and ctx._non_differentiable[0] is not result:
-        raise ValueError(f"{cls.__name__}.forward: mark the returned tensor non-differentiable")
-    return bool(ctx._non_differentiable)
+def _marked(ctx: Context, result: Any) -> bool:
+    return id(result) in map(id, ctx._non_differentiable)  # (one not returned: ignored, PyTorch)
+
+
+def _several_outputs(cls: type[Function], ctx: Context, args: tuple[Any, ...], outputs: Any) -> Any:
+    """forward returned several tensors: the one not marked non-differentiable becomes the graph
+    node (a new tensor on its storage), and its History remembers every output's shape and dtype
+    so that backward gets one gradient per output (zeros for the marked ones, as in PyTorch)."""
+    if type(outputs) is not tuple or not all(hasattr(t, "requires_grad") for t in outputs):
+        raise TypeError(
+            f"{cls.__name__}.forward must return a Tensor or a tuple of Tensors, not {outputs!r}"
+        )
+    live = [i for i, t in enumerate(outputs) if not _marked(ctx, t)]
+    if not ctx.needs_input_grad or True not in ctx.needs_input_grad or not live:
+        return outputs
+    if len(live) > 1:
+        raise NotImplementedError(
+            f"{cls.__name__}.forward returned {len(outputs)} tensors, {len(live)} of them "
+            "differentiable; torchlight's graph records one differentiable output per Function. "
+            "Mark the others with ctx.mark_non_differentiable(...) (indices, masks), or write one "
+            "Function per differentiable output."
+        )
+    node = outputs[live[0]].detach()
+    node.history = History(cls, ctx, tuple([a for a in args if hasattr(a, "requires_grad")]))
+    node.requires_grad = True
+    node.history.outputs = (live[0], tuple([(t.shape, t.dtype) for t in outputs]))
+    return tuple([node if i == live[0] else t for i, t in enumerate(outputs)])
+
+
+def _per_output(outputs: tuple[int, tuple[Any, ...]], deriv: Any) -> tuple[Any, ...]:
+    """backward's gradients for a several-output forward: ``deriv`` for the graph node, zeros of
+    each other output's shape and dtype."""
+    node, shapes = outputs
+    return tuple(
+        [deriv if i == node else deriv.new_zeros(s, dtype=d) for i, (s, d) in enumerate(shapes)]
+    )
 
 
 def once_differentiable(backward: Callable[[Context, Any], Any]) -> Callable[[Context, Any], Any]:

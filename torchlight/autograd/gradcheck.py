@@ -56,6 +56,13 @@ def _host(t: Any) -> np.ndarray:
     return np.array(t.backend.to_numpy(t.storage), dtype=np.float64, order="C")
 
 
+def _pytorch_form(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``gradcheck(fn, (x, y))``, PyTorch's one tuple of arguments, is ``gradcheck(fn, x, y)``."""
+    if len(inputs) == 1 and isinstance(inputs[0], (tuple, list)):
+        return tuple(inputs[0])
+    return inputs
+
+
 def _with_element(x: Any, flat_index: int, delta: float) -> Any:
     values = _host(x)
     values.reshape(-1)[flat_index] += delta
@@ -170,9 +177,19 @@ def gradcheck(
     checks $|J^{\text{backward}}_{kj} - J^{\text{numerical}}_{kj}| \le$ atol + rtol $\cdot |J^{\text{numerical}}_{kj}|$.
     Inputs must be float64: float32 rounding swamps a central difference.
 
+    ``inputs`` are the function's arguments, or one tuple of them as PyTorch takes them
+    (``gradcheck(fn, (x, 2.0))``); arguments that are not tensors are passed as they are.
+
+    Example:
+        >>> import torchlight as tl
+        >>> x = tl.tensor([0.5, -1.0], requires_grad=True)
+        >>> tl.autograd.gradcheck(lambda t, k: t * k, (x, 2.0))
+        True
+
     Raises:
         GradcheckError: naming the output, the input, the index, and both values.
     """
+    inputs = _pytorch_form(inputs)
     report = jacobian_mismatch(fn, inputs, eps=eps, atol=atol, rtol=rtol)
     if report and raise_exception:
         raise GradcheckError(report)
@@ -204,6 +221,7 @@ def gradgradcheck(
     Raises:
         GradcheckError: naming the entry of the first derivative's Jacobian that differs.
     """
+    inputs = _pytorch_form(inputs)
     checked = [i for i, x in enumerate(inputs) if getattr(x, "requires_grad", False)]
     if not checked:
         raise ValueError(

@@ -1,4 +1,8 @@
-"""Data sets and batching: toy 2-D sets, the 8x8 handwritten digits, Dataset, TensorDataset, random_split, DataLoader.
+"""Data sets: toy 2-D sets, the 8x8 handwritten digits (and, in ``torchlight.data.text``, text).
+
+``Dataset``, ``TensorDataset``, ``random_split``, ``DataLoader``... are re-exported from their one
+home, :mod:`torchlight.utils.data` (PyTorch's path): ``torchlight.data.DataLoader is
+torchlight.utils.data.DataLoader``.
 
 Example:
     >>> from torchlight.data import DataLoader, spiral
@@ -8,7 +12,8 @@ Example:
 """
 
 from torchlight.data.digits import NUM_DIGITS, digits, load_digits
-from torchlight.data.loader import (
+from torchlight.data.toy import TOY_DATASETS, circle, diag, simple, spiral, split, xor
+from torchlight.utils.data import (
     ConcatDataset,
     DataLoader,
     Dataset,
@@ -17,7 +22,6 @@ from torchlight.data.loader import (
     default_collate,
     random_split,
 )
-from torchlight.data.toy import TOY_DATASETS, circle, diag, simple, spiral, split, xor
 
 __all__ = [
     "NUM_DIGITS", "TOY_DATASETS", "ConcatDataset", "DataLoader", "Dataset", "Subset",

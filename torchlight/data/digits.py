@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from torchlight.creation import tensor
-from torchlight.data.loader import TensorDataset
+from torchlight.utils.data.dataset import TensorDataset
 
 __all__ = ["NUM_DIGITS", "digits", "load_digits"]
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from torchlight.creation import tensor
-from torchlight.data.loader import TensorDataset
+from torchlight.utils.data.dataset import TensorDataset
 
 __all__ = ["TOY_DATASETS", "circle", "diag", "simple", "spiral", "split", "xor"]
 

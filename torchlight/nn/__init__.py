@@ -19,9 +19,12 @@ from torchlight.nn import functional, init, parallel, utils
 from torchlight.nn.activation import (
     ELU,
     GELU,
+    Hardtanh,
     LeakyReLU,
+    LogSigmoid,
     LogSoftmax,
     ReLU,
+    ReLU6,
     Sigmoid,
     SiLU,
     Softmax,
@@ -41,7 +44,7 @@ from torchlight.nn.container import (
 from torchlight.nn.conv import Conv1d, Conv2d, ConvTranspose2d
 from torchlight.nn.dropout import Dropout, Dropout2d
 from torchlight.nn.hooks import RemovableHandle
-from torchlight.nn.linear import Identity, Linear
+from torchlight.nn.linear import Bilinear, Identity, Linear
 from torchlight.nn.loss import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -60,6 +63,7 @@ from torchlight.nn.pixelshuffle import PixelShuffle, PixelUnshuffle
 from torchlight.nn.pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
     MaxPool1d,
@@ -78,6 +82,7 @@ from torchlight.nn.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from torchlight.nn.upsampling import Upsample
 
 __all__ = [
     "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout",
@@ -100,3 +105,5 @@ __all__ += [
     "DataParallel", "GRUCell", "LSTMCell", "PixelShuffle", "PixelUnshuffle", "RNNCell", "Transformer",
     "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "parallel",
 ]  # fmt: skip
+# issue 37
+__all__ += ["AdaptiveMaxPool2d", "Bilinear", "Hardtanh", "LogSigmoid", "ReLU6", "Upsample"]

@@ -24,8 +24,9 @@ from torchlight.ops.losses import log_softmax, softmax
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "ELU", "GELU", "LeakyReLU", "LogSoftmax", "ReLU", "SiLU", "Sigmoid", "Softmax", "Softplus",
-    "Tanh", "elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh",
+    "ELU", "GELU", "Hardtanh", "LeakyReLU", "LogSigmoid", "LogSoftmax", "ReLU", "ReLU6", "SiLU",
+    "Sigmoid", "Softmax", "Softplus", "Tanh", "elu", "gelu", "hardtanh", "leaky_relu", "logsigmoid",
+    "relu", "relu6", "sigmoid", "silu", "softplus", "tanh",
 ]  # fmt: skip
 
 
@@ -101,6 +102,26 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     scaled = input * beta
     smooth = SoftplusFunction.apply(scaled) * (1.0 / beta)
     return where(scaled > threshold, input, smooth)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:  # noqa: A002
+    r"""$\min(\max(x, a), b)$; its gradient is 1 strictly inside $(a, b)$ and 0 at and beyond the
+    edges, as PyTorch's (``clamp``'s keeps the edges)."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) must not be above max_val ({max_val})")
+    inside = (input > min_val) & (input < max_val)
+    return where(inside, input, input.detach().clamp(min_val, max_val))
+
+
+def relu6(input: Tensor) -> Tensor:  # noqa: A002
+    r"""$\min(\max(x, 0), 6)$: :func:`hardtanh` between 0 and 6."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def logsigmoid(input: Tensor) -> Tensor:  # noqa: A002
+    r"""$\log \sigma(x) = \min(x, 0) - \log(1 + e^{-|x|})$, written so that no exponential
+    overflows; its gradient is $\sigma(-x)$."""
+    return input.minimum(input._lift(0.0)) - (-input.abs()).exp().log1p()
 
 
 # --------------------------------------------------------------------------- modules
@@ -225,3 +246,34 @@ class Softplus(Module):
 
     def extra_repr(self) -> str:
         return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Hardtanh(Module):
+    r"""$\min(\max(x, a), b)$ (see :func:`hardtanh`)."""
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0) -> None:
+        super().__init__()
+        self.min_val, self.max_val = min_val, max_val
+
+    def forward(self, x: Tensor) -> Tensor:
+        return hardtanh(x, self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}"
+
+
+class ReLU6(Hardtanh):
+    r"""$\min(\max(x, 0), 6)$."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0, 6.0)
+
+    def extra_repr(self) -> str:
+        return ""
+
+
+class LogSigmoid(Module):
+    r"""$\log \sigma(x)$ (see :func:`logsigmoid`)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return logsigmoid(x)

@@ -148,6 +148,7 @@ class MultiheadAttention(Module):
         dropout: float = 0.0,
         bias: bool = True,
         batch_first: bool = False,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -167,6 +168,7 @@ class MultiheadAttention(Module):
         init.xavier_uniform_(self.in_proj_weight)  # PyTorch's initialization
         if bias:
             init.zeros_(self.out_proj.bias)
+        self._place(device)  # PyTorch's device= keyword
 
     def forward(
         self,

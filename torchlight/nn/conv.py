@@ -345,6 +345,7 @@ class Conv2d(_ConvNd):
         dilation: IntOrPair = 1,
         groups: int = 1,
         bias: bool = True,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         self.kernel_size = as_pair(kernel_size, "kernel_size")
@@ -352,6 +353,7 @@ class Conv2d(_ConvNd):
         self.padding = padding if isinstance(padding, str) else as_pair(padding, "padding")
         padding_amounts(self.padding, self.kernel_size, self.stride, self.dilation)  # checks it
         super().__init__(in_channels, out_channels, self.kernel_size, bias, dtype, groups)
+        self._place(device)  # PyTorch's device= keyword
 
     def _convolve(self, x: Tensor) -> Tensor:
         (pt, pb), (pl, pr) = padding_amounts(
@@ -388,6 +390,7 @@ class Conv1d(_ConvNd):
         dilation: int = 1,
         groups: int = 1,
         bias: bool = True,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         self.kernel_size, self.stride, self.dilation = (
@@ -399,6 +402,7 @@ class Conv1d(_ConvNd):
         k, s, d = self.kernel_size[0], self.stride[0], self.dilation[0]
         padding_amounts(padding, (1, k), (1, s), (1, d))  # checks it
         super().__init__(in_channels, out_channels, self.kernel_size, bias, dtype, groups)
+        self._place(device)  # PyTorch's device= keyword
 
     def _convolve(self, x: Tensor) -> Tensor:
         k, s, d = self.kernel_size[0], self.stride[0], self.dilation[0]
@@ -438,6 +442,7 @@ class ConvTranspose2d(_ConvNd):
         groups: int = 1,
         bias: bool = True,
         dilation: IntOrPair = 1,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         self.kernel_size = as_pair(kernel_size, "kernel_size")
@@ -449,6 +454,7 @@ class ConvTranspose2d(_ConvNd):
         super().__init__(
             in_channels, out_channels, self.kernel_size, bias, dtype, groups, transposed=True
         )
+        self._place(device)  # PyTorch's device= keyword
 
     def _convolve(self, x: Tensor) -> Tensor:
         return conv_transpose2d(

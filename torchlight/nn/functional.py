@@ -15,10 +15,23 @@ Example:
 
 from __future__ import annotations
 
-from torchlight.nn.activation import elu, gelu, leaky_relu, relu, sigmoid, silu, softplus, tanh
+from torchlight.nn.activation import (
+    elu,
+    gelu,
+    hardtanh,
+    leaky_relu,
+    logsigmoid,
+    relu,
+    relu6,
+    sigmoid,
+    silu,
+    softplus,
+    tanh,
+)
 from torchlight.nn.attention import scaled_dot_product_attention
 from torchlight.nn.conv import conv1d, conv2d, conv_transpose2d
 from torchlight.nn.dropout import dropout, dropout2d
+from torchlight.nn.linear import bilinear
 from torchlight.nn.loss import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -30,18 +43,20 @@ from torchlight.nn.loss import (
     nll_loss,
     smooth_l1_loss,
 )
-from torchlight.nn.normalization import batch_norm, group_norm, layer_norm
+from torchlight.nn.normalization import batch_norm, group_norm, layer_norm, normalize
 from torchlight.nn.padding import pad
 from torchlight.nn.pixelshuffle import pixel_shuffle, pixel_unshuffle
 from torchlight.nn.pooling import (
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
+    adaptive_max_pool2d,
     avg_pool1d,
     avg_pool2d,
     max_pool1d,
     max_pool2d,
 )
 from torchlight.nn.sparse import embedding, one_hot
+from torchlight.nn.upsampling import interpolate
 from torchlight.ops.linear import linear
 from torchlight.ops.losses import log_softmax, softmax
 
@@ -53,4 +68,8 @@ __all__ = [
     "log_softmax", "max_pool1d", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "pad",
     "pixel_shuffle", "pixel_unshuffle", "relu", "scaled_dot_product_attention", "sigmoid", "silu",
     "smooth_l1_loss", "softmax", "softplus", "tanh",
+]  # fmt: skip
+__all__ += [  # issue 37
+    "adaptive_max_pool2d", "bilinear", "hardtanh", "interpolate", "logsigmoid", "normalize",
+    "relu6",
 ]  # fmt: skip

@@ -175,6 +175,32 @@ def _same_shape(fn_name: str, input: Tensor, target: Any) -> Tensor:  # noqa: A0
     return target
 
 
+def _legacy_reduction_keywords(loss: Any) -> Any:
+    """PyTorch's deprecated ``size_average=``/``reduce=`` keywords on a functional loss
+    (``F.nll_loss(out, y, size_average=False)``, as old examples write), turned into
+    ``reduction=`` with PyTorch's warning and rule."""
+
+    @functools.wraps(loss)
+    def wrapped(*args: Any, size_average: Any = None, reduce: Any = None, **kwargs: Any) -> Any:
+        if size_average is not None or reduce is not None:
+            kwargs["reduction"] = _legacy_to_reduction(size_average, reduce)
+        return loss(*args, **kwargs)
+
+    return wrapped
+
+
+def _legacy_to_reduction(size_average: Any, reduce: Any) -> str:
+    reduction = "none" if reduce is False else "mean" if size_average in (None, True) else "sum"
+    warnings.warn(
+        f"size_average and reduce args will be deprecated, please use reduction='{reduction}' "
+        "instead.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return reduction
+
+
+@_legacy_reduction_keywords
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
     r"""$|x_i - y_i|$, averaged (or summed, or each term).
 
@@ -184,6 +210,7 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  
     return _reduce((input - _same_shape("l1_loss", input, target)).abs(), reduction)
 
 
+@_legacy_reduction_keywords
 def smooth_l1_loss(
     input: Tensor,  # noqa: A002
     target: Tensor,
@@ -222,6 +249,7 @@ def huber_loss(
     return _reduce(where(d.abs() < delta, d * d * 0.5, (d.abs() - 0.5 * delta) * delta), reduction)
 
 
+@_legacy_reduction_keywords
 def kl_div(
     input: Tensor,  # noqa: A002
     target: Tensor,
@@ -286,6 +314,7 @@ def _check_class_target(
     return check_labels(fn_name, target, input.shape[1], labels)
 
 
+@_legacy_reduction_keywords
 def nll_loss(
     input: Tensor,  # noqa: A002
     target: Tensor,
@@ -309,6 +338,7 @@ def nll_loss(
     return NLLLossFunction.apply(input, target, reduction, labels)
 
 
+@_legacy_reduction_keywords
 def cross_entropy(
     input: Tensor,  # noqa: A002
     target: Tensor,
@@ -393,6 +423,7 @@ def _plain_class_labels(
     return None if np.equal(labels, ignore_index).any() else labels
 
 
+@_legacy_reduction_keywords
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
     r"""$\frac{1}{n}\sum_i (x_i - y_i)^2$ (or the sum, or each term).
 
@@ -410,6 +441,7 @@ def _check_same_shape(fn_name: str, input: Tensor, target: Any) -> Tensor:  # no
     return target.to(input.dtype)
 
 
+@_legacy_reduction_keywords
 def binary_cross_entropy(
     input: Tensor,  # noqa: A002
     target: Tensor,
@@ -426,6 +458,7 @@ def binary_cross_entropy(
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 
+@_legacy_reduction_keywords
 def binary_cross_entropy_with_logits(
     input: Tensor,  # noqa: A002
     target: Tensor,

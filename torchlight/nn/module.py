@@ -306,6 +306,12 @@ class Module:
                     module._buffers[name] = buffer.to(target)
         return self
 
+    def _place(self, device: Any) -> None:
+        """PyTorch's ``device=`` keyword of a layer (``nn.Linear(2, 3, device="cpu")``): what
+        ``__init__`` made moves to that backend; ``None`` keeps the default one."""
+        if device is not None:
+            self.to(device)
+
     def float(self) -> Module:
         return self.to(dtypes.float32)
 

@@ -35,7 +35,7 @@ from torchlight.tensor import Tensor
 
 __all__ = [
     "BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm", "batch_norm", "group_norm",
-    "layer_norm",
+    "layer_norm", "normalize",
 ]  # fmt: skip
 
 
@@ -167,6 +167,7 @@ class _BatchNorm(Module):
         momentum: float = 0.1,
         affine: bool = True,
         track_running_stats: bool = True,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -186,6 +187,7 @@ class _BatchNorm(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
+        self._place(device)  # PyTorch's device= keyword
 
     def _check(self, x: Tensor) -> None:
         raise NotImplementedError
@@ -275,6 +277,7 @@ class LayerNorm(Module):
         eps: float = 1e-5,
         elementwise_affine: bool = True,
         bias: bool = True,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -289,6 +292,7 @@ class LayerNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        self._place(device)  # PyTorch's device= keyword
 
     def forward(self, x: Tensor) -> Tensor:
         return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -312,6 +316,7 @@ class GroupNorm(Module):
         num_channels: int,
         eps: float = 1e-5,
         affine: bool = True,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -332,6 +337,7 @@ class GroupNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        self._place(device)  # PyTorch's device= keyword
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.num_channels:
@@ -342,3 +348,16 @@ class GroupNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:  # noqa: A002
+    r"""$x / \max(\lVert x \rVert_p, \epsilon)$ along ``dim`` (``F.normalize``): unit vectors,
+    with $\epsilon$ keeping a zero vector from dividing by zero.
+
+    Example:
+        >>> import torchlight as tl
+        >>> from torchlight.nn.functional import normalize
+        >>> normalize(tl.tensor([[3.0, 4.0]]))
+        tensor([[0.6000, 0.8000]])
+    """
+    return input / input.norm(p, dim, keepdim=True).clamp(min=eps)

@@ -26,16 +26,16 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from torchlight.creation import cat, ones
+from torchlight.creation import cat, ones, stack
 from torchlight.nn.module import Module, shape_error
 from torchlight.nn.padding import pad
 from torchlight.ops.convolution import AvgPool2dFunction, IntOrPair, MaxPool2dFunction, as_pair
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d",
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "max_pool1d",
-    "max_pool2d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d",
+    "MaxPool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "avg_pool1d",
+    "avg_pool2d", "max_pool1d", "max_pool2d",
 ]  # fmt: skip
 
 Pair = tuple[int, int]
@@ -85,13 +85,25 @@ def max_pool2d(
     kernel_size: IntOrPair,
     stride: IntOrPair | None = None,
     padding: IntOrPair = 0,
+    dilation: IntOrPair = 1,
     ceil_mode: bool = False,
+    return_indices: bool = False,
 ) -> Tensor:
-    r"""$\mathrm{out}[n, c, p, q] = \max_{i < k_h, j < k_w} x[n, c, s_h p + i, s_w q + j]$.
+    r"""$\mathrm{out}[n, c, p, q] = \max_{i < k_h, j < k_w} x[n, c, s_h p + d_h i, s_w q + d_w j]$.
 
     Shape: input $(N, C, H, W)$, output $(N, C, H_o, W_o)$; ``stride`` defaults to the kernel size.
-    ``ceil_mode`` rounds $H_o$ up, keeping a last, partial window.
+    ``ceil_mode`` rounds $H_o$ up, keeping a last, partial window; ``dilation`` $d$ spaces the
+    window's taps (a window spans $d (k - 1) + 1$ positions).
     """
+    if return_indices:
+        raise NotImplementedError(
+            "max_pool2d(return_indices=True): torchlight returns the values only"
+        )
+    dilation_ = as_pair(dilation, "dilation")
+    if dilation_ != (1, 1):
+        return _dilated_max_pool2d(
+            input, as_pair(kernel_size, "kernel_size"), stride, padding, dilation_, ceil_mode
+        )
     kernel, stride_, padding_, extra = _args(
         "max_pool2d", input, kernel_size, stride, padding, ceil_mode
     )
@@ -100,6 +112,36 @@ def max_pool2d(
     (ph, pw), (eh, ew) = padding_, extra
     padded = pad(input, (pw, pw + ew, ph, ph + eh), value=float("-inf"))
     return MaxPool2dFunction.apply(padded, kernel, stride_, (0, 0))
+
+
+def _dilated_max_pool2d(
+    x: Tensor,
+    kernel: Pair,
+    stride: IntOrPair | None,
+    padding: IntOrPair,
+    dilation: Pair,
+    ceil_mode: bool,
+) -> Tensor:
+    """Max pooling with spaced taps, as a composition: the window of effective size
+    $d (k - 1) + 1$ gives the output size and padding; the $k_h k_w$ taps are strided slices of
+    the padded input, and the maximum over them sends the gradient to the first largest tap,
+    as PyTorch's kernel does."""
+    (kh, kw), (dh, dw) = kernel, dilation
+    span = (dh * (kh - 1) + 1, dw * (kw - 1) + 1)
+    _, (sh, sw), (ph, pw), (eh, ew) = _args(
+        "max_pool2d", x, span, kernel if stride is None else stride, padding, ceil_mode
+    )
+    padded = pad(x, (pw, pw + ew, ph, ph + eh), value=float("-inf"))
+    ho = (padded.shape[2] - span[0]) // sh + 1
+    wo = (padded.shape[3] - span[1]) // sw + 1
+    taps = [
+        padded[
+            :, :, dh * i : dh * i + sh * (ho - 1) + 1 : sh, dw * j : dw * j + sw * (wo - 1) + 1 : sw
+        ]
+        for i in range(kh)
+        for j in range(kw)
+    ]
+    return stack(taps, -1).max(-1).values
 
 
 def avg_pool2d(
@@ -160,7 +202,9 @@ def max_pool1d(
 ) -> Tensor:
     r"""$\max$ over windows of ``kernel_size`` along the last axis. Shape: $(N, C, L) \to (N, C, L_o)$."""
     s = kernel_size if stride is None else stride
-    out = max_pool2d(_as_2d("max_pool1d", input), (1, kernel_size), (1, s), (0, padding), ceil_mode)
+    out = max_pool2d(
+        _as_2d("max_pool1d", input), (1, kernel_size), (1, s), (0, padding), ceil_mode=ceil_mode
+    )
     return _from_2d(out, input)
 
 
@@ -295,9 +339,25 @@ class MaxPool2d(_Pool):
                   [13., 15.]]]])
     """
 
+    def __init__(
+        self,
+        kernel_size: IntOrPair,
+        stride: IntOrPair | None = None,
+        padding: IntOrPair = 0,
+        dilation: IntOrPair = 1,
+        return_indices: bool = False,
+        ceil_mode: bool = False,
+    ) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        self.dilation, self.return_indices = dilation, return_indices
+
     def forward(self, x: Tensor) -> Tensor:
-        _check_2d(self, x)
-        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode)
+        if self.dilation == 1:
+            _check_2d(self, x)
+        return max_pool2d(
+            x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+            self.return_indices,
+        )  # fmt: skip
 
 
 class AvgPool2d(_Pool):
@@ -325,6 +385,56 @@ class AvgPool2d(_Pool):
             x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
             self.divisor_override,
         )  # fmt: skip
+
+
+def adaptive_max_pool2d(
+    input: Tensor,  # noqa: A002
+    output_size: int | Sequence[int | None],
+    return_indices: bool = False,
+) -> Tensor:
+    r"""Max pooling to a fixed output size: output cell $(i, j)$ is the maximum over rows
+    $\lfloor i H / H_o \rfloor$ to $\lceil (i + 1) H / H_o \rceil$ (and the same for columns), as
+    PyTorch's windows; the gradient goes to the first largest element of each window.
+
+    Shape: $(N, C, H, W)$ or $(C, H, W)$ -> $(\ldots, H_o, W_o)$; ``None`` keeps that size.
+    """
+    if return_indices:
+        raise NotImplementedError(
+            "adaptive_max_pool2d(return_indices=True): torchlight returns the values only"
+        )
+    if input.ndim not in (3, 4):
+        raise ValueError(
+            f"adaptive_max_pool2d: expected (N, C, H, W) or (C, H, W), got {input.shape}"
+        )
+    sizes = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    h, w = input.shape[-2:]
+    ho = h if sizes[0] is None else int(sizes[0])
+    wo = w if sizes[1] is None else int(sizes[1])
+    rows = []
+    for i in range(ho):
+        r0, r1 = (i * h) // ho, -((-(i + 1) * h) // ho)
+        cells = []
+        for j in range(wo):
+            c0, c1 = (j * w) // wo, -((-(j + 1) * w) // wo)
+            cells.append(input[..., r0:r1, c0:c1].flatten(-2).max(-1).values)
+        rows.append(stack(cells, -1))
+    return stack(rows, -2)
+
+
+class AdaptiveMaxPool2d(Module):
+    r"""Max pooling to ``output_size`` whatever the input size (see :func:`adaptive_max_pool2d`)."""
+
+    def __init__(
+        self, output_size: int | Sequence[int | None], return_indices: bool = False
+    ) -> None:
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, x: Tensor) -> Tensor:
+        return adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
 
 
 class AdaptiveAvgPool2d(Module):

@@ -64,6 +64,7 @@ class _RNNBase(Module):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -87,6 +88,7 @@ class _RNNBase(Module):
                     setattr(self, f"bias_ih{sfx}", Parameter(empty(rows, dtype=dtype)))
                     setattr(self, f"bias_hh{sfx}", Parameter(empty(rows, dtype=dtype)))
         self.reset_parameters()
+        self._place(device)  # PyTorch's device= keyword
 
     def _suffixes(self, layer: int) -> list[str]:
         """PyTorch's parameter name endings: ``_l0``, and ``_l0_reverse`` when bidirectional."""
@@ -225,14 +227,23 @@ class RNN(_HiddenStateRNN):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         self.nonlinearity = nonlinearity
         super().__init__(
-            input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            dtype=dtype,
         )
+        self._place(device)  # PyTorch's device= keyword
 
     def _step(self) -> Step:
         return RNNStep(relu=self.nonlinearity == "relu")
@@ -324,7 +335,12 @@ class _CellBase(Module):
     _gates = 1
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, dtype: Any = None
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
@@ -338,6 +354,7 @@ class _CellBase(Module):
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
         self.reset_parameters()
+        self._place(device)  # PyTorch's device= keyword
 
     def reset_parameters(self) -> None:
         bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
@@ -383,12 +400,14 @@ class RNNCell(_CellBase):
         hidden_size: int,
         bias: bool = True,
         nonlinearity: str = "tanh",
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity: {nonlinearity!r} (expected 'tanh' or 'relu')")
         self.nonlinearity = nonlinearity
-        super().__init__(input_size, hidden_size, bias, dtype)
+        super().__init__(input_size, hidden_size, bias, dtype=dtype)
+        self._place(device)  # PyTorch's device= keyword
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:  # noqa: A002
         x, batched = self._input(input)

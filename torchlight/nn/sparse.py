@@ -142,6 +142,7 @@ class Embedding(Module):
         num_embeddings: int,
         embedding_dim: int,
         padding_idx: int | None = None,
+        device: Any = None,
         dtype: Any = None,
         *,
         _weight: Tensor | None = None,
@@ -155,6 +156,7 @@ class Embedding(Module):
             self.reset_parameters()
         else:
             self.weight = Parameter(_weight.detach().clone(), requires_grad=not _freeze)
+        self._place(device)  # PyTorch's device= keyword
 
     def reset_parameters(self) -> None:
         """$\\mathcal{N}(0, 1)$, with the ``padding_idx`` row zeroed, as in PyTorch."""

@@ -88,18 +88,20 @@ class TransformerEncoderLayer(Module):
         batch_first: bool = False,
         norm_first: bool = False,
         bias: bool = True,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
-        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype=dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype=dtype)
         self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype=dtype)
         self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
         self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
         self.norm_first, self.activation_name = norm_first, activation
         self.activation = _activation(activation)
+        self._place(device)  # PyTorch's device= keyword
 
     def _sa(self, x: Tensor, mask: Tensor | None, padding: Tensor | None, causal: bool) -> Tensor:
         out, _ = self.self_attn(
@@ -168,11 +170,13 @@ class TransformerDecoderLayer(Module):
         norm_first: bool = False, bias: bool = True, device: Any = None, dtype: Any = None,
     ) -> None:  # fmt: skip
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
-        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype=dtype)
+        self.multihead_attn = MultiheadAttention(
+            d_model, nhead, dropout, bias, batch_first, dtype=dtype
+        )
+        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype=dtype)
         self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype=dtype)
         self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
         self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
         self.norm3 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
@@ -182,6 +186,7 @@ class TransformerDecoderLayer(Module):
             Dropout(dropout),
         )
         self.norm_first, self.activation = norm_first, _activation(activation)
+        self._place(device)  # PyTorch's device= keyword
 
     def _sa(self, x: Tensor, mask: Any, padding: Any, causal: bool) -> Tensor:
         out, _ = self.self_attn(
@@ -281,6 +286,7 @@ class Transformer(Module):
             if p.ndim > 1:
                 init.xavier_uniform_(p)
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        self._place(device)  # PyTorch's device= keyword
 
     def forward(
         self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None,

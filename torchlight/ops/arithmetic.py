@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from torchlight.dtypes import DType
     from torchlight.tensor import Tensor
 
+#: ``ctx.needs_input_grad`` of a Context that ``apply`` did not make (a direct ``forward`` call).
+#: Mul, Div and MatMul save only what backward will use, given which inputs need a gradient
+#: (PyTorch's rule): ``d * 2`` keeps ``2``, not ``d``, so a later ``d += 1`` is no error.
+_BOTH = (True, True)
+
 # --------------------------------------------------------------------------- elementwise, one input
 
 
@@ -205,7 +210,8 @@ class Mul(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-        ctx.save_for_backward(a, b)
+        needs_a, needs_b = ctx.needs_input_grad or _BOTH  # (_BOTH: a direct forward call)
+        ctx.save_for_backward(a if needs_b else None, b if needs_a else None)  # d * 2 keeps 2 only
         return a._zip("mul", b)
 
     @staticmethod
@@ -217,11 +223,15 @@ class Mul(Function):
 
 
 class Div(Function):
-    r"""$f(a, b) = a / b$, $\partial f/\partial a = 1/b$, $\partial f/\partial b = -a/b^2$."""
+    r"""$f(a, b) = a / b$, $\partial f/\partial a = 1/b$, $\partial f/\partial b = -a/b^2$.
+
+    Saves $a$ only if $b$ needs a gradient (``d / 2`` does not keep ``d``).
+    """
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-        ctx.save_for_backward(a, b)
+        needs_b = (ctx.needs_input_grad or _BOTH)[1]
+        ctx.save_for_backward(a if needs_b else None, b)
         return a._zip("div", b)
 
     @staticmethod
@@ -308,26 +318,30 @@ class MatMul(Function):
 
     1-D operands are treated as a row (left) or a column (right) vector and the extra
     dimension is dropped again; batch dimensions broadcast and the engine sums them back.
+    Saves $B$ only if $A$ needs a gradient and $A$ only if $B$ does (PyTorch's rule).
     """
 
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-        ctx.save_for_backward(a, b)
+        needs_a, needs_b = ctx.needs_input_grad or _BOTH  # (a direct call: save both)
+        ctx.save_for_backward(a if needs_b else None, b if needs_a else None)
+        ctx.ndims = a.ndim, b.ndim
         return a._matmul(b)
 
     @staticmethod
-    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, Tensor]:
+    def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, Tensor | None]:
         a, b = ctx.saved_tensors
-        a2 = a.unsqueeze(0) if a.ndim == 1 else a
-        b2 = b.unsqueeze(1) if b.ndim == 1 else b
-        g = grad_output.unsqueeze(-1) if b.ndim == 1 else grad_output
-        g = g.unsqueeze(-2) if a.ndim == 1 else g
-        grad_a = g @ b2.transpose(-1, -2)
-        grad_b = a2.transpose(-1, -2) @ g
-        return (
-            grad_a.squeeze(-2) if a.ndim == 1 else grad_a,
-            grad_b.squeeze(-1) if b.ndim == 1 else grad_b,
-        )
+        a_ndim, b_ndim = ctx.ndims
+        g = grad_output.unsqueeze(-1) if b_ndim == 1 else grad_output
+        g = g.unsqueeze(-2) if a_ndim == 1 else g
+        grad_a = grad_b = None
+        if b is not None:  # a needs its gradient: G B^T
+            grad_a = g @ (b.unsqueeze(1) if b_ndim == 1 else b).transpose(-1, -2)
+            grad_a = grad_a.squeeze(-2) if a_ndim == 1 else grad_a
+        if a is not None:  # b needs its gradient: A^T G
+            grad_b = (a.unsqueeze(0) if a_ndim == 1 else a).transpose(-1, -2) @ g
+            grad_b = grad_b.squeeze(-1) if b_ndim == 1 else grad_b
+        return grad_a, grad_b
 
 
 # --------------------------------------------------------------------------- reductions

@@ -33,17 +33,20 @@ class LinearFunction(Function):
 
     @staticmethod
     def forward(ctx: Context, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        ctx.save_for_backward(x, weight)
+        # only what backward will use (PyTorch's rule): x for W's gradient, W for x's
+        needs_x, needs_w = (ctx.needs_input_grad or (True, True))[:2]
+        ctx.save_for_backward(x if needs_w else None, weight if needs_x else None)
+        ctx.features = weight.shape
         # x @ weight.T + bias, as one fused backend kernel (backend.linear): same result, fewer calls
         return x._linear(weight, bias)
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
         x, weight = ctx.saved_tensors
-        out_features, in_features = weight.shape
+        out_features, in_features = ctx.features
         g = grad_output.reshape(-1, out_features)  # (rows, out): a batch of any shape is rows
-        grad_x = grad_output @ weight if ctx.needs_input_grad[0] else None  # (not for the input)
-        grad_w = g.T @ x.reshape(-1, in_features)
+        grad_x = grad_output @ weight if weight is not None else None  # (not for the input)
+        grad_w = g.T @ x.reshape(-1, in_features) if x is not None else None  # (a frozen layer)
         grad_b = g.sum(0) if ctx.needs_input_grad[2] else None
         return grad_x, grad_w, grad_b
 

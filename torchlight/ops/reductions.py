@@ -153,10 +153,27 @@ def norm(x: Tensor, p: float | str = "fro", dim: Dims = None, keepdim: bool = Fa
 
 
 def amax(x: Tensor, dim: Dims = (), keepdim: bool = False) -> Tensor:
-    """The largest value along ``dim`` (all when ``()``); the gradient is split evenly at ties."""
-    return fn.Max.apply(x, _dim_tuple(x, dim), keepdim)
+    """The largest value along ``dim`` (all when ``()``), always one Tensor (never
+    ``(values, indices)``); the gradient is split evenly at ties.
+
+    Raises:
+        IndexError: for a dimension of size 0 (no largest value there), as PyTorch.
+    """
+    return fn.Max.apply(x, _nonempty_dims(x, dim, "amax"), keepdim)
 
 
 def amin(x: Tensor, dim: Dims = (), keepdim: bool = False) -> Tensor:
-    """The smallest value along ``dim`` (all when ``()``); the gradient is split evenly at ties."""
-    return fn.Min.apply(x, _dim_tuple(x, dim), keepdim)
+    """The smallest value along ``dim`` (all when ``()``), always one Tensor; the gradient is
+    split evenly at ties."""
+    return fn.Min.apply(x, _nonempty_dims(x, dim, "amin"), keepdim)
+
+
+def _nonempty_dims(x: Tensor, dim: Dims, name: str) -> tuple[int, ...]:
+    dims = _dim_tuple(x, dim)
+    for d in dims:
+        if x.shape[d] == 0:  # max of nothing has no value (a sum of nothing is 0)
+            raise IndexError(
+                f"{name}(): expected reduction dim {d} to have non-zero size, but the input has "
+                f"shape {x.shape}; reduce over another dimension, or check for empty input first"
+            )
+    return dims

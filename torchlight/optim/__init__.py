@@ -1,4 +1,5 @@
-r"""Optimizers, in PyTorch's names and update rules: SGD, Adam, AdamW, RMSprop, Adagrad, and the
+r"""Optimizers, in PyTorch's names and update rules: SGD, Adam, AdamW, Adamax, NAdam, RAdam,
+RMSprop, Adagrad, Adadelta, LBFGS, and the
 learning-rate schedules of ``torchlight.optim.lr_scheduler``.
 
 Each optimizer is one short ``_update`` of plain tensor math (read ``sgd.py`` first); the base
@@ -20,6 +21,7 @@ from torchlight.optim import lr_scheduler
 from torchlight.optim.adadelta import Adadelta
 from torchlight.optim.adagrad import Adagrad
 from torchlight.optim.adam import Adam, AdamW
+from torchlight.optim.adamax import Adamax, NAdam, RAdam
 from torchlight.optim.lbfgs import LBFGS
 from torchlight.optim.optimizer import Optimizer
 from torchlight.optim.rmsprop import RMSprop
@@ -32,6 +34,9 @@ __all__ = [
     "Adagrad",
     "Adam",
     "AdamW",
+    "Adamax",
+    "NAdam",
+    "RAdam",
     "Optimizer",
     "RMSprop",
     "lr_scheduler",

@@ -159,12 +159,8 @@ class Optimizer:
                     f"{name}.load_state_dict: parameter group {g} has {len(group['params'])} parameters, "
                     f"but the saved group has {len(saved['params'])}"
                 )
-            # a setting of this optimizer, or one a learning-rate scheduler added ("initial_lr")
-            unknown = set(saved) - set(self.defaults) - set(group)
-            if unknown:
-                raise ValueError(
-                    f"{name}.load_state_dict: unknown setting(s) {sorted(unknown)} in group {g}"
-                )
+            # (settings this optimizer does not have, such as the "initial_lr" a learning-rate
+            # scheduler adds, are loaded as they are, as PyTorch loads them)
             params.extend(group["params"])
         for i, saved in state_dict["state"].items():
             if not 0 <= int(i) < len(params):

@@ -5,7 +5,8 @@ The same names and signatures as PyTorch's: :class:`Dataset`, :class:`IterableDa
 the samplers (:class:`SequentialSampler`, :class:`RandomSampler`, :class:`SubsetRandomSampler`,
 :class:`WeightedRandomSampler`, :class:`BatchSampler`), :func:`default_collate`,
 :func:`get_worker_info` and :class:`DataLoader` (``num_workers`` worker processes, as
-PyTorch's). ``torchlight.data`` keeps the toy and text data sets.
+PyTorch's). These are the one implementation: ``torchlight.data`` (the toy, digits and text data
+sets) re-exports the same objects.
 
 Example:
     >>> import torchlight as tl
@@ -15,8 +16,15 @@ Example:
     [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
 """
 
-from torchlight.data.loader import ConcatDataset, Dataset, Subset, TensorDataset, default_collate
 from torchlight.utils.data.dataloader import DataLoader, IterableDataset, get_worker_info
+from torchlight.utils.data.dataset import (
+    ConcatDataset,
+    Dataset,
+    Subset,
+    TensorDataset,
+    default_collate,
+    random_split,
+)
 from torchlight.utils.data.sampler import (
     BatchSampler,
     RandomSampler,
@@ -24,7 +32,6 @@ from torchlight.utils.data.sampler import (
     SequentialSampler,
     SubsetRandomSampler,
     WeightedRandomSampler,
-    random_split,
 )
 
 __all__ = [

@@ -5,14 +5,17 @@ there are ``N`` worker processes (``fork``ed on Linux, as PyTorch's; ``multiproc
 chooses another start method): the main process sends each worker the indices of a batch, the
 worker fetches and collates the samples and sends the batch back through a queue, and the
 loader hands the batches out in order (``in_order=False``: as they come). Each worker seeds
-torchlight's and Python's generators with ``base_seed + worker_id`` (``base_seed`` drawn anew
-every epoch from the loader's ``generator``), as PyTorch does; :func:`get_worker_info` tells a
-data set's code which worker it runs in. An error in a worker is raised in the main process with
-the worker's traceback.
+torchlight's and Python's generators with ``base_seed + worker_id``, as PyTorch does, with
+``base_seed`` new every epoch: read from a copy of the loader's ``generator`` (the generator
+itself draws only the shuffle order, so an order is the same with or without workers, and
+``seed=s`` gives the orders ``numpy.random.default_rng(s).permutation`` gives, epoch after
+epoch); :func:`get_worker_info` tells a data set's code which worker it runs in. An error in a
+worker is raised in the main process with the worker's traceback.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import multiprocessing
 import queue
@@ -24,8 +27,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from torchlight.data.loader import TensorDataset, default_collate
+import numpy as np
+
 from torchlight.random import rng_of
+from torchlight.utils.data.dataset import TensorDataset, default_collate
 from torchlight.utils.data.sampler import BatchSampler, RandomSampler, SequentialSampler
 
 __all__ = ["DataLoader", "IterableDataset", "get_worker_info"]
@@ -144,11 +149,22 @@ class DataLoader:
         timeout: seconds to wait for a worker's batch (0: forever).
         worker_init_fn: called with the worker id in each worker, after seeding.
         multiprocessing_context: a start method name or context (default ``fork`` on Linux).
-        generator: a :class:`torchlight.Generator` for the shuffle order and the workers' seeds.
+        generator: a :class:`torchlight.Generator` (or a ``numpy.random.Generator``, whose state
+            can be saved to resume a run) for the shuffle order and the workers' seeds.
         prefetch_factor: batches in flight per worker (default 2).
         persistent_workers: accepted; the workers are started again every epoch either way (the
             batches are the same; state a data set keeps inside a worker does not carry over).
         in_order: hand batches out in index order (False: as the workers finish them).
+        seed: torchlight's own keyword (the course's notebooks use it): this loader's own
+            generator, ``numpy.random.default_rng(seed)``, so its order is reproducible and
+            independent of other draws; PyTorch programs pass ``generator=`` instead.
+
+    Example:
+        >>> import torchlight as tl
+        >>> from torchlight.utils.data import DataLoader, TensorDataset
+        >>> data = TensorDataset(tl.arange(6.0))
+        >>> [b[0].tolist() for b in DataLoader(data, batch_size=4, shuffle=True, seed=0)]
+        [[3.0, 2.0, 5.0, 4.0], [0.0, 1.0]]
     """
 
     def __init__(
@@ -171,7 +187,12 @@ class DataLoader:
         persistent_workers: bool = False,
         pin_memory_device: str = "",
         in_order: bool = True,
+        seed: int | None = None,
     ) -> None:
+        if seed is not None:
+            if generator is not None:
+                raise ValueError("DataLoader: give seed= or generator=, not both")
+            generator = np.random.default_rng(seed)
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(
                 f"num_workers option should be non-negative; "
@@ -261,17 +282,19 @@ class DataLoader:
             sample = self.dataset[indices]  # one index: no batching
             return self.collate_fn(sample) if self._user_collate else sample
         if isinstance(self.dataset, TensorDataset) and not self._user_collate:
-            import numpy as np
-
+            first = int(indices[0]) if len(indices) else 0
+            if list(indices) == list(range(first, first + len(indices))):  # in order: views
+                return tuple(t[first : first + len(indices)] for t in self.dataset.tensors)
             return self.dataset[np.asarray(indices, dtype=np.int64)]
         if hasattr(self.dataset, "__getitems__") and not self._user_collate:
             return self.dataset.__getitems__(indices)
         return self.collate_fn([self.dataset[i] for i in indices])
 
     def __iter__(self) -> Iterator[Any]:
-        # as PyTorch's iterators, draw the workers' base seed first, with or without workers, so
-        # one generator gives the same order either way
-        base_seed = int(rng_of(self.generator).integers(0, 2**62))
+        # the workers' base seed, read from a copy of the generator: the generator draws only the
+        # order, so the order is the same with or without workers (and epoch after epoch, what
+        # the generator alone gives)
+        base_seed = int(copy.deepcopy(rng_of(self.generator)).integers(0, 2**62))
         if self.num_workers == 0:
             if self._iterable:
                 return _iterable_batches(self, iter(self.dataset))

@@ -1,4 +1,4 @@
-"""Samplers (which indices, in which order) and ``random_split``, as ``torch.utils.data``'s."""
+"""Samplers (which indices, in which order), as ``torch.utils.data``'s."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from torchlight.data.loader import Subset
 from torchlight.random import rng_of
 
 __all__ = [
     "BatchSampler", "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler",
-    "WeightedRandomSampler", "random_split",
+    "WeightedRandomSampler",
 ]  # fmt: skip
 
 
@@ -80,7 +79,10 @@ class RandomSampler(Sampler):
             return
         for _ in range(self.num_samples // n):
             yield from rng.permutation(n).tolist()
-        yield from rng.permutation(n)[: self.num_samples % n].tolist()
+        if (
+            self.num_samples % n
+        ):  # (only then: one permutation per epoch, nothing drawn for nothing)
+            yield from rng.permutation(n)[: self.num_samples % n].tolist()
 
     def __len__(self) -> int:
         return self.num_samples
@@ -165,20 +167,3 @@ class BatchSampler(Sampler):
     def __len__(self) -> int:
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
-
-
-def random_split(
-    dataset: Any, lengths: Sequence[int | float], generator: Any = None
-) -> list[Subset]:
-    """Split ``dataset`` into random non-overlapping :class:`Subset` s (counts, or fractions
-    summing to 1), as PyTorch's; ``generator=`` a :class:`torchlight.Generator` or numpy one.
-
-    Example:
-        >>> import torchlight as tl
-        >>> from torchlight.utils.data import random_split
-        >>> [len(s) for s in random_split(range(10), [0.7, 0.3], generator=tl.Generator().manual_seed(0))]
-        [7, 3]
-    """
-    from torchlight.data.loader import random_split as split
-
-    return split(dataset, lengths, generator=rng_of(generator))

@@ -1,11 +1,12 @@
-"""Data sets, and a DataLoader that cuts them into (shuffled) mini-batches, as in
-``torch.utils.data``: :class:`Dataset` (subclass it: ``__len__`` and ``__getitem__``),
-:class:`TensorDataset`, :class:`Subset`, :class:`ConcatDataset`, :func:`random_split`, and
-:func:`default_collate`, which turns a list of samples into a batch.
+"""Data sets, as ``torch.utils.data``'s (PyTorch's file, ``dataset.py``): :class:`Dataset`
+(subclass it: ``__len__`` and ``__getitem__``), :class:`TensorDataset`, :class:`Subset`,
+:class:`ConcatDataset`, :func:`random_split`, and :func:`default_collate`, which turns a list of
+samples into a batch (:class:`~torchlight.utils.data.DataLoader` batches with it).
+``torchlight.data`` (the toy, digits and text sets) re-exports these same objects.
 
 Example:
     >>> import torchlight as tl
-    >>> from torchlight.data import DataLoader, TensorDataset
+    >>> from torchlight.utils.data import DataLoader, TensorDataset
     >>> ds = TensorDataset(tl.arange(10.0).reshape(5, 2), tl.tensor([0, 1, 0, 1, 1]))
     >>> [tuple(x.shape) for x, y in DataLoader(ds, batch_size=2)]
     [(2, 2), (2, 2), (1, 2)]
@@ -15,18 +16,17 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from torchlight.creation import generator as global_generator
 from torchlight.creation import stack, tensor
+from torchlight.random import rng_of
 from torchlight.tensor import Tensor
 
 __all__ = [
-    "ConcatDataset", "DataLoader", "Dataset", "Subset", "TensorDataset", "default_collate",
-    "random_split",
+    "ConcatDataset", "Dataset", "Subset", "TensorDataset", "default_collate", "random_split",
 ]  # fmt: skip
 
 
@@ -39,7 +39,7 @@ class Dataset:
 
     Example:
         >>> import torchlight as tl
-        >>> from torchlight.data import DataLoader, Dataset
+        >>> from torchlight.utils.data import DataLoader, Dataset
         >>> class Squares(Dataset):
         ...     def __len__(self):
         ...         return 4
@@ -91,7 +91,7 @@ class Subset(Dataset):
 
     Example:
         >>> import torchlight as tl
-        >>> from torchlight.data import Subset, TensorDataset
+        >>> from torchlight.utils.data import Subset, TensorDataset
         >>> ds = TensorDataset(tl.arange(5.0))
         >>> Subset(ds, [4, 0])[0]
         (tensor(4.),)
@@ -132,9 +132,7 @@ class ConcatDataset(Dataset):
 
 
 def random_split(
-    dataset: Any,
-    lengths: Sequence[int | float],
-    generator: np.random.Generator | None = None,
+    dataset: Any, lengths: Sequence[int | float], generator: Any = None
 ) -> list[Subset]:
     """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given lengths.
 
@@ -145,14 +143,14 @@ def random_split(
     Args:
         dataset: any data set with ``len()`` and ``[i]``.
         lengths: e.g. ``[800, 200]`` or ``[0.8, 0.2]``.
-        generator: a ``numpy.random.Generator``; ``None`` draws from ``tl.manual_seed``'s.
+        generator: a :class:`torchlight.Generator` (or a ``numpy.random.Generator``); ``None``
+            draws from ``tl.manual_seed``'s.
 
     Example:
-        >>> from torchlight.data import TensorDataset, random_split
-        >>> import numpy as np
+        >>> from torchlight.utils.data import TensorDataset, random_split
         >>> import torchlight as tl
         >>> train, val = random_split(TensorDataset(tl.arange(10.0)), [0.8, 0.2],
-        ...                           generator=np.random.default_rng(0))
+        ...                           generator=tl.Generator().manual_seed(0))
         >>> len(train), len(val)
         (8, 2)
     """
@@ -171,8 +169,7 @@ def random_split(
                 f"random_split: lengths must be non-negative sample counts that add up to the "
                 f"data set's {n} samples, or fractions that add up to 1; got {sizes}"
             )
-    rng = generator if generator is not None else global_generator()
-    order = rng.permutation(n).tolist()
+    order = rng_of(generator).permutation(n).tolist()
     offsets = np.cumsum([0, *counts]).tolist()
     return [Subset(dataset, order[a:b]) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
 
@@ -186,7 +183,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
 
     Example:
         >>> import torchlight as tl
-        >>> from torchlight.data import default_collate
+        >>> from torchlight.utils.data import default_collate
         >>> x, y = default_collate([(tl.zeros(3), 1), (tl.ones(3), 0)])
         >>> x.shape, y
         ((2, 3), tensor([1, 0]))
@@ -211,75 +208,3 @@ def default_collate(batch: Sequence[Any]) -> Any:
         f"tuples/lists/dicts of them; got {type(first).__name__}. Pass collate_fn= to batch them "
         "yourself."
     )
-
-
-class DataLoader:
-    """Iterate over a data set in mini-batches of ``batch_size`` samples.
-
-    Args:
-        dataset: a :class:`TensorDataset` (batched by one index per tensor, fast), or anything
-            with ``len()`` and ``[i]`` (one tensor, a tuple of them, numbers, a dict), batched by
-            ``collate_fn``.
-        batch_size: samples per batch; the last batch is smaller unless ``drop_last``.
-        shuffle: a new random order every epoch (every ``iter()``).
-        drop_last: skip the last batch when it is smaller than ``batch_size``.
-        seed: seeds this loader's own generator, so the order is reproducible and independent
-            of other random draws; ``None`` draws from the generator of ``tl.manual_seed``.
-        generator: a ``numpy.random.Generator`` to draw the order from instead (its state can
-            be saved and restored to resume a run exactly).
-        collate_fn: turns a list of ``batch_size`` samples into a batch; by default
-            :func:`default_collate` (a TensorDataset without ``collate_fn`` is sliced directly).
-    """
-
-    def __init__(
-        self,
-        dataset: Any,
-        batch_size: int = 1,
-        shuffle: bool = False,
-        drop_last: bool = False,
-        seed: int | None = None,
-        generator: np.random.Generator | None = None,
-        collate_fn: Callable[[list[Any]], Any] | None = None,
-    ) -> None:
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if seed is not None and generator is not None:
-            raise ValueError("DataLoader: give seed= or generator=, not both")
-        self.dataset, self.batch_size = dataset, batch_size
-        self.shuffle, self.drop_last = shuffle, drop_last
-        self.generator = np.random.default_rng(seed) if seed is not None else generator
-        self.collate_fn = collate_fn
-
-    def __len__(self) -> int:
-        """The number of batches per epoch."""
-        n = len(self.dataset)
-        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
-
-    def _order(self) -> np.ndarray:
-        n = len(self.dataset)
-        if not self.shuffle:
-            return np.arange(n)
-        rng = self.generator if self.generator is not None else global_generator()
-        return rng.permutation(n)
-
-    def __iter__(self) -> Iterator[Any]:
-        order = self._order()
-        for batch in range(len(self)):
-            yield self._batch(order[batch * self.batch_size : (batch + 1) * self.batch_size])
-
-    def _batch(self, indices: np.ndarray) -> Any:
-        if isinstance(self.dataset, TensorDataset) and self.collate_fn is None:
-            if np.array_equal(indices, np.arange(indices[0], indices[0] + len(indices))):
-                chunk = slice(int(indices[0]), int(indices[0]) + len(indices))
-                return tuple(t[chunk] for t in self.dataset.tensors)  # a view, no copy
-            return self.dataset[indices]
-        if hasattr(self.dataset, "__getitems__") and self.collate_fn is None:
-            return self.dataset.__getitems__(indices)  # a whole batch in one call, already stacked
-        samples = [self.dataset[int(i)] for i in indices]
-        return (self.collate_fn or default_collate)(samples)
-
-    def __repr__(self) -> str:
-        return (
-            f"DataLoader({self.dataset!r}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
-            f"drop_last={self.drop_last})"
-        )

@@ -1,0 +1,111 @@
+# From https://github.com/pytorch/tutorials/blob/main/beginner_source/nlp/deep_learning_tutorial.py
+# (Robert Guthrie, "Deep Learning with PyTorch"). Copyright (c) 2017-2022, Pytorch contributors.
+# BSD 3-Clause License (tests/programs/LICENSE-pytorch-tutorials). The tutorial's code, written
+# out from the published page (its prose between the cells left out); unchanged for torchlight.
+import torch
+import torch.autograd as autograd
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+
+torch.manual_seed(1)
+
+lin = nn.Linear(5, 3)  # maps from R^5 to R^3, parameters A, b
+# data is 2x5.  A maps from 5 to 3... can we map "data" under A?
+data = autograd.Variable(torch.randn(2, 5))
+print(lin(data))  # yes
+
+data = autograd.Variable(torch.randn(2, 2))
+print(data)
+print(F.relu(data))
+
+# Softmax is also in torch.nn.functional
+data = autograd.Variable(torch.randn(5))
+print(data)
+print(F.softmax(data, dim=0))
+print(F.softmax(data, dim=0).sum())  # Sums to 1 because it is a distribution!
+print(F.log_softmax(data, dim=0))  # theres also log_softmax
+
+data = [("me gusta comer en la cafeteria".split(), "SPANISH"),
+        ("Give it to me".split(), "ENGLISH"),
+        ("No creo que sea una buena idea".split(), "SPANISH"),
+        ("No it is not a good idea to get lost at sea".split(), "ENGLISH")]
+
+test_data = [("Yo creo que si".split(), "SPANISH"),
+             ("it is lost on me".split(), "ENGLISH")]
+
+# word_to_ix maps each word in the vocab to a unique integer, which will be its
+# index into the Bag of words vector
+word_to_ix = {}
+for sent, _ in data + test_data:
+    for word in sent:
+        if word not in word_to_ix:
+            word_to_ix[word] = len(word_to_ix)
+print(word_to_ix)
+
+VOCAB_SIZE = len(word_to_ix)
+NUM_LABELS = 2
+
+
+class BoWClassifier(nn.Module):  # inheriting from nn.Module!
+
+    def __init__(self, num_labels, vocab_size):
+        super(BoWClassifier, self).__init__()
+        self.linear = nn.Linear(vocab_size, num_labels)
+
+    def forward(self, bow_vec):
+        return F.log_softmax(self.linear(bow_vec), dim=1)
+
+
+def make_bow_vector(sentence, word_to_ix):
+    vec = torch.zeros(len(word_to_ix))
+    for word in sentence:
+        vec[word_to_ix[word]] += 1
+    return vec.view(1, -1)
+
+
+def make_target(label, label_to_ix):
+    return torch.LongTensor([label_to_ix[label]])
+
+
+model = BoWClassifier(NUM_LABELS, VOCAB_SIZE)
+
+for param in model.parameters():
+    print(param)
+
+sample = data[0]
+bow_vector = make_bow_vector(sample[0], word_to_ix)
+log_probs = model(autograd.Variable(bow_vector))
+print(log_probs)
+
+label_to_ix = {"SPANISH": 0, "ENGLISH": 1}
+
+# Run on test data before we train, just to see a before-and-after
+for instance, label in test_data:
+    bow_vec = autograd.Variable(make_bow_vector(instance, word_to_ix))
+    log_probs = model(bow_vec)
+    print(log_probs)
+
+# Print the matrix column corresponding to "creo"
+print(next(model.parameters())[:, word_to_ix["creo"]])
+
+loss_function = nn.NLLLoss()
+optimizer = optim.SGD(model.parameters(), lr=0.1)
+
+for epoch in range(100):
+    for instance, label in data:
+        model.zero_grad()
+        bow_vec = autograd.Variable(make_bow_vector(instance, word_to_ix))
+        target = autograd.Variable(make_target(label, label_to_ix))
+        log_probs = model(bow_vec)
+        loss = loss_function(log_probs, target)
+        loss.backward()
+        optimizer.step()
+
+for instance, label in test_data:
+    bow_vec = autograd.Variable(make_bow_vector(instance, word_to_ix))
+    log_probs = model(bow_vec)
+    print(log_probs)
+
+# Index corresponding to Spanish goes up, English goes down!
+print(next(model.parameters())[:, word_to_ix["creo"]])
