@@ -377,7 +377,7 @@ a.grad
 # every tensor that used it has already sent its share, so its gradient is complete; it then
 # calls `history.chain_rule(grad)`, which runs its Function's `backward` and returns one
 # `(input, gradient)` pair per input. The loop below is that engine, printing as it goes
-# (the real one is ~15 lines in `torchlight/autograd.py`):
+# (the real one is `backpropagate` in `torchlight/autograd/engine.py`):
 
 # %%
 def step_through(root, names):
