@@ -167,7 +167,7 @@ class Tensor(TensorOps):
 
     @property
     def is_xpu(self) -> bool:
-        """False: torchlight has no Intel XPU backend."""
+        """Never true here (torchlight has no Intel XPU backend)."""
         return False
 
     def stride(self, dim: int | None = None) -> Any:
