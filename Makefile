@@ -4,10 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.torchlight-installed
-# What `make lab` needs (the `lab` extra) and `make homework` (+ `course`); a full install
-# (`make venv`, `make test`) has both, so it marks them done too.
+# What `make lab` needs (the `lab` extra), `make homework` (+ `course`) and `make docs` (the
+# `docs` extra); a full install (`make venv`, `make test`) has them all, so it marks them done.
 STAMP_LAB := $(VENV)/.torchlight-lab
 STAMP_HOMEWORK := $(VENV)/.torchlight-homework
+STAMP_DOCS := $(VENV)/.torchlight-docs
 , := ,
 LINT_PATHS := $(wildcard torchlight torchlight_grader tests benchmarks tools docs/conf.py docs/_ext)
 HYPOTHESIS_PROFILE ?= ci
@@ -36,7 +37,7 @@ endef
 
 $(STAMP): pyproject.toml
 	$(call install,$(EXTRAS))
-	@touch $@ $(if $(filter all,$(EXTRAS)),$(STAMP_LAB) $(STAMP_HOMEWORK),)
+	@touch $@ $(if $(filter all,$(EXTRAS)),$(STAMP_LAB) $(STAMP_HOMEWORK) $(STAMP_DOCS),)
 
 $(STAMP_LAB): pyproject.toml
 	$(call install,lab)
@@ -45,6 +46,10 @@ $(STAMP_LAB): pyproject.toml
 $(STAMP_HOMEWORK): pyproject.toml
 	$(call install,lab$(,)course)
 	@touch $@ $(STAMP_LAB)
+
+$(STAMP_DOCS): pyproject.toml
+	$(call install,docs)
+	@touch $@
 
 # Jupyter refuses to run as root unless told to, so pass --allow-root only then.
 # JUPYTER_CONFIG_PATH adds tools/jupyter/<lab|homework>/: which nbgrader parts the lab shows
@@ -89,8 +94,9 @@ notebooks: venv
 # The Sphinx site: docs/_build/html (warnings are errors, every cross-reference must resolve).
 # Incremental: Sphinx keeps its parsed pages in docs/_build/doctrees and rebuilds only the pages
 # whose source (or documented module) changed; the notebooks are rendered from their stored
-# outputs, never executed. `make docs-clean` forgets it all (a full build: minutes).
-docs: venv
+# outputs, never executed. `make docs-clean` forgets it all (a full build: minutes). It installs
+# only the `docs` extra (not the test, course or PyTorch tools of a full install).
+docs: $(STAMP_DOCS)
 	$(PY) -m sphinx -W --keep-going -n -q -b html -d docs/_build/doctrees docs docs/_build/html
 	@echo "built docs/_build/html/index.html (make docs-serve serves it)"
 

@@ -230,7 +230,7 @@ def profile(build: Callable[[Any], Any], backend: str, steps: int = 5) -> None:
     applies = sum(
         calls
         for (path, _, fn), (_, calls, *_rest) in stats.stats.items()  # type: ignore[attr-defined]
-        if fn == "apply" and path.endswith("autograd.py")
+        if fn == "apply" and path.endswith("autograd/function.py")
     )
     print(
         f"  {nodes} graph nodes (recorded Functions) a step; {applies // steps} Function calls "

@@ -895,7 +895,7 @@ def step_diagnostics(model_name: str, mode: str, warm: dict[str, Callable[[], An
         step()
         cuda.synchronize()
         seconds = time.perf_counter() - start
-    launcher = getattr(get_backend("cuda"), "launcher", None)  # (cuda_launch.py)
+    launcher = getattr(get_backend("cuda"), "launcher", None)  # (backends/cuda/launch.py)
     fast_before = getattr(launcher, "fast_launches", None)
     with counting() as counts:
         step()
@@ -924,7 +924,7 @@ def step_diagnostics(model_name: str, mode: str, warm: dict[str, Callable[[], An
 
 
 def launcher_state() -> list[str]:
-    """What the CUDA backend's Launcher (``cuda_launch.py``) did in the check: whether it
+    """What the CUDA backend's Launcher (``backends/cuda/launch.py``) did in the check: whether it
     plans launches, how many launches it planned, and why a kernel kept numba's launch."""
     from torchlight.backends import get_backend
 

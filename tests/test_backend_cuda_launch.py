@@ -1,4 +1,4 @@
-"""The CUDA backend's planned launches (``backends/cuda_launch.py``).
+"""The CUDA backend's planned launches (``backends/cuda/launch.py``).
 
 A plan replaces numba-cuda's per-launch argument marshalling with packers made once per kernel
 and kind of arguments. Its parameters must be exactly numba's: checked here for the argument

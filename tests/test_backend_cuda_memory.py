@@ -1,4 +1,4 @@
-"""The CUDA backend's memory tricks (``backends/cuda_memory.py``), counted in the simulator.
+"""The CUDA backend's memory tricks (``backends/cuda/memory.py``), counted in the simulator.
 
 A training step must not ask numba for device memory once the first step has run (the caching
 allocator reuses the buffers), and must not copy anything from the host but the batch's new

@@ -384,6 +384,18 @@ def test_in_place_on_a_leaf_that_requires_grad():
         x.add_(1.0)
     with pytest.raises(RuntimeError, match="__setitem__: in-place"):
         x[0] = 5.0
+    # the operator as written, and the method it runs: `w -= lr * g` outside no_grad
+    for update, names, instead in [
+        (lambda w: w.__isub__(0.1), r"-= \(sub_\)", "x = x - y"),
+        (lambda w: w.__iadd__(0.1), r"\+= \(add_\)", "x = x + y"),
+        (lambda w: w.__imul__(0.1), r"\*= \(mul_\)", "x = x * y"),
+        (lambda w: w.__itruediv__(2), r"/= \(div_\)", "x = x / y"),
+        (lambda w: w.sub_(0.1), r"^sub_", "x = x - y"),
+    ]:
+        with pytest.raises(RuntimeError, match=rf"{names}: in-place .*\({re.escape(instead)}\)\.$"):
+            update(x)
+    with pytest.raises(RuntimeError, match=r"zero_: in-place .*\(as optimizers do\)\.$"):
+        x.zero_()  # no out-of-place op to suggest
     with tl.no_grad():
         x[0] = 5.0
     assert values(x) == [5.0, 1.0]

@@ -101,6 +101,10 @@ def test_site_builds_and_has_every_page(site):
     ):  # the published page's headings  # fmt: skip
         assert heading in tutorial, heading
     assert tutorial.count("Erratum") >= 3
+    # The notes above stored viewer pictures say where the viewer runs, not "Run the cell".
+    assert "open this tutorial in JupyterLab (make lab)" in tutorial
+    for page in (site / "tutorials").glob("*.html"):
+        assert "run the cell" not in page.read_text().lower(), page.name
 
 
 def test_every_public_name_is_documented(site):
@@ -129,6 +133,40 @@ def test_every_public_name_is_documented(site):
         "torchlight.Tensor",
         "torchlight.nn.Linear",
     } <= documented
+
+
+def test_pages_show_no_markup_and_the_sidebar_lists_the_modules_you_import(site):
+    """Issue 38, as a reader sees the built pages: no literal double backticks in prose (a
+    ``literal`` the generator quoted again, ``y.add_``(1)), no formula that swallowed the text
+    after it (a math span with a backtick in it), and the sidebar's API reference lists the
+    modules one imports and one "Internals" page, not all 118 modules."""
+    from bs4 import BeautifulSoup
+
+    shown = []
+    for page in sorted(site.rglob("*.html")):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        for code_block in soup.select("pre"):
+            code_block.decompose()
+        main = soup.select_one("article") or soup
+        text = main.get_text()
+        if "``" in text:
+            at = text.index("``")
+            shown.append(f"{page.relative_to(site)}: ...{text[max(0, at - 50) : at + 50]}...")
+        for span in main.select("span.math"):
+            if "`" in span.get_text():
+                shown.append(f"{page.relative_to(site)}: math {span.get_text()!r}")
+    assert not shown, "markup shown as text:\n" + "\n".join(shown)
+    index = BeautifulSoup((site / "api" / "index.html").read_text(), "html.parser")
+    api = next(
+        li
+        for li in index.select(".sidebar-tree li.toctree-l1")
+        if li.find("a").get_text() == "API reference"
+    )
+    listed = [li.find("a").get_text() for li in api.select("li.toctree-l2")]
+    assert len(listed) == len(torchlight_api.FACES) + 1 < 25, listed
+    assert listed[-1] == "Internals: every module" and "torchlight.nn.functional" in listed
+    internals = (site / "api" / f"{torchlight_api.INTERNALS_PAGE}.html").read_text()
+    assert 'href="torchlight.ops.losses.html"' in internals  # one level down, not gone
 
 
 def test_public_modules_are_discovered_from_the_package():
@@ -260,10 +298,11 @@ def pasted_examples(page: Path) -> list[tuple[str, bool]]:
 
 def test_every_doctest_on_every_built_page_runs_as_pasted(site):
     """Item 4 of issue 26: a reader pastes a page's ``>>>`` examples, in order, into an empty
-    interpreter. Each page's examples, taken from the built HTML, run in one fresh interpreter
-    with an empty namespace: a name the example uses must be imported by the example itself
-    (about 50 used names their module defines without importing them, which doctest's module
-    namespace had hidden). Once they also came out of the site wrapped in double backticks."""
+    interpreter. Each page's examples, taken from the built HTML, run in one fresh interpreter,
+    each example with an empty namespace: a name the example uses must be imported by the
+    example itself (about 50 used names their module defines without importing them, which
+    doctest's module namespace had hidden; issue 38: three used a name an earlier example on
+    the page imported). Once they also came out of the site wrapped in double backticks."""
     scripts = {}
     for page in sorted(site.rglob("*.html")):
         examples = pasted_examples(page)
@@ -284,8 +323,8 @@ def test_every_doctest_on_every_built_page_runs_as_pasted(site):
     assert not failures, "doc examples that fail when pasted:\n" + "\n".join(failures)
 
 
-#: Runs each page's examples in a forked child with an empty namespace (``__name__`` only), as
-#: an interpreter a reader just opened. The parent imports ``torchlight`` (every example's
+#: Runs each page's examples in a forked child, each example with an empty namespace
+#: (``__name__`` only), as an interpreter a reader just opened. The parent imports ``torchlight`` (every example's
 #: first line, ``import torchlight as tl``, runs the same code) so that a page does not pay
 #: Python's start-up and that import again; a name is still only there if the example
 #: imports it, and a submodule only if it, or ``import torchlight``, imports it.
@@ -300,8 +339,8 @@ for name, examples in pages:
     if pid == 0:
         os.close(read)
         out = []
-        namespace = {"__name__": "__main__"}
         for i, (code, raises) in enumerate(examples):
+            namespace = {"__name__": "__main__"}  # each example on its own, as a reader may
             try:
                 exec(compile(code, f"example {i + 1}", "exec"), namespace)
             except BaseException:

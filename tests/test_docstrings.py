@@ -90,7 +90,6 @@ MODULES = [
     # PyTorch compatibility (issue 25)
     "torchlight.compat",
     "torchlight.random",
-    "torchlight.tensor_compat",
     "torchlight.pytorch_names",
     "torchlight.serialization",
     "torchlight.utils.data",

@@ -147,3 +147,32 @@ def test_every_csv_the_grading_side_writes_goes_through_one_writer() -> None:
         if re.search(r"csv\.(writer|DictWriter)\b|\bwriterows?\(", line)
     ]
     assert writers == [], "write CSV files with spreadsheet.write_rows:\n" + "\n".join(writers)
+
+
+def test_the_tensor_is_written_in_its_class_bodies_one_section_per_family() -> None:
+    """Issue 38: the Tensor is read in two class bodies, ``Tensor`` (tensor.py) and the
+    ``TensorOps`` it inherits (tensor_methods.py); nothing assigns a member at import (each
+    function's qualified name is its class's), each family of ops has one section, and the old
+    module aliases are gone."""
+    import re
+
+    import torchlight
+    from torchlight.tensor import Tensor
+    from torchlight.tensor_methods import TensorOps
+
+    outside = []
+    for klass in (Tensor, TensorOps):
+        for name, value in vars(klass).items():
+            function = getattr(value, "fget", value)
+            code = getattr(function, "__code__", None)
+            if code is not None and not code.co_qualname.startswith(
+                (f"{klass.__name__}.", "TensorOps.", "Tensor.")
+            ):
+                outside.append(f"{klass.__name__}.{name} is {code.co_qualname}")
+    assert outside == [], outside
+    methods = (ROOT / "torchlight" / "tensor_methods.py").read_text()
+    sections = re.findall(r"^    # -{10,} (.+)$", methods, flags=re.M)
+    assert len(sections) == len(set(sections)) >= 6, sections
+    assert not re.search(r"\bops_(math|reduce|shape|index|losses)\b", methods)
+    assert not hasattr(torchlight, "functions") and "functions" not in torchlight.__all__
+    assert not (ROOT / "torchlight" / "tensor_compat.py").exists()

@@ -171,8 +171,9 @@ def test_autograd_tutorial_shows_the_true_values_of_the_errata():
 
 def test_autograd_tutorial_small_things_of_issue_26():
     """The comment beside ``b = a * 2`` gives the true gradient, "Going further" is no H1 (a
-    sidebar entry of its own on the docs site), and the notebook, itself a page of the docs
-    site, does not call the page it corrects "the published page"."""
+    sidebar entry of its own on the docs site), and the notebook, itself the Tutorial 2 page of
+    the docs site, refers to no other page it copies or corrects ("the published page", "the
+    original page", "the page's example": issue 38)."""
     cells = _cells("02_autograd")
     leaf = next(_text(c) for c in cells if c["cell_type"] == "code" and "b = a * 2  " in _text(c))
     comment = next(line for line in leaf.splitlines() if line.startswith("a.grad"))
@@ -181,6 +182,10 @@ def test_autograd_tutorial_small_things_of_issue_26():
     h1 = [line for text in markdown for line in text.splitlines() if re.match(r"# \S", line)]
     assert h1 == ["# Tutorial 2: Autograd"], h1
     assert not any("published" in text for text in markdown)
+    found = [
+        m for text in markdown for m in re.findall(r".{0,30}\b(?:original|the page)\b.{0,20}", text)
+    ]
+    assert not found, found
 
 
 def test_tutorials_use_no_glyph_the_bundled_fonts_lack():

@@ -181,3 +181,59 @@ def test_no_text_file_holds_a_control_character():
             if control.search(line):
                 found.append(f"{name}:{n}: {line.strip()[:60]!r}")
     assert len(tracked) > 200 and not found, found
+
+
+def test_the_checkpoints_the_readme_commands_save_are_ignored_by_git():
+    """`git status` after the README's training commands shows no checkpoint to commit."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    saved = sorted(set(re.findall(r"--save (\S+\.ckpt)", readme)))
+    assert saved, "the README saves no checkpoint: update this test"
+    for path in saved:
+        ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT)
+        assert ignored.returncode == 0, f"{path} (README: --save {path}) is not in .gitignore"
+
+
+def test_make_docs_installs_only_the_docs_extra(tmp_path):
+    """`make docs` in a fresh clone (no .venv yet) installs the docs extra, not every extra."""
+    venv = tmp_path / "venv"
+    dry = subprocess.run(
+        ["make", "-n", f"VENV={venv}", "docs"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert dry.returncode == 0, dry.stderr
+    installs = [line for line in dry.stdout.splitlines() if "pip install" in line]
+    assert installs and all(line.endswith("-e '.[docs]'") for line in installs), dry.stdout
+
+
+LIBRARY_FOLDERS = "backends|ops|nn|autograd|optim|data|utils|train|viz|amp"
+#: A path into the library as the docs write it (``backends/cuda/launch.py``,
+#: ``torchlight/ops/losses.py``), or a bare module file name in the library's own source.
+LIBRARY_PATH = re.compile(rf"(?<![\w./-])(?:torchlight/)?(?:{LIBRARY_FOLDERS})/[\w/]+\.py\b")
+BARE_NAME = re.compile(r"(?<![\w./-])[a-z_]+\.py\b")
+#: A user's own program, as the library's messages and examples call it.
+USER_PROGRAMS = {"script.py", "train.py"}
+
+
+def test_every_library_file_the_docs_name_exists():
+    """README, the docs pages, the notebooks' sources and the library's docstrings and comments
+    name library files that exist (issue 38: ``cuda_launch.py``, ``numba_lstm.py``,
+    ``functions.py``, ``torchlight/autograd.py`` had moved or gone)."""
+    library = ROOT / "torchlight"
+    files = {p.relative_to(library).as_posix() for p in library.rglob("*.py")}
+    names = {p.name for p in library.rglob("*.py")} | USER_PROGRAMS
+    texts = [
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "notebooks" / "src").glob("*.py"),
+    ]
+    sources = sorted(library.rglob("*.py"))
+    wrong = []
+    for path in [*texts, *sources]:
+        text = path.read_text(encoding="utf-8")
+        for found in LIBRARY_PATH.findall(text):
+            if found.removeprefix("torchlight/") not in files:
+                wrong.append(f"{path.relative_to(ROOT)}: {found}")
+        if path in sources:  # a bare file name in the library speaks of a library file
+            for found in BARE_NAME.findall(text):
+                if found not in names:
+                    wrong.append(f"{path.relative_to(ROOT)}: {found}")
+    assert not wrong, "files named in the docs that do not exist:\n" + "\n".join(sorted(set(wrong)))

@@ -60,8 +60,10 @@ LONG = [
     ),
 ]
 # `make` as pasted, except that it never reinstalls .venv here (the suite runs in it; CI's fresh
-# machine runs the install itself): the stamps of `make venv`, `lab` and `homework` count as done.
-NO_INSTALL = " ".join(f"-o .venv/.torchlight-{stamp}" for stamp in ("installed", "lab", "homework"))
+# machine runs the install itself): the stamps of `make venv`, `lab`, `homework` and `docs` count as done.
+NO_INSTALL = " ".join(
+    f"-o .venv/.torchlight-{stamp}" for stamp in ("installed", "lab", "homework", "docs")
+)
 CAP_S = 600  # a command that neither finishes nor starts within this fails
 
 
@@ -348,6 +350,8 @@ def test_the_tutorials_lab_shows_no_nbgrader_and_the_homework_lab_only_validate(
     for plugin in plugins:
         assert f"@jupyter/nbgrader:{plugin}" in homework["disabledExtensions"]
     assert "@jupyter/nbgrader:validate-assignment" not in homework["disabledExtensions"]
+    for config in (lab, homework):  # no first-run toast asking about Jupyter's news feed
+        assert "@jupyterlab/apputils-extension:announcements" in config["disabledExtensions"]
     assert lab["formgrader"] is False and homework["formgrader"] is False
     # Validate runs the learner's a1 (as released: every answer still raises) in its kernel
     validate = homework["validate"]

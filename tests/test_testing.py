@@ -3,6 +3,8 @@ finite-difference-proof gradient checks the homework's visible tests use."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -113,3 +115,32 @@ def test_the_message_names_the_value_in_a_notebook_cell() -> None:
     console: dict = {"assert_close": assert_close}  # what a console runs: no source anywhere
     with pytest.raises(AssertionError, match="^Tensor-likes are not close!"):
         exec(compile("assert_close([1.0], [2.0])", "<stdin>", "exec"), console)
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        lambda a: assert_close(a, [1.0, 2.0]),
+        lambda a: assert_exact(a, [1.0, 2.0]),
+        lambda a: assert_gradient_scales(lambda x: x * x, [a], 0),
+    ],
+    ids=["assert_close", "assert_exact", "assert_gradient_scales"],
+)
+def test_a_failed_check_shows_one_frame_of_the_helpers_in_a_notebook(check) -> None:  # type: ignore[no-untyped-def]
+    """A visible test in a notebook: IPython's traceback (what a cell shows) goes from the
+    test's line to the one ``raise`` of the check it called, then the message; none of the
+    helpers that built the message."""
+    ultratb = pytest.importorskip("IPython.core.ultratb")
+    import torchlight.testing
+
+    with pytest.raises(AssertionError) as info:
+        check(tl.tensor([1.0, 2.5]))
+    shown = "\n".join(
+        ultratb.AutoFormattedTB(mode="Context", theme_name="nocolor").structured_traceback(
+            info.type, info.value, info.tb
+        )
+    )
+    frames = re.findall(r"^File (\S+):\d+, in (\w+)", shown, flags=re.M)
+    ours = [name for path, name in frames if path == torchlight.testing.__file__]
+    assert ours == [info.traceback[-1].name], shown  # the raise of the check itself
+    assert "raise AssertionError" in shown and "not close!" in shown, shown

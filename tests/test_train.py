@@ -101,7 +101,12 @@ def test_save_then_resume_equals_one_uninterrupted_run(tmp_path):
         models[0].named_parameters(), models[1].named_parameters(), strict=True
     ):
         np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy(), err_msg=name)
-    assert a.stdout.strip().splitlines()[-1] == resumed.stdout.strip().splitlines()[-1]
+    *_, accuracy, saved = a.stdout.strip().splitlines()
+    assert accuracy == resumed.stdout.strip().splitlines()[-2]
+    assert saved == (
+        f"the model (epoch 4) is saved in {straight}: continue it with python -m "
+        f"torchlight.train --resume {straight} --epochs 5 (or more)"
+    )
 
 
 def test_resume_from_another_setup_is_a_clear_error(tmp_path):
@@ -238,3 +243,61 @@ def test_resume_from_a_file_that_is_no_checkpoint_says_what_it_is(tmp_path):
         assert f"{path} is not a torchlight checkpoint" in result.stderr
         assert what in result.stderr and "pickle" not in result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_epochs_0_and_a_finished_run_say_there_is_nothing_to_train(tmp_path):
+    result = run(["--dataset", "xor", "--points", "32", "--epochs", "0"], timeout=60)
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first == "--epochs 0: nothing to train; the untrained model is evaluated"
+    ckpt = tmp_path / "xor.ckpt"
+    saved = run(["--dataset", "xor", "--points", "32", "--epochs", "2", "--save", str(ckpt)])
+    assert saved.returncode == 0, saved.stderr
+    again = run(["--resume", str(ckpt), "--no-save"], timeout=60)  # xor's default: 100 epochs
+    assert again.returncode == 0 and "nothing to train" not in again.stdout
+    again = run(["--resume", str(ckpt), "--epochs", "2"], timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[0] == (
+        f"{ckpt} is already at epoch 2, and --epochs 2 is the total: nothing to train; continue "
+        f"it with python -m torchlight.train --resume {ckpt} --epochs 3 (or more)"
+    )
+    assert "epoch 3/" not in again.stderr and "the model (epoch" not in again.stdout
+
+
+def test_a_text_model_run_names_the_file_it_saved_and_what_reads_it(tmp_path, capsys):
+    from torchlight.train import cli, text
+
+    ckpt = tmp_path / "gpt.ckpt"
+    tiny = {"block_size": 8, "d_model": 8, "nhead": 2, "num_layers": 1}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(text, "load_text", lambda name: (ROOT / "README.md").read_text()[:3000])
+        patch.setitem(text.MODEL_CONFIGS, "gpt", tiny)
+        flags = ["--dataset", "shakespeare", "--model", "gpt", "--epochs", "1"]
+        assert cli.main([*flags, "--save", str(ckpt)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == (
+        f"the model (epoch 1) is saved in {ckpt}: sample from it with python -m "
+        f"torchlight.train.generate --checkpoint {ckpt}"
+    )
+
+
+def test_ctrl_c_in_a_resumed_run_names_the_epoch_it_resumed_from(tmp_path, capsys):
+    """Before the first new epoch ends (a text model's epoch takes minutes), the line names the
+    checkpoint's epoch, not 0."""
+    from torchlight.train import cli
+
+    ckpt = tmp_path / "xor.ckpt"
+    assert (
+        cli.main(["--dataset", "xor", "--points", "32", "--epochs", "2", "--save", str(ckpt)]) == 0
+    )
+    capsys.readouterr()
+
+    def interrupted(args, progress):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt  # Ctrl-C during the first new epoch
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "run", interrupted)
+        assert cli.main(["--resume", str(ckpt), "--epochs", "5"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"interrupted after epoch 2/5; nothing new was saved, the last checkpoint is still {ckpt}"
+    )

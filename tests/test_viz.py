@@ -500,3 +500,18 @@ def test_every_built_in_and_nn_function_states_its_local_rule():
         assert rule and "Example" not in rule, fn.__name__
         says_how = ("grad", "partial", "'", "backward", "derivative")
         assert any(word in rule.lower() for word in says_how), (fn.__name__, rule)
+
+
+def test_a_small_graph_picture_and_its_legend_fit_a_docs_column():
+    """The docs site's column is about 740 px wide and shows a stored picture at its own size
+    (scrolling when wider): the legend used to make every picture 800 px wide, its last key cut
+    off at the column's edge (issue 38). Each key's text ends inside the picture."""
+    from torchlight.viz import svg as svg_module
+
+    x = tl.tensor([2.0, 3.0], requires_grad=True)
+    picture = tl.viz.draw((x**2).sum(), names={"x": x}, step=None).svg
+    width = float(re.search(r'<svg[^>]* width="([\d.]+)"', picture).group(1))
+    assert width <= 700, width
+    for key_x, _, _, text in svg_module._legend_places():
+        assert key_x + 19 + len(text) * 6.1 <= width, text
+    assert "magenta: the selected node" in picture and "not computed yet" in picture

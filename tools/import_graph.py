@@ -1,6 +1,6 @@
 """The library's import graph, measured: which imports run upward, which modules form circles.
 
-Each folder of ``torchlight/`` is a layer (DESIGN.md section 3) and may import only the layers
+Each folder of ``torchlight/`` is a layer (the design notes, section 3) and may import only the layers
 below it. This script reads every module's imports (top-level and the late ones inside
 functions; ``if TYPE_CHECKING:`` imports are for the type checker only and are left out), ranks
 each module by its layer, and prints:
@@ -40,7 +40,6 @@ LAYERS: list[tuple[str, ...]] = [
     (  # the Tensor and its ops: one layer (the inherent loop)
         "torchlight.tensor",
         "torchlight.tensor_methods",
-        "torchlight.tensor_compat",
         "torchlight.creation",
         "torchlight.random",  # creation's random half: Generator, randint, randperm, multinomial
         "torchlight.printing",

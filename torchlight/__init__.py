@@ -8,9 +8,6 @@ Example:
 """
 
 from torchlight import autograd, backends, shape
-
-# PyTorch compatibility (issue 25): names PyTorch programs use, in files of their own
-from torchlight import tensor_compat as _tensor_compat
 from torchlight.autograd import enable_grad, is_grad_enabled, no_grad
 from torchlight.backends import get_default_backend, set_default_backend
 from torchlight.creation import (
@@ -51,7 +48,6 @@ from torchlight.dtypes import (
 )
 from torchlight.functional_forms import *  # noqa: F403 - each name is listed in __all__ below
 from torchlight.functional_forms import __all__ as _FUNCTION_FORMS
-from torchlight.ops import arithmetic as functions
 from torchlight.pytorch_names import *  # noqa: F403 - each name is listed in __all__ below
 from torchlight.pytorch_names import __all__ as _PYTORCH_NAMES
 from torchlight.random import Generator, multinomial, normal, randint, randperm
@@ -68,8 +64,7 @@ bool = bool_  # noqa: A001 - PyTorch spells it tl.bool
 float, double, long, int = float32, float64, int64, int32  # noqa: A001 - PyTorch's aliases
 __version__ = "0.1.0"
 
-# ---- PyTorch compatibility (issue 25): names PyTorch programs use, in files of their own
-_tensor_compat.attach()
+# ---- PyTorch compatibility (issue 25): names PyTorch programs use
 
 
 def autocast(*args: object, **kwargs: object) -> object:
@@ -112,7 +107,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "DType", "ExpandedViewWriteError", "Tensor", "arange", "autograd", "backends", "bool", "cat", "empty", "empty_like",
-    "enable_grad", "eye", "float32", "float64", "full", "full_like", "functions",
+    "enable_grad", "eye", "float32", "float64", "full", "full_like",
     "get_default_backend", "get_default_dtype", "int32", "int64", "is_grad_enabled", "linspace",
     "manual_seed", "no_grad", "ones", "ones_like", "rand", "rand_like", "randint", "randn",
     "randn_like", "set_default_backend", "set_default_dtype", "shape", "stack", "tensor", "where",

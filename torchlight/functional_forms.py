@@ -24,7 +24,7 @@ import numpy as np
 
 from torchlight import autograd
 from torchlight.backends import get_default_backend
-from torchlight.ops import indexing as ops_index
+from torchlight.ops import indexing
 from torchlight.ops.einsum import einsum
 from torchlight.return_types import Sort, TopK
 from torchlight.serialization import load, save
@@ -314,35 +314,35 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
 
 # --------------------------------------------------------------------------- indexing, sorting
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
-    return ops_index.gather(_check(input, "gather"), dim, index)
+    return indexing.gather(_check(input, "gather"), dim, index)
 
 
 def scatter(input: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
-    return ops_index.scatter(_check(input, "scatter"), dim, index, src)
+    return indexing.scatter(_check(input, "scatter"), dim, index, src)
 
 
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    return ops_index.scatter_add(_check(input, "scatter_add"), dim, index, src)
+    return indexing.scatter_add(_check(input, "scatter_add"), dim, index, src)
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
-    return ops_index.index_select(_check(input, "index_select"), dim, index)
+    return indexing.index_select(_check(input, "index_select"), dim, index)
 
 
 def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
-    return ops_index.masked_fill(_check(input, "masked_fill"), mask, value)
+    return indexing.masked_fill(_check(input, "masked_fill"), mask, value)
 
 
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> TopK:
-    return ops_index.topk(_check(input, "topk"), k, dim, largest)
+    return indexing.topk(_check(input, "topk"), k, dim, largest)
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Sort:
-    return ops_index.sort(_check(input, "sort"), dim, descending)
+    return indexing.sort(_check(input, "sort"), dim, descending)
 
 
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
-    return ops_index.argsort(_check(input, "argsort"), dim, descending)
+    return indexing.argsort(_check(input, "argsort"), dim, descending)
 
 
 # --------------------------------------------------------------------------- questions

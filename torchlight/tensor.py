@@ -4,7 +4,10 @@ A Tensor is a thin handle. Its elements live in ``storage``, a storage object of
 ``backend`` (a numpy array by default); ``data`` is, as in PyTorch, a tensor on the same storage
 cut out of the graph; ``history`` says which :class:`~torchlight.autograd.Function` made it
 (``None`` for leaves); ``grad`` accumulates the gradient of leaves that ``requires_grad``.
-Every differentiable method below is a one-line call to a Function in ``functions.py``.
+This file has what a tensor *is* (storage, shape and dtype, history and gradient, conversion);
+every operation on it (operators, math, reductions, layout, indexing, in place) is in
+``tensor_methods.py``, the ``TensorOps`` it inherits, one section per family, each method a
+one-line call into :mod:`torchlight.ops`.
 """
 
 from __future__ import annotations
@@ -147,11 +150,25 @@ class Tensor(TensorOps):
     def numel(self) -> int:
         return math.prod(self.shape)
 
+    def nelement(self) -> int:
+        """:meth:`numel` (PyTorch's older name)."""
+        return self.numel()
+
     @property
     def device(self) -> str:
         """The name of the backend holding the elements (``"numpy"``, ``"cuda"``...), as a
         :class:`~torchlight.device.device` (``.type`` is ``"cpu"`` or ``"cuda"``)."""
         return _device(self.backend.name)
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the elements are on the GPU (the ``cuda`` backend)."""
+        return _device(self.backend.name).type == "cuda"
+
+    @property
+    def is_xpu(self) -> bool:
+        """Never true here (torchlight has no Intel XPU backend)."""
+        return False
 
     def stride(self, dim: int | None = None) -> Any:
         """Steps, in elements, between neighbours along each dimension."""
@@ -164,6 +181,24 @@ class Tensor(TensorOps):
         return all(
             s == e for s, e, n in zip(self.stride(), expected, self.shape, strict=True) if n > 1
         )
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is float32 or float64."""
+        return self.dtype.is_floating_point
+
+    def element_size(self) -> int:
+        """Bytes per element (8 for float64, 4 for float32)."""
+        return int(self.dtype.numpy.itemsize)
+
+    def storage_offset(self) -> int:
+        """How many elements into its storage this tensor starts (a view's offset)."""
+        storage = self.storage
+        if not isinstance(storage, np.ndarray):  # the strided and CUDA storages keep it
+            return int(storage.offset)
+        start = storage
+        while isinstance(start.base, np.ndarray):  # the array the views were cut from
+            start = start.base
+        return int((storage.ctypes.data - start.ctypes.data) // storage.itemsize)
 
     @property
     def is_leaf(self) -> bool:
@@ -463,6 +498,20 @@ class Tensor(TensorOps):
     def long(self) -> Tensor:
         return self.to(dtypes.int64)
 
+    def half(self) -> Tensor:
+        """float16: torchlight has no half-precision storage yet, so this raises, naming it."""
+        raise TypeError(
+            "half(): torchlight has no float16 storage yet; use .float() (float32) instead"
+        )
+
+    def cpu(self) -> Tensor:
+        """On the CPU backend (``self`` if already there): ``.to("cpu")``."""
+        return self.to("cpu")
+
+    def cuda(self) -> Tensor:
+        """On the CUDA backend: ``.to("cuda")`` (an error naming the fix when there is no GPU)."""
+        return self.to("cuda")
+
     def numpy(self) -> np.ndarray:
         """The elements as a numpy array (shares memory on the numpy backend, as in PyTorch)."""
         if self.requires_grad:
@@ -526,6 +575,76 @@ class Tensor(TensorOps):
         from torchlight.printing import tensor_html
 
         return tensor_html(self)
+
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"``: a 0-d tensor formats as its number, as in PyTorch."""
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(
+                f"unsupported format string {spec!r} passed to Tensor.__format__: only a 0-d "
+                f"tensor takes a format spec (this one has shape {tuple(self.shape)}; format "
+                "x.item() or x.tolist())"
+            )
+        return str(self)
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        # pickle and copy.deepcopy: the elements, the backend by name (backends are one per
+        # process, so a copy must not make a second one) and requires_grad, as PyTorch keeps them
+        grad = self.grad if self.is_leaf else None
+        elements = self.detach().numpy().copy()
+        return _rebuild, (type(self), elements, self.backend.name, self.requires_grad, grad)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """This tensor with ``other``'s dtype (``self`` when it has it already)."""
+        return self.to(other.dtype) if self.dtype is not other.dtype else self
+
+    # (type, int and bool last: after them, these names in this class body are the methods)
+    def type(self, dtype: Any = None, non_blocking: bool = False) -> Any:
+        """Without ``dtype``, PyTorch's legacy type name (``"torch.DoubleTensor"``); with one
+        (a dtype or such a name), this tensor as that dtype."""
+        if dtype is None:
+            return _TYPE_NAMES.get(self.dtype.name, f"torchlight.{self.dtype.name}")
+        if isinstance(dtype, str) and dtype in _BY_TYPE_NAME:
+            dtype = _BY_TYPE_NAME[dtype]
+        dtype = getattr(dtype, "dtype", dtype)  # the legacy constructors: x.type(tl.FloatTensor)
+        target = dtypes.from_any(dtype)
+        return self.to(target) if target is not self.dtype else self
+
+    def int(self) -> Tensor:
+        """A copy as int32 (``.long()`` is int64)."""
+        return self.to(dtypes.int32)
+
+    def bool(self) -> Tensor:
+        """A copy as bool: True where nonzero."""
+        return self.to(dtypes.bool_)
+
+
+# PyTorch's legacy type names, as Tensor.type() prints them
+_TYPE_NAMES = {
+    "float64": "torch.DoubleTensor",
+    "float32": "torch.FloatTensor",
+    "float16": "torch.HalfTensor",
+    "bfloat16": "torch.BFloat16Tensor",
+    "int64": "torch.LongTensor",
+    "int32": "torch.IntTensor",
+    "uint8": "torch.ByteTensor",
+    "bool": "torch.BoolTensor",
+}
+_BY_TYPE_NAME = {v: k for k, v in _TYPE_NAMES.items()}
+
+
+def _rebuild(cls: type, array: Any, backend: str, requires_grad: bool, grad: Any) -> Tensor:
+    """A pickled tensor again (``Tensor.__reduce_ex__``): on the backend of that name."""
+    chosen = get_backend(backend)
+    out = Tensor(chosen.from_numpy(array), chosen)
+    if cls is not Tensor:  # nn.Parameter
+        return cls(out, requires_grad=requires_grad)
+    if requires_grad:
+        out.requires_grad_(True)
+    if grad is not None:
+        out.grad = grad
+    return out
 
 
 class _RemovableHook:

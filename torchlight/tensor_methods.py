@@ -1,13 +1,14 @@
-r"""The Tensor's methods: operators, elementwise math, reductions, layout, indexing, in-place ops.
+r"""The Tensor's operations, one section per family, in this order: arithmetic operators,
+comparisons, elementwise math, reductions, layout, indexing and sorting, in place, factories.
 
 Each differentiable method is a one-line call into :mod:`torchlight.ops`: a Function of
 :mod:`~torchlight.ops.arithmetic` (the primitives behind the operators), or a function of
 :mod:`~torchlight.ops.elementwise`, :mod:`~torchlight.ops.reductions`,
 :mod:`~torchlight.ops.layout`, :mod:`~torchlight.ops.indexing` or :mod:`~torchlight.ops.losses`
 (softmax); a few (``mean``, ``var``, ``squeeze``...) are compositions of those, so their
-gradients come for free. ``Tensor`` inherits these methods; this file exists so that
-``tensor.py`` (storage, history, gradient, conversion and the backend primitives) stays
-readable. Every name, argument and default is PyTorch's.
+gradients come for free. ``Tensor`` inherits these methods (and nothing adds any at import);
+this file exists so that ``tensor.py`` (storage, history, gradient, conversion and the backend
+primitives) stays readable. Every name, argument and default is PyTorch's.
 
 The in-place variants (``clamp_``, ``exp_``, ``masked_fill_``...) compute the out-of-place
 result and write it with ``copy_``, so they follow exactly the rules ``copy_`` follows (under
@@ -33,11 +34,7 @@ import numpy as np
 from torchlight import dtypes
 from torchlight.autograd.grad_mode import _GradMode, is_grad_enabled
 from torchlight.ops import arithmetic as fn
-from torchlight.ops import elementwise as ops_math
-from torchlight.ops import indexing as ops_index
-from torchlight.ops import layout as ops_shape
-from torchlight.ops import losses as ops_losses
-from torchlight.ops import reductions as ops_reduce
+from torchlight.ops import elementwise, indexing, layout, losses, reductions
 from torchlight.return_types import Sort, TopK
 from torchlight.shape import broadcast_shape, normalize_dim
 
@@ -156,6 +153,15 @@ class TensorOps:
             )
         return self @ vec
 
+    def mm(self: Tensor, other: Tensor) -> Tensor:
+        r"""The matrix product $A B$ of two 2-d tensors (``@`` broadcasts; ``mm`` refuses)."""
+        if self.ndim != 2 or other.ndim != 2:
+            raise RuntimeError(
+                f"mm: both arguments must be 2-d matrices, got shapes {tuple(self.shape)} and "
+                f"{tuple(other.shape)}"
+            )
+        return self @ other
+
     def __pos__(self: Tensor) -> Tensor:
         return self
 
@@ -168,6 +174,14 @@ class TensorOps:
     matmul = __matmul__
     neg = __neg__
     abs = __abs__
+
+    def add(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
+        r"""$x + \alpha \cdot \mathrm{other}$."""
+        return self + (other if alpha == 1 else other * alpha)
+
+    def sub(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
+        r"""$x - \alpha \cdot \mathrm{other}$."""
+        return self - (other if alpha == 1 else other * alpha)
 
     # ---------------------------------------------------------------- comparisons (no gradient)
     def __eq__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
@@ -227,7 +241,7 @@ class TensorOps:
         """Whether both have the same shape and the same elements (``torch.equal``)."""
         return self.shape == other.shape and bool(np.array_equal(_host(self), _host(other)))
 
-    # ---------------------------------------------------------------- elementwise functions
+    # ---------------------------------------------------------------- elementwise math
     def exp(self: Tensor) -> Tensor:
         return fn.Exp.apply(self)
 
@@ -263,6 +277,57 @@ class TensorOps:
 
     def minimum(self: Tensor, other: Any) -> Tensor:
         return fn.Minimum.apply(self, self._lift(other))
+
+    def sin(self: Tensor) -> Tensor:
+        r"""$\sin x$ elementwise."""
+        return elementwise.Sin.apply(self)
+
+    def cos(self: Tensor) -> Tensor:
+        r"""$\cos x$ elementwise."""
+        return elementwise.Cos.apply(self)
+
+    def log1p(self: Tensor) -> Tensor:
+        r"""$\ln(1 + x)$, accurate for tiny $x$."""
+        return elementwise.Log1p.apply(self)
+
+    def expm1(self: Tensor) -> Tensor:
+        r"""$e^x - 1$, accurate for tiny $x$."""
+        return elementwise.Expm1.apply(self)
+
+    def erf(self: Tensor) -> Tensor:
+        r"""The error function $\frac{2}{\sqrt\pi}\int_0^x e^{-t^2}\,dt$."""
+        return elementwise.Erf.apply(self)
+
+    def floor(self: Tensor) -> Tensor:
+        r"""$\lfloor x \rfloor$ (gradient 0)."""
+        return elementwise.Floor.apply(self)
+
+    def round(self: Tensor, decimals: int = 0) -> Tensor:
+        """To the nearest integer (or multiple of ``10**-decimals``), halves to even; gradient 0."""
+        if decimals == 0:
+            return elementwise.Round.apply(self)
+        scale = 10.0**decimals
+        return elementwise.Round.apply(self * scale) / scale
+
+    def rsqrt(self: Tensor) -> Tensor:
+        r"""$1 / \sqrt{x}$."""
+        return 1 / self.sqrt()
+
+    def reciprocal(self: Tensor) -> Tensor:
+        r"""$1 / x$."""
+        return 1 / self
+
+    def square(self: Tensor) -> Tensor:
+        r"""$x^2$."""
+        return self * self
+
+    def softmax(self: Tensor, dim: int) -> Tensor:
+        """:func:`torchlight.ops.losses.softmax` along ``dim`` (what ``F.softmax`` is)."""
+        return losses.softmax(self, dim)
+
+    def log_softmax(self: Tensor, dim: int) -> Tensor:
+        """:func:`torchlight.ops.losses.log_softmax` along ``dim`` (what ``F.log_softmax`` is)."""
+        return losses.log_softmax(self, dim)
 
     # ---------------------------------------------------------------- reductions
     def sum(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
@@ -321,6 +386,53 @@ class TensorOps:
             return diff * diff
         return (diff * diff).mean() if reduction == "mean" else (diff * diff).sum()
 
+    def prod(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        r"""$\prod_i x_i$ along ``dim`` (all elements when None)."""
+        return reductions.prod(self, dim, keepdim)
+
+    def logsumexp(self: Tensor, dim: Dim, keepdim: bool = False) -> Tensor:
+        r"""$\log\sum_i e^{x_i}$ along ``dim``, without overflow."""
+        return reductions.logsumexp(self, dim, keepdim)
+
+    def norm(
+        self: Tensor, p: float | str = "fro", dim: Dim = None, keepdim: bool = False
+    ) -> Tensor:
+        r"""The $p$-norm over ``dim`` (all elements when None); 2 by default."""
+        return reductions.norm(self, p, dim, keepdim)
+
+    def cumsum(self: Tensor, dim: int) -> Tensor:
+        r"""Running sums $y_i = \sum_{j \le i} x_j$ along ``dim``."""
+        return reductions.cumsum(self, dim)
+
+    def cumprod(self: Tensor, dim: int) -> Tensor:
+        r"""Running products $y_i = \prod_{j \le i} x_j$ along ``dim``: one product per step, so
+        the gradient is exact where an element is 0."""
+        if self.ndim == 0:
+            return self.clone()
+        steps = self.unbind(dim)
+        running = [steps[0]] if steps else []
+        for step in steps[1:]:
+            running.append(running[-1] * step)
+        from torchlight.creation import stack
+
+        return stack(running, dim) if running else self.clone()
+
+    def nansum(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        r"""$\sum_i x_i$ over ``dim`` with NaNs counted as 0 (they get no gradient)."""
+        return fn.Where.apply(self != self, self._lift(0.0), self).sum(dim, keepdim)
+
+    def amax(self: Tensor, dim: Dim = (), keepdim: bool = False) -> Tensor:
+        """The largest values along ``dim`` (a tensor, never ``(values, indices)``)."""
+        return reductions.amax(self, dim, keepdim)
+
+    def amin(self: Tensor, dim: Dim = (), keepdim: bool = False) -> Tensor:
+        """The smallest values along ``dim``."""
+        return reductions.amin(self, dim, keepdim)
+
+    def median(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+        """The lower median; with ``dim``, ``(values, indices)`` along it."""
+        return indexing.median(self, dim, keepdim)
+
     # ---------------------------------------------------------------- layout
     def view(self: Tensor, *shape: Any) -> Tensor:
         """The same storage seen with a new shape (one size may be -1); never copies."""
@@ -377,8 +489,153 @@ class TensorOps:
         s, e = normalize_dim(start_dim, self.ndim), normalize_dim(end_dim, self.ndim)
         return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1 :])
 
+    def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        """At most ``chunks`` equal pieces along ``dim`` (views)."""
+        return layout.chunk(self, chunks, dim)
+
+    def split(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """Pieces of ``split_size`` (or of the listed sizes) along ``dim``."""
+        return layout.split(self, split_size, dim)
+
+    def unbind(self: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+        """Every slice along ``dim``, that dimension removed."""
+        return layout.unbind(self, dim)
+
+    def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:
+        """``length`` elements of ``dim`` from ``start`` on (a view)."""
+        return layout.narrow(self, dim, start, length)
+
+    def repeat(self: Tensor, *sizes: Any) -> Tensor:
+        """Tile the tensor ``sizes[i]`` times along dimension ``i``."""
+        flat = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], Sequence) else sizes
+        return layout.repeat(self, tuple(int(s) for s in flat))
+
+    def flip(self: Tensor, *dims: Any) -> Tensor:
+        """Reverse the order of elements along ``dims``."""
+        flat = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], Sequence) else dims
+        return layout.flip(self, flat)
+
+    def roll(self: Tensor, shifts: int | Sequence[int], dims: Dim = None) -> Tensor:
+        """Shift elements along ``dims``, wrapping around."""
+        return layout.roll(self, shifts, dims)
+
+    def movedim(
+        self: Tensor, source: int | Sequence[int], destination: int | Sequence[int]
+    ) -> Tensor:
+        """Move dimension(s) ``source`` to ``destination``."""
+        return layout.movedim(self, source, destination)
+
+    moveaxis = movedim
+
+    def tril(self: Tensor, diagonal: int = 0) -> Tensor:
+        """The lower triangle of the last two dimensions; zeros above."""
+        return layout.tril(self, diagonal)
+
+    def triu(self: Tensor, diagonal: int = 0) -> Tensor:
+        """The upper triangle of the last two dimensions; zeros below."""
+        return layout.triu(self, diagonal)
+
+    @property
+    def mT(self: Tensor) -> Tensor:  # noqa: N802 - PyTorch's name
+        """The last two dimensions swapped (a batch of matrices transposed)."""
+        if self.ndim < 2:
+            raise ValueError(f"mT needs at least 2 dimensions, got shape {self.shape}")
+        return self.transpose(-2, -1)
+
+    def diag(self: Tensor, diagonal: int = 0) -> Tensor:
+        """1-d: the square matrix with this vector on diagonal ``diagonal`` (above the main one
+        when > 0); 2-d: that diagonal as a vector (``torch.diag``)."""
+        first_row, first_col = max(-diagonal, 0), max(diagonal, 0)
+        if self.ndim == 1:
+            n = self.shape[0]
+            size = n + abs(diagonal)
+            where = _normalize_index((np.arange(n) + first_row, np.arange(n) + first_col))
+            return fn.SetItem.apply(self.new_zeros(size, size), self, where)
+        if self.ndim == 2:
+            n = max(min(self.shape[0] - first_row, self.shape[1] - first_col), 0)
+            return self[np.arange(n) + first_row, np.arange(n) + first_col]
+        raise RuntimeError(f"diag(): expected a 1-d or 2-d tensor, got shape {self.shape}")
+
+    def t(self: Tensor) -> Tensor:
+        """The transpose of a matrix (a 0-d or 1-d tensor is returned as it is)."""
+        if self.ndim > 2:
+            raise ValueError(
+                f"t() expects a tensor of at most 2 dimensions, got shape {self.shape}; use "
+                ".transpose(dim0, dim1) or .mT"
+            )
+        return self if self.ndim < 2 else self.transpose(0, 1)
+
+    def view_as(self: Tensor, other: Tensor) -> Tensor:
+        return self.view(other.shape)
+
+    def reshape_as(self: Tensor, other: Tensor) -> Tensor:
+        return self.reshape(other.shape)
+
+    def expand_as(self: Tensor, other: Tensor) -> Tensor:
+        return self.expand(other.shape)
+
+    # ---------------------------------------------------------------- indexing and sorting
     def __getitem__(self: Tensor, index: Any) -> Tensor:
         return fn.GetItem.apply(self, _normalize_index(index))
+
+    def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
+        """The elements at ``index`` along ``dim`` (see :func:`torchlight.ops.indexing.gather`)."""
+        return indexing.gather(self, dim, index)
+
+    def scatter(self: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
+        """A copy with ``src`` written at ``index`` along ``dim``."""
+        return indexing.scatter(self, dim, index, src)
+
+    def scatter_add(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """A copy with ``src`` added at ``index`` along ``dim`` (repeats add up)."""
+        return indexing.scatter_add(self, dim, index, src)
+
+    def index_select(self: Tensor, dim: int, index: Tensor) -> Tensor:
+        """The slices along ``dim`` at the positions in the 1-D ``index``."""
+        return indexing.index_select(self, dim, index)
+
+    def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
+        """A copy with ``value`` where ``mask`` is true."""
+        return indexing.masked_fill(self, mask, value)
+
+    def sort(self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Sort:
+        """``(values, indices)`` sorted along ``dim`` (always stable here)."""
+        return indexing.sort(self, dim, descending)
+
+    def unique(
+        self: Tensor,
+        sorted: bool = True,  # noqa: A002
+        return_inverse: bool = False,
+        return_counts: bool = False,
+        dim: int | None = None,
+    ) -> Any:
+        """The distinct elements, sorted (``torch.unique``; no gradient), with the index of each
+        element among them (``return_inverse``) and how often each occurs (``return_counts``)."""
+        if dim is not None:
+            raise NotImplementedError("unique(dim=...): torchlight finds unique elements only")
+        values, inverse, counts = np.unique(_host(self), return_inverse=True, return_counts=True)
+        out = [self._lift(values).to(self.dtype)]
+        if return_inverse:
+            out.append(self._lift(inverse.reshape(self.shape).astype(np.int64)))
+        if return_counts:
+            out.append(self._lift(counts.astype(np.int64)))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def argsort(
+        self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False
+    ) -> Tensor:
+        """The indices that sort along ``dim`` (always stable here)."""
+        return indexing.argsort(self, dim, descending)
+
+    def topk(
+        self: Tensor,
+        k: int,
+        dim: int = -1,
+        largest: bool = True,
+        sorted: bool = True,  # noqa: A002
+    ) -> TopK:
+        """``(values, indices)`` of the ``k`` largest along ``dim`` (always sorted here)."""
+        return indexing.topk(self, k, dim, largest)
 
     # ---------------------------------------------------------------- in place
     # Outside the graph (inside ``no_grad``, as optimizers update, or on tensors nobody records)
@@ -392,10 +649,12 @@ class TensorOps:
         if not _GradMode.enabled:
             return False
         if self.requires_grad and self.history is None:
+            symbol = _SYMBOLS.get(what.split("(")[-1].rstrip(")"))  # "-= (sub_)": "-"
+            instead = f", or use an out-of-place op (x = x {symbol} y)" if symbol else ""
             raise RuntimeError(
                 f"{what}: in-place operation on a leaf tensor that requires grad. Autograd "
                 "would lose track of the old values; wrap the update in `with tl.no_grad():` "
-                "(as optimizers do), or use an out-of-place op (x = x + 1)."
+                f"(as optimizers do){instead}."
             )
         return self.requires_grad or bool(getattr(other, "requires_grad", False))
 
@@ -464,13 +723,16 @@ class TensorOps:
 
     def add_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
         r"""$x \leftarrow x + \alpha \cdot \mathrm{other}$, in place."""
+        return self._add_(other, alpha, "add_")
+
+    def _add_(self: Tensor, other: Any, alpha: float, what: str) -> Tensor:
         other = self._lift(other)
         if alpha != 1:
             other = other * alpha if other.requires_grad else other._zip("mul", self._lift(alpha))
-        return self._zip_("add", other, "add_")
+        return self._zip_("add", other, what)
 
     def sub_(self: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
-        return self.add_(other, alpha=-alpha)
+        return self._add_(other, -alpha, "sub_")
 
     def mul_(self: Tensor, other: Any) -> Tensor:
         return self._zip_("mul", other, "mul_")
@@ -478,80 +740,23 @@ class TensorOps:
     def div_(self: Tensor, other: Any) -> Tensor:
         return self._zip_("div", other, "div_")
 
-    # ``x += y`` is ``x.add_(y)``: the same tensor, changed in place (not a new one named x)
+    # ``x += y`` is ``x.add_(y)``: the same tensor, changed in place (not a new one named x);
+    # an error names both the operator and the method
     def __iadd__(self: Tensor, other: Any) -> Tensor:
-        return self.add_(other)
+        return self._add_(other, 1.0, "+= (add_)")
 
     def __isub__(self: Tensor, other: Any) -> Tensor:
-        return self.sub_(other)
+        return self._add_(other, -1.0, "-= (sub_)")
 
     def __imul__(self: Tensor, other: Any) -> Tensor:
-        return self.mul_(other)
+        return self._zip_("mul", other, "*= (mul_)")
 
     def __itruediv__(self: Tensor, other: Any) -> Tensor:
-        return self.div_(other)
+        return self._zip_("div", other, "/= (div_)")
 
-    # ---------------------------------------------------------------- elementwise math
-    def sin(self: Tensor) -> Tensor:
-        r"""$\sin x$ elementwise."""
-        return ops_math.Sin.apply(self)
+    # The rest compute the out-of-place result and write it with ``copy_`` (``_in_place``),
+    # so they follow the rules above.
 
-    def cos(self: Tensor) -> Tensor:
-        r"""$\cos x$ elementwise."""
-        return ops_math.Cos.apply(self)
-
-    def log1p(self: Tensor) -> Tensor:
-        r"""$\ln(1 + x)$, accurate for tiny $x$."""
-        return ops_math.Log1p.apply(self)
-
-    def expm1(self: Tensor) -> Tensor:
-        r"""$e^x - 1$, accurate for tiny $x$."""
-        return ops_math.Expm1.apply(self)
-
-    def erf(self: Tensor) -> Tensor:
-        r"""The error function $\frac{2}{\sqrt\pi}\int_0^x e^{-t^2}\,dt$."""
-        return ops_math.Erf.apply(self)
-
-    def floor(self: Tensor) -> Tensor:
-        r"""$\lfloor x \rfloor$ (gradient 0)."""
-        return ops_math.Floor.apply(self)
-
-    def round(self: Tensor, decimals: int = 0) -> Tensor:
-        """To the nearest integer (or multiple of ``10**-decimals``), halves to even; gradient 0."""
-        if decimals == 0:
-            return ops_math.Round.apply(self)
-        scale = 10.0**decimals
-        return ops_math.Round.apply(self * scale) / scale
-
-    def rsqrt(self: Tensor) -> Tensor:
-        r"""$1 / \sqrt{x}$."""
-        return 1 / self.sqrt()
-
-    def reciprocal(self: Tensor) -> Tensor:
-        r"""$1 / x$."""
-        return 1 / self
-
-    def square(self: Tensor) -> Tensor:
-        r"""$x^2$."""
-        return self * self
-
-    def add(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
-        r"""$x + \alpha \cdot \mathrm{other}$."""
-        return self + (other if alpha == 1 else other * alpha)
-
-    def sub(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
-        r"""$x - \alpha \cdot \mathrm{other}$."""
-        return self - (other if alpha == 1 else other * alpha)
-
-    def softmax(self: Tensor, dim: int) -> Tensor:
-        """:func:`torchlight.ops.losses.softmax` along ``dim`` (what ``F.softmax`` is)."""
-        return ops_losses.softmax(self, dim)
-
-    def log_softmax(self: Tensor, dim: int) -> Tensor:
-        """:func:`torchlight.ops.losses.log_softmax` along ``dim`` (what ``F.log_softmax`` is)."""
-        return ops_losses.log_softmax(self, dim)
-
-    # ---------------------------------------------------------------- in place (through copy_)
     def clamp_(self: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
         """:meth:`clamp` in place; returns ``self``."""
         return _in_place(self, lambda x: x.clamp(min, max))
@@ -572,211 +777,17 @@ class TensorOps:
 
     def masked_fill_(self: Tensor, mask: Tensor, value: Any) -> Tensor:
         """:meth:`masked_fill` in place."""
-        return _in_place(self, lambda x: ops_index.masked_fill(x, mask, value))
+        return _in_place(self, lambda x: indexing.masked_fill(x, mask, value))
 
     def scatter_(self: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
         """:meth:`scatter` in place."""
-        return _in_place(self, lambda x: ops_index.scatter(x, dim, index, src))
+        return _in_place(self, lambda x: indexing.scatter(x, dim, index, src))
 
     def scatter_add_(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """:meth:`scatter_add` in place."""
-        return _in_place(self, lambda x: ops_index.scatter_add(x, dim, index, src))
+        return _in_place(self, lambda x: indexing.scatter_add(x, dim, index, src))
 
-    # ---------------------------------------------------------------- reductions
-    def prod(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        r"""$\prod_i x_i$ along ``dim`` (all elements when None)."""
-        return ops_reduce.prod(self, dim, keepdim)
-
-    def logsumexp(self: Tensor, dim: Dim, keepdim: bool = False) -> Tensor:
-        r"""$\log\sum_i e^{x_i}$ along ``dim``, without overflow."""
-        return ops_reduce.logsumexp(self, dim, keepdim)
-
-    def norm(
-        self: Tensor, p: float | str = "fro", dim: Dim = None, keepdim: bool = False
-    ) -> Tensor:
-        r"""The $p$-norm over ``dim`` (all elements when None); 2 by default."""
-        return ops_reduce.norm(self, p, dim, keepdim)
-
-    def cumsum(self: Tensor, dim: int) -> Tensor:
-        r"""Running sums $y_i = \sum_{j \le i} x_j$ along ``dim``."""
-        return ops_reduce.cumsum(self, dim)
-
-    def cumprod(self: Tensor, dim: int) -> Tensor:
-        r"""Running products $y_i = \prod_{j \le i} x_j$ along ``dim``: one product per step, so
-        the gradient is exact where an element is 0."""
-        if self.ndim == 0:
-            return self.clone()
-        steps = self.unbind(dim)
-        running = [steps[0]] if steps else []
-        for step in steps[1:]:
-            running.append(running[-1] * step)
-        from torchlight.creation import stack
-
-        return stack(running, dim) if running else self.clone()
-
-    def nansum(self: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
-        r"""$\sum_i x_i$ over ``dim`` with NaNs counted as 0 (they get no gradient)."""
-        return fn.Where.apply(self != self, self._lift(0.0), self).sum(dim, keepdim)
-
-    def amax(self: Tensor, dim: Dim = (), keepdim: bool = False) -> Tensor:
-        """The largest values along ``dim`` (a tensor, never ``(values, indices)``)."""
-        return ops_reduce.amax(self, dim, keepdim)
-
-    def amin(self: Tensor, dim: Dim = (), keepdim: bool = False) -> Tensor:
-        """The smallest values along ``dim``."""
-        return ops_reduce.amin(self, dim, keepdim)
-
-    def median(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
-        """The lower median; with ``dim``, ``(values, indices)`` along it."""
-        return ops_index.median(self, dim, keepdim)
-
-    # ---------------------------------------------------------------- layout
-    def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-        """At most ``chunks`` equal pieces along ``dim`` (views)."""
-        return ops_shape.chunk(self, chunks, dim)
-
-    def split(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
-        """Pieces of ``split_size`` (or of the listed sizes) along ``dim``."""
-        return ops_shape.split(self, split_size, dim)
-
-    def unbind(self: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
-        """Every slice along ``dim``, that dimension removed."""
-        return ops_shape.unbind(self, dim)
-
-    def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:
-        """``length`` elements of ``dim`` from ``start`` on (a view)."""
-        return ops_shape.narrow(self, dim, start, length)
-
-    def repeat(self: Tensor, *sizes: Any) -> Tensor:
-        """Tile the tensor ``sizes[i]`` times along dimension ``i``."""
-        flat = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], Sequence) else sizes
-        return ops_shape.repeat(self, tuple(int(s) for s in flat))
-
-    def flip(self: Tensor, *dims: Any) -> Tensor:
-        """Reverse the order of elements along ``dims``."""
-        flat = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], Sequence) else dims
-        return ops_shape.flip(self, flat)
-
-    def roll(self: Tensor, shifts: int | Sequence[int], dims: Dim = None) -> Tensor:
-        """Shift elements along ``dims``, wrapping around."""
-        return ops_shape.roll(self, shifts, dims)
-
-    def movedim(
-        self: Tensor, source: int | Sequence[int], destination: int | Sequence[int]
-    ) -> Tensor:
-        """Move dimension(s) ``source`` to ``destination``."""
-        return ops_shape.movedim(self, source, destination)
-
-    moveaxis = movedim
-
-    def tril(self: Tensor, diagonal: int = 0) -> Tensor:
-        """The lower triangle of the last two dimensions; zeros above."""
-        return ops_shape.tril(self, diagonal)
-
-    def triu(self: Tensor, diagonal: int = 0) -> Tensor:
-        """The upper triangle of the last two dimensions; zeros below."""
-        return ops_shape.triu(self, diagonal)
-
-    @property
-    def mT(self: Tensor) -> Tensor:  # noqa: N802 - PyTorch's name
-        """The last two dimensions swapped (a batch of matrices transposed)."""
-        if self.ndim < 2:
-            raise ValueError(f"mT needs at least 2 dimensions, got shape {self.shape}")
-        return self.transpose(-2, -1)
-
-    def diag(self: Tensor, diagonal: int = 0) -> Tensor:
-        """1-d: the square matrix with this vector on diagonal ``diagonal`` (above the main one
-        when > 0); 2-d: that diagonal as a vector (``torch.diag``)."""
-        first_row, first_col = max(-diagonal, 0), max(diagonal, 0)
-        if self.ndim == 1:
-            n = self.shape[0]
-            size = n + abs(diagonal)
-            where = _normalize_index((np.arange(n) + first_row, np.arange(n) + first_col))
-            return fn.SetItem.apply(self.new_zeros(size, size), self, where)
-        if self.ndim == 2:
-            n = max(min(self.shape[0] - first_row, self.shape[1] - first_col), 0)
-            return self[np.arange(n) + first_row, np.arange(n) + first_col]
-        raise RuntimeError(f"diag(): expected a 1-d or 2-d tensor, got shape {self.shape}")
-
-    def t(self: Tensor) -> Tensor:
-        """The transpose of a matrix (a 0-d or 1-d tensor is returned as it is)."""
-        if self.ndim > 2:
-            raise ValueError(
-                f"t() expects a tensor of at most 2 dimensions, got shape {self.shape}; use "
-                ".transpose(dim0, dim1) or .mT"
-            )
-        return self if self.ndim < 2 else self.transpose(0, 1)
-
-    def view_as(self: Tensor, other: Tensor) -> Tensor:
-        return self.view(other.shape)
-
-    def reshape_as(self: Tensor, other: Tensor) -> Tensor:
-        return self.reshape(other.shape)
-
-    def expand_as(self: Tensor, other: Tensor) -> Tensor:
-        return self.expand(other.shape)
-
-    # ---------------------------------------------------------------- indexing and sorting
-    def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
-        """The elements at ``index`` along ``dim`` (see :func:`torchlight.ops.indexing.gather`)."""
-        return ops_index.gather(self, dim, index)
-
-    def scatter(self: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
-        """A copy with ``src`` written at ``index`` along ``dim``."""
-        return ops_index.scatter(self, dim, index, src)
-
-    def scatter_add(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-        """A copy with ``src`` added at ``index`` along ``dim`` (repeats add up)."""
-        return ops_index.scatter_add(self, dim, index, src)
-
-    def index_select(self: Tensor, dim: int, index: Tensor) -> Tensor:
-        """The slices along ``dim`` at the positions in the 1-D ``index``."""
-        return ops_index.index_select(self, dim, index)
-
-    def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
-        """A copy with ``value`` where ``mask`` is true."""
-        return ops_index.masked_fill(self, mask, value)
-
-    def sort(self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Sort:
-        """``(values, indices)`` sorted along ``dim`` (always stable here)."""
-        return ops_index.sort(self, dim, descending)
-
-    def unique(
-        self: Tensor,
-        sorted: bool = True,  # noqa: A002
-        return_inverse: bool = False,
-        return_counts: bool = False,
-        dim: int | None = None,
-    ) -> Any:
-        """The distinct elements, sorted (``torch.unique``; no gradient), with the index of each
-        element among them (``return_inverse``) and how often each occurs (``return_counts``)."""
-        if dim is not None:
-            raise NotImplementedError("unique(dim=...): torchlight finds unique elements only")
-        values, inverse, counts = np.unique(_host(self), return_inverse=True, return_counts=True)
-        out = [self._lift(values).to(self.dtype)]
-        if return_inverse:
-            out.append(self._lift(inverse.reshape(self.shape).astype(np.int64)))
-        if return_counts:
-            out.append(self._lift(counts.astype(np.int64)))
-        return out[0] if len(out) == 1 else tuple(out)
-
-    def argsort(
-        self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False
-    ) -> Tensor:
-        """The indices that sort along ``dim`` (always stable here)."""
-        return ops_index.argsort(self, dim, descending)
-
-    def topk(
-        self: Tensor,
-        k: int,
-        dim: int = -1,
-        largest: bool = True,
-        sorted: bool = True,  # noqa: A002
-    ) -> TopK:
-        """``(values, indices)`` of the ``k`` largest along ``dim`` (always sorted here)."""
-        return ops_index.topk(self, k, dim, largest)
-
-    # ---------------------------------------------------------------- factories and devices
+    # ---------------------------------------------------------------- factories
     def new_tensor(
         self: Tensor, data: Any, dtype: Any = None, requires_grad: bool = False
     ) -> Tensor:
@@ -814,55 +825,11 @@ class TensorOps:
             backend=self.backend,
         )  # fmt: skip
 
-    def is_floating_point(self: Tensor) -> bool:
-        """Whether the dtype is float32 or float64."""
-        return self.dtype.is_floating_point
-
-    def element_size(self: Tensor) -> int:
-        """Bytes per element (8 for float64, 4 for float32)."""
-        return int(self.dtype.numpy.itemsize)
-
-    def storage_offset(self: Tensor) -> int:
-        """How many elements into its storage this tensor starts (a view's offset)."""
-        storage = self.storage
-        if not isinstance(storage, np.ndarray):  # the strided and CUDA storages keep it
-            return int(storage.offset)
-        start = storage
-        while isinstance(start.base, np.ndarray):  # the array the views were cut from
-            start = start.base
-        return int((storage.ctypes.data - start.ctypes.data) // storage.itemsize)
-
-    @property
-    def is_xpu(self: Tensor) -> bool:
-        """Whether the tensor is on an Intel XPU, which it never is (torchlight has no XPU backend)."""
-        return False
-
-    # (int and bool last: after them, the names in this class body are the methods)
-    def int(self: Tensor) -> Tensor:
-        """A copy as int32 (``.long()`` is int64)."""
-        return self.to(dtypes.int32)
-
-    def bool(self: Tensor) -> Tensor:
-        """A copy as bool: True where nonzero."""
-        return self.to(dtypes.bool_)
-
-    def half(self: Tensor) -> Tensor:
-        """float16: torchlight has no half-precision storage yet, so this raises, naming it."""
-        raise TypeError(
-            "half(): torchlight has no float16 storage yet; use .float() (float32) instead"
-        )
-
-    def cpu(self: Tensor) -> Tensor:
-        """On the CPU backend (``self`` if already there): ``.to("cpu")``."""
-        return self.to("cpu")
-
-    def cuda(self: Tensor) -> Tensor:
-        """On the CUDA backend: ``.to("cuda")`` (an error naming the fix when there is no GPU)."""
-        return self.to("cuda")
-
 
 #: The Function that records each in-place arithmetic op in the graph.
 _RECORDED = {"add": fn.Add, "sub": fn.Sub, "mul": fn.Mul, "div": fn.Div}
+#: The operator of each in-place method, for the out-of-place form an error suggests.
+_SYMBOLS = {"add_": "+", "sub_": "-", "mul_": "*", "div_": "/"}
 
 
 def _setitem(self: Tensor, index: Any, value: Any, what: str) -> Tensor:

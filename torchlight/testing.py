@@ -28,6 +28,10 @@ import numpy as np
 from torchlight.creation import ones_like, tensor
 from torchlight.tensor import Tensor
 
+# A failed check raises in the function the test called, not in a helper: a traceback (in a
+# notebook, IPython's) shows the test's line, that one ``raise`` and the message. Each also sets
+# ``__tracebackhide__ = True``, by which pytest leaves out that frame too.
+
 __all__ = ["FINITE_DIFFERENCES", "assert_close", "assert_exact", "assert_gradient_scales"]
 
 # PyTorch's defaults for torch.testing.assert_close, by dtype: (rtol, atol)
@@ -73,7 +77,17 @@ def assert_close(
     Raises:
         AssertionError: the shapes differ, or some element is not close.
     """
-    _assert_close(actual, expected, rtol, atol, equal_nan, msg, _named_by(_call_arguments(1)))
+    __tracebackhide__ = True  # (see the top of this file)
+    mismatch = _mismatch(actual, expected, rtol, atol, equal_nan)
+    if mismatch is not None:
+        raise AssertionError(_worded(_named_by(_call_arguments(1)) + mismatch, msg))
+
+
+def _worded(message: str, msg: str | Callable[[str], str] | None) -> str:
+    """The message as ``msg`` asks: replaced by a string, rewritten by a callable."""
+    if callable(msg):
+        return msg(message)
+    return message if msg is None else msg
 
 
 def _named_by(arguments: list[str] | None) -> str:
@@ -114,15 +128,14 @@ def _call_arguments(depth: int) -> list[str] | None:
     return [" ".join(s.split()) for s in found if s is not None]
 
 
-def _assert_close(
+def _mismatch(
     actual: Any,
     expected: Any,
     rtol: float | None,
     atol: float | np.ndarray | None,
     equal_nan: bool,
-    msg: str | Callable[[str], str] | None,
-    named: str,
-) -> None:
+) -> str | None:
+    """What differs between ``actual`` and ``expected`` (PyTorch's words), or None if close."""
     a, e = _array(actual), _array(expected)
     if (rtol is None) != (atol is None):
         raise ValueError(
@@ -132,18 +145,8 @@ def _assert_close(
         kind = np.result_type(a.dtype, e.dtype) if a.dtype.kind == e.dtype.kind else a.dtype
         rtol, atol = _TOLERANCES.get(np.dtype(kind), (0.0, 0.0))
     assert atol is not None
-
-    def fail(message: str) -> None:
-        message = named + message
-        if callable(msg):
-            message = msg(message)
-        elif msg is not None:
-            message = msg
-        raise AssertionError(message)
-
     if a.shape != e.shape:
-        fail(f"The values for attribute 'shape' do not match: {a.shape} != {e.shape}.")
-        return
+        return f"The values for attribute 'shape' do not match: {a.shape} != {e.shape}."
     a64, e64 = a.astype(np.float64), e.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(a64 - e64)
@@ -154,7 +157,7 @@ def _assert_close(
         if equal_nan:
             close |= np.isnan(a64) & np.isnan(e64)
     if close.all():
-        return
+        return None
     bad = ~close
     n_bad, total = int(bad.sum()), a.size
     diff = np.where(both_inf, 0.0, diff)
@@ -165,7 +168,7 @@ def _assert_close(
     where_rel = _index(np.argmax(np.where(bad, relative, -1.0)) if a.ndim else 0, a.shape)
     first = _index(int(np.argmax(bad.reshape(-1))), a.shape)
     atol_shown = float(np.broadcast_to(atol, a.shape)[first]) if np.ndim(atol) else atol
-    fail(
+    return (
         "Tensor-likes are not close!\n\n"
         f"Mismatched elements: {n_bad} / {total} ({100 * n_bad / total:.1f}%)\n"
         f"Greatest absolute difference: {_fmt(diff[where_abs])} at index {where_abs} "
@@ -185,8 +188,10 @@ def assert_exact(
     Raises:
         AssertionError: some element differs by more than the tolerance.
     """
-    named = _named_by(_call_arguments(1))
-    _assert_close(actual, expected, 1e-12, atol, False, lambda m: f"{m}\n{why}", named)
+    __tracebackhide__ = True  # (see the top of this file)
+    mismatch = _mismatch(actual, expected, 1e-12, atol, False)
+    if mismatch is not None:
+        raise AssertionError(f"{_named_by(_call_arguments(1))}{mismatch}\n{why}")
 
 
 def _index(flat: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -244,18 +249,16 @@ def assert_gradient_scales(
             raise AssertionError(f"the gradient for input {index} is None")
         return _array(grad).astype(np.float64)
 
+    __tracebackhide__ = True
     arguments = _call_arguments(1)
     of = f" of {arguments[0]}" if arguments else ""
     at_x = gradient(1.0)
     expected = at_x * scale**power
-    assert_close(
-        gradient(scale),
-        expected,
-        rtol=1e-12,
-        atol=1e-12 * float(np.abs(expected).max(initial=0.0)),
-        msg=lambda m: (
-            f"the gradient{of} for input {index} at the input times 2**50 should be "
-            f"{'the same as' if power == 0 else f'2**{50 * power} times'} the one at the input, "
-            f"but it is not.\n{m}\n{FINITE_DIFFERENCES}"
-        ),
-    )
+    atol = 1e-12 * float(np.abs(expected).max(initial=0.0))
+    mismatch = _mismatch(gradient(scale), expected, 1e-12, atol, False)
+    if mismatch is not None:
+        times = "the same as" if power == 0 else f"2**{50 * power} times"
+        raise AssertionError(
+            f"the gradient{of} for input {index} at the input times 2**50 should be {times} the "
+            f"one at the input, but it is not.\n{mismatch}\n{FINITE_DIFFERENCES}"
+        )

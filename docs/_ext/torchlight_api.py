@@ -195,6 +195,8 @@ def _inline(text: str) -> str:
 _INLINE_MATH = re.compile(r"(?<![\\$`])\$([^$\n`]+?)\$(?!\$)")
 _DISPLAY_MATH = re.compile(r"^([ \t]*)\$\$(.+?)\$\$[ \t]*$", re.S | re.M)
 _TRAILING_UNDERSCORE = re.compile(r"(?<![\w`*\\])([A-Za-z][\w.]*_)(?![\w`])")
+#: What reST already quotes: a ``literal``, a :role:`text` (math too) or `interpreted text`_.
+_QUOTED = re.compile(r"(``.+?``|:[\w:.-]+:`[^`]*`|`[^`]*`_{0,2})")
 
 
 def _join_wrapped_math(text: str) -> str:
@@ -241,12 +243,40 @@ def dollars_to_math(text: str) -> str:
         if line.lstrip().startswith(".. math::"):
             out.append(line)
             continue
-        line = _INLINE_MATH.sub(lambda m: f":math:`{m.group(1)}`", line)
-        parts = line.split("`")  # even parts are outside backquotes
+        # (a formula's own spaces at its ends would end the role early: "$x > $" is "x >")
+        line = _INLINE_MATH.sub(lambda m: f":math:`{m.group(1).strip()}`", line)
+        parts = _QUOTED.split(line)  # even parts are outside ``literals``, roles and `links`_
         for i in range(0, len(parts), 2):
             parts[i] = _TRAILING_UNDERSCORE.sub(r"``\1``", parts[i])
-        out.append("`".join(parts))
+            if i and parts[i - 1].startswith("``") and parts[i][:1].isalnum():
+                parts[i] = "\\ " + parts[i]  # ``fork``ed: reST ends a literal only before a space
+        out.append("".join(parts))
     return "\n".join(out)
+
+
+#: The modules a user imports, PyTorch's faces (``import torchlight.nn.functional as F``): the
+#: API index (and so the site's sidebar) lists these; every other module, the library's
+#: internals by file, is one level down, under :data:`INTERNALS_PAGE`.
+FACES = [
+    "torchlight.autograd",
+    "torchlight",
+    "torchlight.nn",
+    "torchlight.nn.functional",
+    "torchlight.nn.init",
+    "torchlight.nn.utils",
+    "torchlight.optim",
+    "torchlight.optim.lr_scheduler",
+    "torchlight.data",
+    "torchlight.utils.data",
+    "torchlight.amp",
+    "torchlight.cuda",
+    "torchlight.backends",
+    "torchlight.ops",
+    "torchlight.testing",
+    "torchlight.train",
+    "torchlight.viz",
+]
+INTERNALS_PAGE = "internals"
 
 
 def write_api_pages(_app: Any = None) -> None:
@@ -254,11 +284,17 @@ def write_api_pages(_app: Any = None) -> None:
     api.mkdir(exist_ok=True)
     home = homes()
     index = [_title("API reference"), API_INTRO, ".. toctree::\n   :maxdepth: 1\n"]
+    internals = [
+        _title("Internals: every module"),
+        INTERNALS_INTRO,
+        ".. toctree::\n   :maxdepth: 1\n",
+    ]
     for module_name in PUBLIC_MODULES:
         members = module_members_rst(module_name, home)
+        listed = index if module_name in FACES else internals
         if module_name in HAND_WRITTEN:
             _write_if_changed(api / f"_{module_name}.members.rst", members)
-            index.append(f"   {module_name} (Autograd API) <../{HAND_WRITTEN[module_name]}>")
+            listed.append(f"   {module_name} (Autograd API) <../{HAND_WRITTEN[module_name]}>")
             continue
         page = [
             _title(f"``{module_name}``"),
@@ -266,17 +302,27 @@ def write_api_pages(_app: Any = None) -> None:
             members,
         ]
         _write_if_changed(api / f"{module_name}.rst", "\n".join(page))
-        index.append(f"   {module_name}")
+        listed.append(f"   {module_name}")
+    index.append(f"   {INTERNALS_PAGE}")
     _write_if_changed(api / "index.rst", "\n".join(index) + "\n")
+    _write_if_changed(api / f"{INTERNALS_PAGE}.rst", "\n".join(internals) + "\n")
     written = {f"{m}.rst" for m in PUBLIC_MODULES} | {f"_{m}.members.rst" for m in HAND_WRITTEN}
+    written |= {"index.rst", f"{INTERNALS_PAGE}.rst"}
     for stale in api.glob("*.rst"):  # a module that was renamed or removed since the last build
-        if stale.name != "index.rst" and stale.name not in written:
+        if stale.name not in written:
             stale.unlink()
 
 
 API_INTRO = """Every name in each public module's ``__all__``, generated from the docstrings (Google style:
-the formula first, ``Shape:`` for tensor ops, a runnable example). The autograd engine has its
-own page, :doc:`../autograd`.
+the formula first, ``Shape:`` for tensor ops, a runnable example). The modules you import are
+listed here; the autograd engine has its own page, :doc:`../autograd`, and every other module
+(the library's files, one concept each) is under :doc:`internals`.
+
+"""
+
+INTERNALS_INTRO = """Every other module of the library, by file: where each public name is
+defined (its full entry is on the first page that exports it; the modules you import are on
+:doc:`index`). Read these to see how torchlight is built.
 
 """
 
@@ -294,7 +340,24 @@ def copy_notebooks(_app: Any = None) -> None:
         # A notebook links to a docs page as ../docs/page.md (right in the repository); on the
         # site the tutorials live in docs/tutorials/, one level below the pages.
         text = text.replace("](../docs/", "](../")
+        for note, on_the_site in _notes_for_the_site().items():  # a page has no cell to run
+            text = text.replace(note, on_the_site)
         _write_if_changed(target / notebook.name, text)
+
+
+def _notes_for_the_site() -> dict[str, str]:
+    """The note above each stored viewer picture, as a notebook shows it ("run the cell") ->
+    as the site shows it (where to get the interactive viewer)."""
+    from torchlight.viz import modules, training, widgets
+
+    there = "open this tutorial in JupyterLab (make lab) to"
+    return {
+        widgets.STATIC_NOTE: f"A static picture of the graph viewer: {there} click its nodes "
+        "and step through backward.",
+        training.STATIC_NOTE: f"A static picture of the training viewer: {there} train.",
+        modules.STATIC_NOTE: f"A static picture of the module viewer: {there} pick parameters "
+        "and see their values.",
+    }
 
 
 def readme_section(path: Path, heading: str) -> str:
@@ -303,9 +366,17 @@ def readme_section(path: Path, heading: str) -> str:
     match = re.search(rf"^## {re.escape(heading)}[^\n]*\n(.*?)(?=^## |\Z)", text, re.S | re.M)
     if not match:
         return ""
-    body = match.group(1)
     # Relative links point into the repository, not into the site: keep their text and path.
-    return re.sub(r"\[([^\]]+)\]\((?!https?:|#)([^)]+)\)", r"\1 (`\2`)", body)
+    return _plain_links(match.group(1))
+
+
+def _plain_links(markdown: str) -> str:
+    """``[text](path)`` -> ``text (`path`)`` for a relative link, outside `code` spans (where
+    ``[a](`` is text, not a link)."""
+    parts = re.split(r"(`[^`\n]*`)", markdown)  # odd parts are code
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"\[([^\]]+)\]\((?!https?:|#)([^)]+)\)", r"\1 (`\2`)", parts[i])
+    return "".join(parts)
 
 
 def write_included_sections(_app: Any = None) -> None:
@@ -324,8 +395,7 @@ def write_included_sections(_app: Any = None) -> None:
     course = ROOT / "assignments" / "README.md"
     text = course.read_text()
     body = text.split("\n", 1)[1] if text.startswith("# ") else text  # the page has its own title
-    body = re.sub(r"\[([^\]]+)\]\((?!https?:|#)([^)]+)\)", r"\1 (`\2`)", body)
-    _write_if_changed(generated / "course.md", body)
+    _write_if_changed(generated / "course.md", _plain_links(body))
 
 
 def function_form_doc(obj: Any) -> str:

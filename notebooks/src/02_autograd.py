@@ -17,12 +17,11 @@
 # the same system that powers training in every deep learning framework, built from scratch
 # in ~200 lines.
 #
-# This notebook follows the original *Tutorial 2: Autograd* page section by section,
-# with the same headings and the same examples, and runs every one of them. Where the page
-# prints a value that is not what the code computes, the notebook shows the true value and
-# explains why, in a box marked **Erratum**. Each example is also drawn by the **graph
-# viewer**, `tl.viz.show(tensor)` (imported below as `viz`). After the page's sections the
-# notebook goes further: stepping through `backward()` by hand, and writing (and checking)
+# Every example below runs as you read it, and prints what the code really computes. Where
+# the comment beside an example, or its explanation, says something else, a box marked
+# **Erratum** gives the true value and explains why. Each example is also drawn by the
+# **graph viewer**, `tl.viz.show(tensor)` (imported below as `viz`). After the basics, the
+# tutorial goes further: stepping through `backward()` by hand, and writing (and checking)
 # your own `Function`.
 #
 # The viewer is interactive when the notebook runs in JupyterLab: click a node to see its
@@ -81,7 +80,7 @@ c.backward()
 a.grad             # [4.0, 8.0]  --  (d(b*a)/da = b + a*1 = 2a + a)
 
 # %% [markdown]
-# The History nodes are there to inspect, with the names the page uses:
+# The History nodes are there to inspect, under the names used above:
 
 # %%
 print(b.history.last_fn.__name__, b.history.parents[0] is a, b.history.parents[1] is a)
@@ -93,8 +92,8 @@ print(c.history.last_fn.__name__, c.history.parents[0] is b, c.history.parents[1
 # >
 # > $$\frac{\partial (b \cdot a)}{\partial a} = b + a \cdot \frac{\partial b}{\partial a} = 2a + 2a = 4a = [4, 8].$$
 # >
-# > The page's "$2a + a$" would give $3a = [3, 6]$. (Also note: `c` has two elements. Like the
-# > page, torchlight seeds a non-scalar root with ones, which is the gradient of `c.sum()`;
+# > The comment's "$2a + a$" would give $3a = [3, 6]$. (Also note: `c` has two elements.
+# > torchlight seeds a non-scalar root with ones, which is the gradient of `c.sum()`;
 # > PyTorch would ask for `c.sum().backward()` or an explicit gradient.)
 
 # %%
@@ -129,7 +128,7 @@ print("b alive after del c:   ", b_ref() is not None)
 # %% [markdown]
 # ## `backward()`
 #
-# The page's example uses a `model` and a `target`. A model is just a function of tensors
+# The example uses a `model` and a `target`. A model is just a function of tensors
 # that require grad; Tutorial 3 builds them from layers. Here is the smallest one, a linear
 # map $x w + b$ with weights that require grad:
 
@@ -205,11 +204,11 @@ except RuntimeError as error:
 a = tl.tensor([1.0, 2.0], requires_grad=True)  # leaf
 b = a * 2                                       # intermediate
 b.backward()
-a.grad    # [2., 2.] (the page printed [2.0, 4.0]: see the erratum below)
+a.grad    # [2., 2.] (not [2.0, 4.0]: see the erratum below)
 
 # %% [markdown]
-# > **Erratum.** The page prints `[2.0, 4.0]`; the true gradient is `[2.0, 2.0]`, as printed
-# > above. $b = 2a$, so $\partial b_i / \partial a_i = 2$ for every element -- the gradient of
+# > **Erratum.** Not `[2.0, 4.0]`, as is often expected: the true gradient is `[2.0, 2.0]`, as
+# > printed above. $b = 2a$, so $\partial b_i / \partial a_i = 2$ for every element -- the gradient of
 # > a linear map does not depend on `a`. (`[2.0, 4.0]` is the value of `b`, not of `a.grad`.)
 
 # %%
@@ -285,7 +284,7 @@ for i in range(len(x_val)):
 # 5.999998...  7.999998...   (true grad = [6.0, 8.0])
 
 # %% [markdown]
-# > **Erratum.** The page's `5.999998...  7.999998...` are not what this code prints: the
+# > **Erratum.** The comment's `5.999998...  7.999998...` are not what this code prints: the
 # > digits after the 6th depend on the dtype and the step `epsilon`. In float64 with the
 # > default `epsilon=1e-6`, torchlight prints the values above, off from $[6, 8]$ by about
 # > $10^{-9}$. Those few wrong digits are rounding error, not a bug. The estimate is
@@ -313,7 +312,7 @@ for eps in [1e-1, 1e-3, 1e-5, 1e-7, 1e-9, 1e-11]:
     print(f"epsilon={eps:.0e}   estimate={estimate:.12f}   error={estimate - 12:+.1e}")
 
 # %% [markdown]
-# And the check the page has in mind -- backward against central differences:
+# And the check this section is about -- backward against central differences:
 
 # %%
 x = tl.tensor(x_val, requires_grad=True)
@@ -370,7 +369,7 @@ a.grad
 # ---
 # ## Going further
 #
-# The page ends here. The rest of this notebook opens the engine up.
+# The basics end here. The rest of this tutorial opens the engine up.
 #
 # ## Stepping through backward
 #
@@ -378,7 +377,7 @@ a.grad
 # every tensor that used it has already sent its share, so its gradient is complete; it then
 # calls `history.chain_rule(grad)`, which runs its Function's `backward` and returns one
 # `(input, gradient)` pair per input. The loop below is that engine, printing as it goes
-# (the real one is ~15 lines in `torchlight/autograd.py`):
+# (the real one is `backpropagate` in `torchlight/autograd/engine.py`):
 
 # %%
 def step_through(root, names):
@@ -692,7 +691,7 @@ for eps in (1e-1, 1e-2, 1e-3):
 #   takes care of broadcasting and bookkeeping.
 # - Check every backward with `central_difference` and `gradcheck` in float64; the error of a
 #   central difference is truncation ($\epsilon^2$) plus rounding ($u/\epsilon$).
-# - Three statements of the original page were corrected here: the explanation of
+# - Three statements of the examples' comments were corrected by errata: the explanation of
 #   `d(b*a)/da` ($4a$), the gradient of `a * 2` (`[2.0, 2.0]`), and the printed central
 #   differences (they depend on dtype and step).
 #

@@ -7,7 +7,7 @@ storage + shape + strides) and knows how to run a handful of higher-order primit
 - ``zip(op, a, b, out=None)``: apply a two-argument scalar op elementwise, broadcasting ``a``
   and ``b`` (into ``out`` when given: how in-place ops such as ``p.sub_(g)`` avoid a temporary);
 - ``reduce(op, a, dims, keepdim)``: fold the elements along ``dims`` with ``sum``/``max``/``min``;
-- ``matmul(a, b)``: batched matrix product (the one op too important to leave to ``zip``+``reduce``);
+- ``matmul(a, b)``: batched matrix product (the one op too important to leave to ``zip`` and ``reduce``);
 
 plus *layout* operations that only rewrite shape, strides and offset (reshape, permute, expand,
 indexing), and conversions to and from numpy. Every :class:`~torchlight.autograd.Function` is

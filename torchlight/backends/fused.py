@@ -7,16 +7,21 @@ of a backend as one call where the primitives would take several:
   as the composition of the primitives, and that is what a backend runs unless it overrides it
   (numpy and Numba do, in their kernels files). ``Tensor._linear`` and ``Tensor._log_softmax``
   call them; the Functions that use them (``ops.linear``, ``ops.losses``) keep the math.
-- ``gelu(x)``, ``gelu_backward(x, grad)``, ``layer_norm_backward(x, mean, rstd, weight,
-  grad)`` and ``cross_entropy_backward(log_probs, grad, labels, reduction)``: the tanh GELU, its
-  gradient, layer norm's input gradient and cross-entropy's, which the Functions of
-  ``ops.activations``, ``ops.normalization`` and ``ops.losses`` run through ``Tensor._fused``.
-  Written as tensor math each is four to fifteen ops, each making a new array (for a
-  transformer, the size of its largest activations); numpy's overrides make one to three
-  (``backends/numpy/kernels.py``). The Functions that call the gradient kernels
-  (``GELUBackward``, ``LayerNormBackward``, ``CrossEntropyBackward``) have their own backward in
-  tensor math, so ``create_graph`` and double backward still work. Like every kernel
-  ``Tensor._fused`` calls, these return a tuple of storages.
+- ``gelu(x)``: the tanh GELU, which ``ops.activations.GELUFunction`` runs through
+  ``Tensor._fused``. Written as tensor math it is eight ops, each making a new array (for a
+  transformer, the size of its largest activations); numpy's override makes one
+  (``backends/numpy/kernels.py``). Like every kernel ``Tensor._fused`` calls, it returns a
+  tuple of storages.
+- ``gelu_backward``, ``layer_norm_backward`` and ``cross_entropy_backward``
+  (:class:`GradientOverrides`): three first derivatives in one call each. As for the LSTM
+  below, their default is not a composition here but the readable tensor math itself, in the
+  Functions' ``backward`` (``ops.activations.GELUFunction``, ``ops.normalization.
+  LayerNormFunction``, ``ops.losses.CrossEntropy``), which runs on every backend without an
+  override; where a backend has one (numpy, and Numba, which inherits numpy's), backward runs
+  a Function whose forward is the kernel and whose backward is the second derivative in
+  tensor math (``GELUBackward``, ``LayerNormBackward``, ``CrossEntropyBackward``), so
+  ``create_graph`` and double backward still work. ``tests/test_fused_gradients.py`` checks
+  each override equal to the readable derivative, first and second.
 - ``lstm_forward`` and ``lstm_backward`` (:class:`LSTMOverride`): a whole LSTM layer in one
   call. Here the default is not a composition in this file but the readable recurrence itself,
   ``ops.recurrent.Recurrence`` with an ``LSTMStep``: ``ops.recurrent.lstm`` runs it on every
@@ -31,7 +36,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["GELU_A", "GELU_C", "FusedKernels", "LSTMOverride", "normalized_dims"]
+__all__ = [
+    "GELU_A",
+    "GELU_C",
+    "FusedKernels",
+    "GradientOverrides",
+    "LSTMOverride",
+    "normalized_dims",
+]
 
 GELU_C = math.sqrt(2.0 / math.pi)  # the tanh GELU's constants: t = tanh(c (x + a x^3))
 GELU_A = 0.044715
@@ -60,54 +72,6 @@ class FusedKernels:
         t = self.map("tanh", mul(c(GELU_C), add(x, mul(c(GELU_A), mul(x, mul(x, x))))))
         return (mul(mul(c(0.5), x), add(c(1.0), t)),)
 
-    def gelu_backward(self: Any, x: Any, grad: Any) -> tuple[Any]:
-        r"""$(G \cdot \mathrm{GELU}'(x),)$ with $\mathrm{GELU}'(x) = \frac{1 + t}{2} +
-        \frac{x}{2}(1 - t^2)\,c\,(1 + 3a x^2)$ ($t$, $c$, $a$ as in :meth:`gelu`)."""
-        mul, add, c = _ops(self, x)
-        t = self.map("tanh", mul(c(GELU_C), add(x, mul(c(GELU_A), mul(x, mul(x, x))))))
-        du = mul(c(GELU_C), add(c(1.0), mul(c(3 * GELU_A), mul(x, x))))  # d/dx of c(x + a x^3)
-        one_minus_t2 = self.zip("sub", c(1.0), mul(t, t))
-        slope = add(mul(c(0.5), add(c(1.0), t)), mul(mul(c(0.5), x), mul(one_minus_t2, du)))
-        return (mul(grad, slope),)
-
-    def cross_entropy_backward(
-        self: Any, log_probs: Any, grad: Any, labels: np.ndarray, reduction: str
-    ) -> tuple[Any]:
-        r"""$(c\,(\mathrm{softmax}(x) - \mathrm{onehot}(y)),)$, cross-entropy's gradient from
-        forward's ``log_probs`` $\log \mathrm{softmax}(x)$ of shape $(N, C)$ and class indices
-        ``labels`` $y$ (a host integer array), where $c$ is the loss's gradient ``grad`` per
-        row: $G/N$ for ``"mean"``, $G$ for ``"sum"``, $G_n$ (``grad`` of shape $(N,)$) for
-        ``"none"``."""
-        mul, _, c = _ops(self, log_probs)
-        n = len(labels)
-        ones = self.from_numpy(np.ones(n, dtype=self.dtype(log_probs)))
-        one_hot = self.index_add(self.shape(log_probs), (np.arange(n), labels), ones)
-        if reduction == "none":
-            scale = self.view(self.contiguous(grad), (n, 1))  # a column: one value a row
-        else:
-            scale = mul(grad, c(1.0 / n)) if reduction == "mean" else grad
-        return (mul(self.zip("sub", self.map("exp", log_probs), one_hot), scale),)
-
-    def layer_norm_backward(
-        self: Any, x: Any, mean: Any, rstd: Any, weight: Any | None, grad: Any
-    ) -> tuple[Any]:
-        r"""$(r\,(g - \langle g\rangle - \hat x \langle g \hat x\rangle),)$, layer norm's
-        input gradient: $\hat x = (x - \mu)\,r$, $g = G\gamma$ (or $G$ without a weight),
-        $\langle\cdot\rangle$ the mean over the normalized dimensions, which are those where
-        ``mean`` and ``rstd`` (forward's $\mu$ and $r = 1/\sqrt{\sigma^2 + \epsilon}$, kept
-        dimensions) have size 1 (a size-1 dimension of ``x`` is the same either way)."""
-        mul, _, c = _ops(self, x)
-        dims = normalized_dims(self.shape(x), self.shape(mean))
-        x_hat = mul(self.zip("sub", x, mean), rstd)
-        g = grad if weight is None else mul(grad, weight)
-        n = c(1.0 / math.prod(self.shape(x)[d] for d in dims))
-
-        def mean_of(a: Any) -> Any:
-            return mul(self.reduce("sum", a, dims, True), n)
-
-        centred = self.zip("sub", g, mean_of(g))
-        return (mul(rstd, self.zip("sub", centred, mul(x_hat, mean_of(mul(g, x_hat))))),)
-
 
 def _ops(backend: Any, like: Any) -> tuple[Any, Any, Any]:
     """``mul(a, b)``, ``add(a, b)`` and ``c(number)`` (a 0-d constant of ``like``'s dtype) on
@@ -129,6 +93,38 @@ def normalized_dims(shape: tuple[int, ...], kept: tuple[int, ...]) -> tuple[int,
     """The dimensions a keepdim statistic of ``kept`` shape was reduced over, of an input of
     ``shape``: those where it has size 1 and the input does not."""
     return tuple(d for d, (n, k) in enumerate(zip(shape, kept, strict=True)) if k == 1 != n)
+
+
+class GradientOverrides(Protocol):
+    r"""A backend's overrides of three readable first derivatives (each Function's ``backward``
+    in ``ops/`` has the math), each returning a tuple of one storage.
+
+    Shape: ``gelu_backward``'s and ``layer_norm_backward``'s ``x`` and ``grad`` any (the same
+    shape; ``mean`` and ``rstd`` kept dimensions, ``weight`` the normalized dimensions' shape
+    or None); ``cross_entropy_backward``'s ``log_probs`` $(N, C)$, ``labels`` a host integer
+    array $(N,)$, ``grad`` $(N,)$ for ``"none"`` and 0-d otherwise.
+    """
+
+    def gelu_backward(self, x: Any, grad: Any) -> tuple[Any]:
+        r"""$(G\,\mathrm{GELU}'(x),)$, as ``ops.activations.GELUFunction.backward``."""
+        ...
+
+    def layer_norm_backward(
+        self, x: Any, mean: Any, rstd: Any, weight: Any | None, grad: Any
+    ) -> tuple[Any]:
+        r"""$(r\,(g - \langle g\rangle - \hat x \langle g \hat x\rangle),)$ from forward's
+        $\mu$ (``mean``) and $r$ (``rstd``), as ``ops.normalization.LayerNormFunction.backward``;
+        the normalized dimensions are those where ``mean`` has size 1 and ``x`` does not
+        (:func:`normalized_dims`)."""
+        ...
+
+    def cross_entropy_backward(
+        self, log_probs: Any, grad: Any, labels: np.ndarray, reduction: str
+    ) -> tuple[Any]:
+        r"""$(c\,(\mathrm{softmax}(x) - \mathrm{onehot}(y)),)$ from forward's ``log_probs``
+        $\log \mathrm{softmax}(x)$, $c$ the loss's gradient per row ($G/N$ for ``"mean"``),
+        as ``ops.losses.CrossEntropy.backward``."""
+        ...
 
 
 class LSTMOverride(Protocol):

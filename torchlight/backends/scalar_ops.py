@@ -1,8 +1,8 @@
 r"""Every elementwise op as a plain Python function of numbers: the one definition all backends share.
 
 The strided reference backend calls these functions directly, element by element. The Numba
-backends compile the very same functions into their kernels: ``numba_backend.py`` and
-``cuda_kernels.py`` wrap each one with ``numba.extending.register_jitable(inline="always")``,
+backends compile the very same functions into their kernels: ``numba/backend.py`` and
+``cuda/kernels.py`` wrap each one with ``numba.extending.register_jitable(inline="always")``,
 which lets numba inline it into a parallel CPU loop or a GPU kernel. So there is exactly one
 place that says what ``sigmoid`` or ``maximum`` means.
 

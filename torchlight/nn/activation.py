@@ -89,7 +89,7 @@ def silu(input: Tensor) -> Tensor:  # noqa: A002
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: A002
     r"""$\frac{1}{\beta} \log(1 + e^{\beta x})$, a smooth ReLU; as in PyTorch, it is $x$ itself
-    where $\beta x > $ ``threshold`` (there the two agree to double precision).
+    where $\beta x >$ ``threshold`` (there the two agree to double precision).
 
     Shape: any; the output has the input's shape.
 

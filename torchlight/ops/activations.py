@@ -28,13 +28,16 @@ __all__ = ["GELUBackward", "GELUFunction", "SoftplusFunction"]
 
 
 class GELUFunction(Function):
-    r"""$\mathrm{GELU}(x) = \frac{x}{2}(1 + t)$, $t = \tanh(c\,(x + a x^3))$, $c = \sqrt{2/\pi}$,
-    $a = 0.044715$ (the tanh form, as GPT-2 uses it).
+    r"""$\mathrm{GELU}(x) = \frac{x}{2}(1 + t)$, $t = \tanh(u)$, $u = c\,(x + a x^3)$,
+    $c = \sqrt{2/\pi}$, $a = 0.044715$ (the tanh form, as GPT-2 uses it).
 
-    Backward: $\partial L/\partial x = G \cdot \mathrm{GELU}'(x)$, computed by
-    :class:`GELUBackward`. One node instead of eight (it runs on the largest activations of a
-    transformer); forward and backward are each one fused backend kernel (``gelu``,
-    ``gelu_backward``: :mod:`torchlight.backends.fused` has them as compositions of primitives).
+    Backward: $\partial L/\partial x = G\,\mathrm{GELU}'(x)$ with
+    $\mathrm{GELU}'(x) = \frac{1 + t}{2} + \frac{x}{2}(1 - t^2)\,u'$, $u' = c\,(1 + 3a x^2)$:
+    tensor math, so a ``create_graph`` backward differentiates it again. One node instead of
+    eight (it runs on the largest activations of a transformer); forward is one backend
+    kernel, ``gelu`` (:mod:`torchlight.backends.fused` has it as a composition of primitives).
+    Where the backend overrides the gradient with a fused kernel (``gelu_backward``: numpy and
+    Numba), backward runs :class:`GELUBackward` instead, the same math (checked equal).
     """
 
     @staticmethod
@@ -46,17 +49,29 @@ class GELUFunction(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> Tensor:
         (x,) = ctx.saved_tensors
-        return GELUBackward.apply(x, grad_output)
+        if hasattr(x.backend, "gelu_backward"):  # the backend's fused kernel (for speed only)
+            return GELUBackward.apply(x, grad_output)
+        t, du = _gelu_t_and_du(x)
+        return grad_output * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
+
+
+def _gelu_t_and_du(x: Tensor) -> tuple[Tensor, Tensor]:
+    r"""GELU's $t = \tanh(c\,(x + a x^3))$ and $u' = c\,(1 + 3a x^2)$, in tensor math."""
+    t = (GELU_C * (x + GELU_A * x * x * x)).tanh()  # x^3 as x*x*x: pow with a float is slow
+    return t, GELU_C * (1.0 + 3 * GELU_A * x * x)
 
 
 class GELUBackward(Function):
-    r"""GELU's gradient $G \cdot \mathrm{GELU}'(x)$ as a Function of $x$ and $G$ (PyTorch's
-    ``GeluBackward``), so that a ``create_graph`` backward through GELU is differentiable:
-    $\mathrm{GELU}'(x) = \frac{1 + t}{2} + \frac{x}{2}(1 - t^2)\,u'$, $u' = c\,(1 + 3a x^2)$.
+    r"""The backend override of GELU's gradient: $G\,\mathrm{GELU}'(x)$ as a Function of $x$
+    and $G$ (PyTorch's ``GeluBackward``), whose forward is one fused backend kernel,
+    ``gelu_backward`` (numpy's in ``backends/numpy/kernels.py``), computing what
+    :class:`GELUFunction`'s ``backward`` computes in tensor math.
 
-    Backward: $\partial/\partial x = \bar G\,G\,\mathrm{GELU}''(x)$ with $\mathrm{GELU}''(x) =
-    (1 - t^2)(u' - x t u'^2 + 3acx^2)$, and $\partial/\partial G = \bar G\,\mathrm{GELU}'(x)$
-    ($\bar G$ the incoming gradient), in tensor math: differentiable again.
+    Backward, the second derivative, so that a ``create_graph`` backward through it is
+    differentiable: $\partial/\partial x = \bar G\,G\,\mathrm{GELU}''(x)$ with
+    $\mathrm{GELU}''(x) = (1 - t^2)(u' - x t u'^2 + 3acx^2)$, and
+    $\partial/\partial G = \bar G\,\mathrm{GELU}'(x)$ ($\bar G$ the incoming gradient), in
+    tensor math: differentiable again.
     """
 
     @staticmethod
@@ -68,8 +83,7 @@ class GELUBackward(Function):
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
         x, grad_output = ctx.saved_tensors
-        t = (GELU_C * (x + GELU_A * x * x * x)).tanh()  # x^3 as x*x*x: pow with a float is slow
-        du = GELU_C * (1.0 + 3 * GELU_A * x * x)
+        t, du = _gelu_t_and_du(x)
         slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
         curvature = (1.0 - t * t) * (du - x * t * du * du + 3 * GELU_A * GELU_C * x * x)
         return grad * grad_output * curvature, grad * slope

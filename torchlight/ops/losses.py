@@ -124,7 +124,11 @@ class CrossEntropy(Function):
     ``log_softmax`` and ``nll_loss`` in one node, reduced by ``"mean"``, ``"sum"`` or ``"none"``.
 
     Backward: $\partial \ell_n / \partial x_n = \mathrm{softmax}(x_n) - \mathrm{onehot}(y_n)$,
-    "prediction minus truth", times $G$ (and $1/N$ for the mean).
+    "prediction minus truth", times $G$ (and $1/N$ for the mean). The softmax is computed again
+    from $x$ (not from forward's log-probabilities, which are not in the graph), so that a
+    ``create_graph`` backward differentiates it. Where the backend overrides the gradient with
+    a fused kernel (``cross_entropy_backward``: numpy and Numba), backward runs
+    :class:`CrossEntropyBackward` instead, the same math (checked equal).
     Called as ``CrossEntropy.apply(x, target, reduction, labels)``, where ``labels`` are the
     target's class indices as a host numpy array (``F.cross_entropy`` checks and passes them).
     """
@@ -142,22 +146,27 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor, None, None, None]:
         x, logp = ctx.saved_tensors
-        grad_x = CrossEntropyBackward.apply(x, logp, grad_output, ctx.reduction, ctx.picks[1])
-        return grad_x, None, None, None
+        if hasattr(x.backend, "cross_entropy_backward"):  # the backend's fused kernel (for speed)
+            grad_x = CrossEntropyBackward.apply(x, logp, grad_output, ctx.reduction, ctx.picks[1])
+            return grad_x, None, None, None
+        softmax = LogSoftmaxFunction.apply(x, 1).exp()  # from x again: see the docstring
+        truth = _one_hot(softmax, softmax.shape, ctx.picks)
+        scale = _per_row(grad_output, ctx.reduction, softmax.shape[0])
+        return (softmax - truth) * scale, None, None, None
 
 
 class CrossEntropyBackward(Function):
-    r"""Cross-entropy's gradient $c \odot (\mathrm{softmax}(x) - \mathrm{onehot}(y))$ as a
-    Function of the logits $x$ and the loss's gradient $G$, so that a ``create_graph`` backward
-    through the loss is differentiable; $c$ is $G$ per row: $G/N$ for ``"mean"``, $G$ for
-    ``"sum"``, $G_n$ for ``"none"``. Forward is one backend kernel, ``cross_entropy_backward``
-    (the composition of primitives in :mod:`torchlight.backends.fused`); ``logp`` is forward's
-    $\log \mathrm{softmax}(x)$, passed so it need not be computed again.
+    r"""The backend override of cross-entropy's gradient: $c \odot (\mathrm{softmax}(x) -
+    \mathrm{onehot}(y))$ as a Function of the logits $x$ and the loss's gradient $G$, what
+    :class:`CrossEntropy`'s ``backward`` computes in tensor math; $c$ is $G$ per row: $G/N$ for
+    ``"mean"``, $G$ for ``"sum"``, $G_n$ for ``"none"``. Forward is one fused backend kernel,
+    ``cross_entropy_backward`` (numpy's in ``backends/numpy/kernels.py``); ``logp`` is
+    forward's $\log \mathrm{softmax}(x)$, passed so it need not be computed again.
 
-    Backward, with $s = \mathrm{softmax}(x)$ and $\bar G$ the incoming gradient:
-    $\partial/\partial x = c \odot s \odot (\bar G - \sum_j \bar G_j s_j)$ (the softmax's
-    Jacobian) and $\partial/\partial G = \sum_j \bar G_j (s_j - y_j)$ per row, reduced as the
-    loss was; in tensor math, so differentiable again.
+    Backward, the second derivative, with $s = \mathrm{softmax}(x)$ and $\bar G$ the incoming
+    gradient: $\partial/\partial x = c \odot s \odot (\bar G - \sum_j \bar G_j s_j)$ (the
+    softmax's Jacobian) and $\partial/\partial G = \sum_j \bar G_j (s_j - y_j)$ per row,
+    reduced as the loss was; in tensor math, so differentiable again.
     """
 
     @staticmethod

@@ -36,11 +36,13 @@ class LayerNormFunction(Function):
     $\mu$ and $\sigma^2$ (biased) over the last ``ndim`` dimensions.
 
     Backward, with $g = G\gamma$ and means $\langle\cdot\rangle$ over the normalized dimensions:
-    $\partial L/\partial x = r\,(g - \langle g\rangle - \hat x \langle g \hat x\rangle)$
-    (:class:`LayerNormBackward`), $\partial L/\partial\gamma = \sum G\hat x$,
-    $\partial L/\partial\beta = \sum G$ (the engine sums over the leading dimensions). Forward
-    saves $\mu$ and $r$, so backward need not compute them again; the gradients are Functions
-    of $x$, so a ``create_graph`` backward is differentiable. Called as
+    $\partial L/\partial x = r\,(g - \langle g\rangle - \hat x \langle g \hat x\rangle)$,
+    $\partial L/\partial\gamma = \sum G\hat x$, $\partial L/\partial\beta = \sum G$ (the
+    engine sums over the leading dimensions). It computes $\mu$ and $r$ again from $x$, in
+    tensor math, so that a ``create_graph`` backward differentiates through them too. Where
+    the backend overrides the input gradient with a fused kernel (``layer_norm_backward``:
+    numpy and Numba), backward runs :class:`LayerNormBackward` and :class:`Normalized`
+    instead, from forward's saved $\mu$ and $r$: the same math (checked equal). Called as
     ``LayerNormFunction.apply(x, ndim, eps[, weight, bias])``.
     """
 
@@ -53,7 +55,8 @@ class LayerNormFunction(Function):
         weight: Tensor | None = None,
         bias: Tensor | None = None,
     ) -> Tensor:
-        mean, rstd = _statistics(x, tuple(range(x.ndim - ndim, x.ndim)), eps)
+        ctx.dims = tuple(range(x.ndim - ndim, x.ndim))
+        mean, rstd = _statistics(x, ctx.dims, eps)
         ctx.save_for_backward(x, mean, rstd, weight)
         ctx.eps, ctx.has = eps, (weight is not None, bias is not None)
         x_hat = (x - mean) * rstd
@@ -62,13 +65,35 @@ class LayerNormFunction(Function):
 
     @staticmethod
     def backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
-        x, mean, rstd, weight = ctx.saved_tensors
-        grads = [LayerNormBackward.apply(x, mean, rstd, ctx.eps, weight, grad_output)]
+        x, _, _, weight = ctx.saved_tensors  # (forward's mean and r: for the fused kernel)
+        if hasattr(x.backend, "layer_norm_backward"):  # the backend's fused kernel (for speed)
+            return _fused_layer_norm_backward(ctx, grad_output)
+        mean, rstd = _statistics(x, ctx.dims, ctx.eps)  # from x again: see the docstring
+        x_hat = (x - mean) * rstd
+        g = grad_output if weight is None else grad_output * weight
+
+        def avg(v: Tensor) -> Tensor:  # the mean over the normalized dimensions
+            return v.mean(ctx.dims, keepdim=True)
+
+        grads = [rstd * (g - avg(g) - x_hat * avg(g * x_hat))]
         if ctx.has[0]:  # G x_hat, which the engine sums to the weight's shape
-            grads.append(grad_output * Normalized.apply(x, mean, rstd, ctx.eps))
+            grads.append(grad_output * x_hat)
         if ctx.has[1]:
             grads.append(grad_output)
         return tuple(grads)
+
+
+def _fused_layer_norm_backward(ctx: Context, grad_output: Tensor) -> tuple[Tensor | None, ...]:
+    r"""``LayerNormFunction.backward`` where the backend has the ``layer_norm_backward`` kernel:
+    the input gradient by :class:`LayerNormBackward`, $\hat x$ by :class:`Normalized`, both
+    from forward's saved $\mu$ and $r$ (each differentiable again through its own backward)."""
+    x, mean, rstd, weight = ctx.saved_tensors
+    grads = [LayerNormBackward.apply(x, mean, rstd, ctx.eps, weight, grad_output)]
+    if ctx.has[0]:
+        grads.append(grad_output * Normalized.apply(x, mean, rstd, ctx.eps))
+    if ctx.has[1]:
+        grads.append(grad_output)
+    return tuple(grads)
 
 
 class Normalized(Function):
@@ -90,10 +115,12 @@ class Normalized(Function):
 
 
 class LayerNormBackward(Function):
-    r"""Layer norm's input gradient $r\,P(g)$ as a Function of $x$, $\gamma$ and $G$ (PyTorch's
-    ``NativeLayerNormBackward``), where $g = G\gamma$ and $P(v) = v - \langle v\rangle - \hat x
-    \langle v \hat x\rangle$. Forward is one fused backend kernel (``layer_norm_backward``);
-    ``mean`` and ``rstd`` are forward's statistics of $x$, passed so it need not compute them.
+    r"""The backend override of layer norm's input gradient: $r\,P(g)$ as a Function of $x$,
+    $\gamma$ and $G$ (PyTorch's ``NativeLayerNormBackward``), where $g = G\gamma$ and
+    $P(v) = v - \langle v\rangle - \hat x \langle v \hat x\rangle$, what
+    :class:`LayerNormFunction`'s ``backward`` computes in tensor math. Forward is one fused backend
+    kernel, ``layer_norm_backward`` (numpy's in ``backends/numpy/kernels.py``); ``mean`` and
+    ``rstd`` are forward's statistics of $x$, passed so it need not compute them.
 
     Backward, for an incoming gradient $A$ (tensor math, so differentiable again):
     $\partial/\partial G = \gamma\, r P(A)$, $\partial/\partial\gamma = G\, r P(A)$ ($P$ is

@@ -248,7 +248,7 @@ def checkpoint_extra(path: str | os.PathLike[str]) -> dict[str, Any]:
         CheckpointError: for a missing, corrupt or truncated file.
 
     Example:
-        >>> from torchlight.train.checkpoint import checkpoint_extra
+        >>> from torchlight.train.checkpoint import checkpoint_extra, save_checkpoint
         >>> import os, tempfile
         >>> from torchlight import nn
         >>> path = os.path.join(tempfile.mkdtemp(), "model.ckpt")

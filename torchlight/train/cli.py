@@ -13,10 +13,13 @@ Examples::
 error) and saves every new epoch back into that checkpoint, unless ``--save PATH`` names
 another file or ``--no-save`` keeps it unchanged. A ``--save`` path is checked before
 training starts. Ctrl-C stops training with one line naming the last checkpoint saved.
+``--epochs`` is the total: a resumed run that has already trained that many says so and
+trains nothing, as ``--epochs 0`` does.
 
 Each data set and model has defaults (epochs, optimizer, learning rate) that reach good
 accuracy quickly; flags override them. The last line printed is the accuracy on the test set
-(digits) or on the training set (the toy 2-D sets, which have no test set).
+(digits) or on the training set (the toy 2-D sets, which have no test set), or for a text
+corpus the validation loss; then, with ``--save``, one line naming the file the model is in.
 """
 
 from __future__ import annotations
@@ -224,12 +227,15 @@ def _command_name(argv0: str) -> str:
 
 
 def _from_checkpoint(args: argparse.Namespace) -> None:
-    """Fill --dataset and --model from the --resume checkpoint (or the defaults without one)."""
+    """Fill --dataset and --model from the --resume checkpoint (or the defaults without one),
+    and ``args.resumed_epoch``: the epochs it has trained (0 without one)."""
+    args.resumed_epoch = 0
     if args.resume:
         try:
             extra = checkpoint_extra(args.resume)
         except CheckpointError:
             extra = {}  # run() loads it again and reports what is wrong with it
+        args.resumed_epoch = int(extra.get("epoch", 0))
         saved_tokenizer = extra.get("tokenizer")
         if args.tokenizer is None and isinstance(saved_tokenizer, dict):
             args.tokenizer = saved_tokenizer.get("kind")
@@ -400,7 +406,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _settings(args)
     except ValueError as error:
         parser.error(str(error))
-    progress: dict[str, Any] = {}
+    progress: dict[str, Any] = {"epoch": args.resumed_epoch}  # (what a Ctrl-C line names)
+    if args.epochs <= args.resumed_epoch:
+        print(_nothing_to_train(args, parser.prog), flush=True)
     try:
         run(args, progress)
     except (TrainingDivergedError, CheckpointError) as error:
@@ -410,7 +418,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         # "\r": a progress bar cut short by Ctrl-C leaves its line open; write over it
         print("\r" + _interrupted_line(args, progress, parser.prog), file=sys.stderr)
         return 130  # the shell's code for "stopped by Ctrl-C"
+    if args.save and "saved" in progress:
+        print(_saved_line(args, progress["saved"], parser.prog))
     return 0
+
+
+def _nothing_to_train(args: argparse.Namespace, prog: str) -> str:
+    """The line that says no epoch will run: ``--epochs 0``, or a resumed run already done."""
+    if not args.resume:
+        return f"--epochs {args.epochs}: nothing to train; the untrained model is evaluated"
+    done = args.resumed_epoch
+    return (
+        f"{args.resume} is already at epoch {done}, and --epochs {args.epochs} is the total: "
+        f"nothing to train; continue it with {prog} --resume {args.resume} --epochs {done + 1} "
+        "(or more)"
+    )
+
+
+def _saved_line(args: argparse.Namespace, epoch: int, prog: str) -> str:
+    """The last line of a run that saved: the file the model is in, and what reads it."""
+    if args.dataset in CORPORA:
+        then = f"sample from it with python -m torchlight.train.generate --checkpoint {args.save}"
+    else:
+        then = f"continue it with {prog} --resume {args.save} --epochs {args.epochs + 1} (or more)"
+    return f"the model (epoch {epoch}) is saved in {args.save}: {then}"
 
 
 def _interrupted_line(args: argparse.Namespace, progress: dict[str, Any], prog: str) -> str:

@@ -183,6 +183,7 @@ def run_text(args: argparse.Namespace, progress: dict[str, Any] | None = None) -
         order.bit_generator.state = extra["loader_rng"]
         generator().bit_generator.state = extra["global_rng"]
         print(f"resumed from {args.resume} after epoch {start_epoch} (step {step})")
+    progress["epoch"] = start_epoch
     params = sum(p.numel() for p in model.parameters())
     print(
         f"{args.model}: {params:,} parameters, {len(train_set):,} training windows of "

@@ -56,8 +56,7 @@ LINE_H = 15
 MAX_CHARS = 44  # longer text is cut with an ellipsis (the info panel shows it all)
 TENSOR_H = 4 * LINE_H + 24
 FUNCTION_H = 26
-LEGEND_H = 48  # two rows: the kinds of node, then gradients and the two rings
-LEGEND_W = 800
+LEGEND_W = 620  # the legend's rows wrap to fit: a picture fits a docs page's column (~740 px)
 
 
 def _cut(text: str, limit: int = MAX_CHARS) -> str:
@@ -147,35 +146,47 @@ def _tensor_box(
     return out
 
 
-def _legend(y: float) -> list[str]:
-    out, x = [], 16.0
-    for kind in (LEAF, CONSTANT, INTERMEDIATE, ROOT, FUNCTION):
-        fill, stroke, text = COLORS[kind]
-        out.append(
-            f'<rect x="{x}" y="{y}" width="14" height="12" rx="3" fill="{fill}" stroke="{stroke}"/>'
+def _legend_keys() -> list[tuple[str, str]]:
+    """``(swatch attributes, text)`` of each key of the legend, in order."""
+    keys = [
+        (f'fill="{fill}" stroke="{stroke}"', text)
+        for fill, stroke, text in (
+            COLORS[k] for k in (LEAF, CONSTANT, INTERMEDIATE, ROOT, FUNCTION)
         )
-        out.append(_text(x + 19, y + 10, text, font_size="10", fill="#3c4043"))
-        x += 19 + len(text) * 6.1 + 14
-    out.append(
-        f'<rect x="{x}" y="{y}" width="14" height="12" rx="3" fill="{GRAD_FILL}" stroke="{GRAD_STROKE}"/>'
-    )
-    out.append(_text(x + 19, y + 10, "grad computed", font_size="10", fill="#3c4043"))
-    x += 19 + 13 * 6.1 + 14
-    out.append(
-        f'<rect x="{x}" y="{y}" width="14" height="12" rx="3" fill="none" stroke="{PENDING}" stroke-dasharray="3 3"/>'
-    )
-    out.append(_text(x + 19, y + 10, "not computed yet", font_size="10", fill="#3c4043"))
-    # Second row: the two outlines drawn around nodes (see render_svg's ring below).
-    x, y = 16.0, y + 18
+    ]
+    keys.append((f'fill="{GRAD_FILL}" stroke="{GRAD_STROKE}"', "grad computed"))
+    keys.append((f'fill="none" stroke="{PENDING}" stroke-dasharray="3 3"', "not computed yet"))
+    # the two outlines drawn around nodes (see render_svg's ring)
     for color, text in (
         (CURRENT, "amber ring: the node backward is at in this step"),
         (HIGHLIGHT, "magenta: the selected node and its path to the root"),
     ):
-        out.append(
-            f'<rect x="{x}" y="{y}" width="14" height="12" rx="3" fill="none" stroke="{color}" stroke-width="2.5"/>'
-        )
-        out.append(_text(x + 19, y + 10, text, font_size="10", fill="#3c4043"))
-        x += 19 + len(text) * 6.1 + 14
+        keys.append((f'fill="none" stroke="{color}" stroke-width="2.5"', text))
+    return keys
+
+
+def _legend_places() -> list[tuple[float, int, str, str]]:
+    """``(x, row, swatch, text)`` of each key: left to right, a new row where the next key
+    would pass ``LEGEND_W`` (a 10px character is about 6.1 px wide)."""
+    places, x, row = [], 16.0, 0
+    for swatch, text in _legend_keys():
+        width = 19 + len(text) * 6.1
+        if x > 16.0 and x + width > LEGEND_W - 8:
+            x, row = 16.0, row + 1
+        places.append((x, row, swatch, text))
+        x += width + 14
+    return places
+
+
+LEGEND_H = 18 * (_legend_places()[-1][1] + 1) + 12  # its rows, and the space above them
+
+
+def _legend(y: float) -> list[str]:
+    out = []
+    for x, row, swatch, text in _legend_places():
+        top = y + 18 * row
+        out.append(f'<rect x="{x:.1f}" y="{top}" width="14" height="12" rx="3" {swatch}/>')
+        out.append(_text(x + 19, top + 10, text, font_size="10", fill="#3c4043"))
     return out
 
 

@@ -15,9 +15,9 @@ Data moves between host and GPU only where you ask: ``tensor.to("cuda")`` and
 ``tensor.to("numpy")`` (or printing, ``.numpy()``, ``.item()``). Indexing with integer or
 boolean arrays computes *which positions* on the host (numpy indexes a table of positions),
 copies that table to the GPU (once: the same table again reuses the copy) and moves the
-elements there. Device buffers come from a caching allocator (``cuda_memory.py``), and kernels
+elements there. Device buffers come from a caching allocator (``cuda/memory.py``), and kernels
 are launched through :class:`~torchlight.backends.cuda.launch.Launcher`, which plans numba's
-argument marshalling once per kernel and kind of arguments (``cuda_launch.py``).
+argument marshalling once per kernel and kind of arguments (``cuda/launch.py``).
 
 Without a GPU, set ``NUMBA_ENABLE_CUDASIM=1`` before the backend is first used: numba then runs
 the same kernels in its simulator (slowly, one Python thread per GPU thread).
@@ -84,7 +84,7 @@ from torchlight.backends.strided.layout import (
 )
 from torchlight.shape import broadcast_shape, reduced_shape, strides_from_shape
 
-# The kernels live in cuda_kernels.py; their names stay importable from here.
+# The kernels live in cuda/kernels.py; their names stay importable from here.
 __all__ = [
     "BK",
     "BM",
@@ -204,10 +204,10 @@ class CudaBackend(LayoutOps, FusedKernels):
             )
         # (asked of numba.cuda itself: numba's config follows the environment, which may change)
         self.simulator = cuda.device_array.__module__.startswith("numba.cuda.simulator")
-        # Speed tricks (cuda_memory.py): dropped buffers are reused, index tables uploaded once.
+        # Speed tricks (cuda/memory.py): dropped buffers are reused, index tables uploaded once.
         self.memory = CachingAllocator(self.simulator)
         self.tables = TableCache(self.memory)
-        # Speed trick (cuda_launch.py): numba's per-launch argument marshalling planned once.
+        # Speed trick (cuda/launch.py): numba's per-launch argument marshalling planned once.
         fast = os.environ.get("TORCHLIGHT_CUDA_FAST_LAUNCH", "1") != "0"
         self.launcher = Launcher(enabled=fast and not self.simulator)
         self.tile = 8 if self.simulator else TILE

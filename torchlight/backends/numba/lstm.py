@@ -23,7 +23,7 @@ element, slower than numpy's passes, so float64 layers take the numpy backend's 
 The kernels run their rows in parallel (``prange``), like the backend's other kernels; written
 as a plain ``range`` loop LLVM would not vectorize them (it cannot rule out that the output
 arrays overlap the inputs). They are cached on disk like the others, and the cache tracks this
-file only: after editing ``numba_expf.py``, delete
+file only: after editing ``numba/expf.py``, delete
 ``torchlight/backends/__pycache__/numba_lstm*.nb*``.
 
 Example:

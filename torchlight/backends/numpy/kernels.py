@@ -16,13 +16,15 @@ the kernel alone; ratios, not absolute times, are what carry over). The backend 
   instead of ``np.errstate`` per call: log of a (64, 10) array 6.3 us against 12.4 us.
 - ``linear``, ``log_softmax``: the fused kernels of :mod:`torchlight.backends.fused` in fewer
   numpy calls (the bias added in place, the shift and the log sum in one pass each).
-- ``cross_entropy_backward``: the softmax (from forward's log-probabilities), the one-hot
-  truth taken off and the scale in one array, where the composition makes four and the
-  Function's math would take six tensor ops: ``F.cross_entropy`` forward + backward on (64, 10)
-  logits 78 -> 61 us (cfb1522, whose backward reused forward's softmax by a grad-mode branch:
-  58 us); an MLP training step 0.29 -> 0.27 ms.
-- ``gelu``, ``gelu_backward``, ``layer_norm_backward``: the same formulas with each ufunc
-  writing into an array made once (``out=``) instead of a new one. A new array the size of a
+- ``cross_entropy_backward``: the override of ``ops.losses.CrossEntropy``'s readable backward:
+  the softmax (from forward's log-probabilities), the one-hot truth taken off and the scale in
+  one array, where a composition of primitives makes four and the Function's math takes six
+  tensor ops: ``F.cross_entropy`` forward + backward on (64, 10) logits 78 -> 61 us (cfb1522,
+  whose backward reused forward's softmax by a grad-mode branch: 58 us); an MLP training step
+  0.29 -> 0.27 ms.
+- ``gelu``, ``gelu_backward``, ``layer_norm_backward``: the same formulas as GELU's forward
+  (:mod:`torchlight.backends.fused`) and GELU's and layer norm's readable backward (``ops/``),
+  with each ufunc writing into an array made once (``out=``) instead of a new one. A new array the size of a
   GPT's (32, 64, 384) activations costs more than the arithmetic on it: numpy asks the C
   allocator for it, which maps fresh pages from the kernel for blocks this large, and the first
   write to each 4 kB page faults. GELU's backward (best of 30, float32, (32, 64, 384)): 5.7-7.0
@@ -228,8 +230,8 @@ def _cross_entropy_backward(
 
 
 cross_entropy_backward = quietly(_cross_entropy_backward)
-cross_entropy_backward.__doc__ = """``FusedKernels.cross_entropy_backward`` in one new array:
-the softmax, 1 taken off each row's picked class, then scaled, each in place."""
+cross_entropy_backward.__doc__ = """``GradientOverrides.cross_entropy_backward`` in one new
+array: the softmax, 1 taken off each row's picked class, then scaled, each in place."""
 
 
 def _floating(x: np.ndarray) -> np.ndarray:
@@ -251,7 +253,7 @@ def gelu(x: np.ndarray) -> tuple[np.ndarray]:
 
 
 def gelu_backward(x: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray]:
-    r"""``FusedKernels.gelu_backward`` in two new arrays, the slope written as
+    r"""``GradientOverrides.gelu_backward`` in two new arrays, the slope written as
     $\mathrm{GELU}'(x) = \tfrac12 (1 + t)(1 + x u' (1 - t))$, since $1 - t^2 = (1 + t)(1 - t)$
     (with $u' = c (1 + 3a x^2)$)."""
     x = _floating(x)
@@ -276,8 +278,8 @@ def gelu_backward(x: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray]:
 def layer_norm_backward(
     x: np.ndarray, mean: np.ndarray, rstd: np.ndarray, weight: np.ndarray | None, grad: np.ndarray
 ) -> tuple[np.ndarray]:
-    r"""``FusedKernels.layer_norm_backward``, $r\,(g - \langle g\rangle - \hat x \langle g
-    \hat x\rangle)$, in three new arrays (the composition makes nine)."""
+    r"""``GradientOverrides.layer_norm_backward``, $r\,(g - \langle g\rangle - \hat x \langle g
+    \hat x\rangle)$, in three new arrays (as a composition of primitives: nine)."""
     dims = normalized_dims(x.shape, mean.shape)
     x_hat = np.subtract(x, mean)
     x_hat *= rstd

@@ -147,7 +147,7 @@ def random_split(
             draws from ``tl.manual_seed``'s.
 
     Example:
-        >>> from torchlight.utils.data import random_split
+        >>> from torchlight.utils.data import TensorDataset, random_split
         >>> import torchlight as tl
         >>> train, val = random_split(TensorDataset(tl.arange(10.0)), [0.8, 0.2],
         ...                           generator=tl.Generator().manual_seed(0))
