@@ -673,3 +673,42 @@ def test_math_typeset_at_feedback_time_is_inert() -> None:
     errors = re.findall(r'<code class="tex-error">(.*?)</code>', out)
     assert errors == [r"$\href{javascript:alert(1)}{x}$", r"$\require{x} y$", r"$\frac{a$"], errors
     assert r"a \$5 note</p><pre>$y$</pre><code>$z$</code>" in out, out
+
+
+def test_only_the_tex_a_student_wrote_needs_a_typesetter_of_the_pages_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The instructor's formulas are typeset once, from the released notebook alone; a page
+    whose formulas are all the instructor's starts no typesetter, and one with TeX of its own
+    starts one for that TeX only (issue 39: isolation without a typesetter for every page)."""
+    import json
+    import shutil as sh
+
+    from torchlight_grader.nbgrader import feedback
+    from torchlight_grader.sandbox import program
+
+    node = sh.which("node")
+    assert node, "Node.js is missing: `apt-get install -y nodejs` (.ci/run does it)"
+    release = tmp_path / "release" / "a" / "n.ipynb"
+    release.parent.mkdir(parents=True)
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": r"$x^2$ and $$\frac{a}{b}$$"}]
+    release.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                   "nbformat_minor": 5}))  # fmt: skip
+    known = feedback.instructor_formulas(str(tmp_path), "a", "n", node, 60.0)
+    assert sorted(known) == [(r"\frac{a}{b}", True), ("x^2", False)], known
+    assert all(svg and svg.startswith("<mjx-container") for svg in known.values()), known
+    started: list[object] = []
+
+    class Counted(program.LineProgram):
+        def __init__(self, *args: object, **kw: object) -> None:
+            started.append(args)
+            super().__init__(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(program, "LineProgram", Counted)
+    head = f"<html><head>{feedback.MATHJAX_BEGIN}<script>MJ</script>{feedback.MATHJAX_END}</head>"
+    honest = head + r"<body><p>$x^2$ and $$\frac{a}{b}$$</p></body></html>"
+    out = feedback.prerender_math(honest, node, known=known)
+    assert out.count("<mjx-container") == 2 and started == [], started
+    own = head + r"<body><p>$x^2$, $y_1$ and $\renewcommand{\frac}[2]{Z}$</p></body></html>"
+    out = feedback.prerender_math(own, node, known=known)
+    assert len(started) == 1 and out.count("<mjx-container") == 3, out

@@ -24,6 +24,7 @@ submission produces is stripped of scripts before it gets here (``SanitizeNotebo
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import os
@@ -71,7 +72,14 @@ class FeedbackExporter(HTMLExporter):
         node = shutil.which(self.node) if self.node else None
         if node:
             try:
-                output = prerender_math(output, node)
+                info = (resources or {}).get("nbgrader", {})
+                known = {}
+                if info.get("assignment") and info.get("notebook"):
+                    root = self.config.CourseDirectory.get("root") or os.getcwd()
+                    known = instructor_formulas(
+                        str(root), info["assignment"], info["notebook"], node, 60.0
+                    )
+                output = prerender_math(output, node, known=known)
             except RuntimeError as exc:  # the page keeps its inlined MathJax
                 self.log.warning("math not typeset at feedback time (MathJax inlined): %s", exc)
         return output, resources
@@ -184,7 +192,12 @@ def find_math(html_text: str) -> list[tuple[int, int, str, bool]]:
     return found
 
 
-def typeset(formulas: Sequence[tuple[str, bool]], node: str, timeout: float) -> list[str | None]:
+def typeset(
+    formulas: Sequence[tuple[str, bool]],
+    node: str,
+    timeout: float,
+    known: dict[tuple[str, bool], str | None] | None = None,
+) -> list[str | None]:
     """Each ``(tex, display)`` as MathJax's SVG (``<mjx-container>``), ``None`` where the TeX has
     an error, could make a link, a style or a class
     (:data:`torchlight_grader.nbgrader.hostile.MATHJAX_ACTIVE`, which nbgrader's inputs lose
@@ -194,15 +207,18 @@ def typeset(formulas: Sequence[tuple[str, bool]], node: str, timeout: float) -> 
     One page, one typesetter: a fresh Node.js in a sandbox of its own
     (:class:`~torchlight_grader.sandbox.program.LineProgram`) that ends with the page, and no
     cache beyond the page, so nothing one student's TeX defines (``\\def``,
-    ``\\renewcommand``) reaches another student's page. Raises ``RuntimeError`` when Node.js
-    cannot run at all (the caller then inlines MathJax into the page)."""
+    ``\\renewcommand``) reaches another student's page. ``known``: formulas typeset already
+    from the instructor's own notebook (:func:`instructor_formulas`, which no student input
+    reaches), used as they are; only the rest (what the student wrote) needs a typesetter.
+    Raises ``RuntimeError`` when Node.js cannot run at all (the caller then inlines MathJax)."""
     from torchlight_grader.nbgrader.hostile import MATHJAX_ACTIVE
     from torchlight_grader.sandbox import Limits
     from torchlight_grader.sandbox.program import LineProgram, ProgramError
 
+    known = known or {}
     todo, chars = [], 0
     for formula in dict.fromkeys(formulas):  # in page order, each once
-        if MATHJAX_ACTIVE.search(formula[0]):
+        if MATHJAX_ACTIVE.search(formula[0]) or formula in known:
             continue
         chars += len(formula[0])
         if chars > TEX_BUDGET:
@@ -235,10 +251,47 @@ def typeset(formulas: Sequence[tuple[str, bool]], node: str, timeout: float) -> 
                     done[formula] = None if unsafe else svg
         finally:
             program.close()
-    return [done.get(f) for f in formulas]
+    return [known[f] if f in known else done.get(f) for f in formulas]
 
 
-def prerender_math(page: str, node: str, timeout: float = 60.0) -> str:
+#: (the instructor's notebook, its digest) -> its formulas typeset: only instructor input ever
+#: reaches this, so a grading process keeps it across students.
+_INSTRUCTOR: dict[tuple[str, str], dict[tuple[str, bool], str | None]] = {}
+
+
+def instructor_formulas(
+    root: str, assignment: str, notebook: str, node: str, timeout: float
+) -> dict[tuple[str, bool], str | None]:
+    """The formulas of the notebook as the instructor released it (``release/``, else
+    ``source/``), typeset once per grading process in a sandbox that sees nothing else: the
+    part of every student's page that the student did not write costs no typesetter."""
+    path = next(
+        (p for p in (Path(root, d, assignment, f"{notebook}.ipynb") for d in ("release", "source"))
+         if p.is_file()),
+        None,
+    )  # fmt: skip
+    if path is None:
+        return {}
+    data = path.read_bytes()
+    key = (str(path), hashlib.sha256(data).hexdigest())
+    if key not in _INSTRUCTOR:
+        cells = json.loads(data).get("cells", [])
+        text = "\n\n".join(
+            "".join(c["source"]) if isinstance(c.get("source"), list) else str(c.get("source"))
+            for c in cells
+            if isinstance(c, dict) and c.get("cell_type") == "markdown"
+        )
+        formulas = [(tex, display) for _, _, tex, display in find_math(html.escape(text))]
+        _INSTRUCTOR[key] = dict(zip(formulas, typeset(formulas, node, timeout), strict=True))
+    return _INSTRUCTOR[key]
+
+
+def prerender_math(
+    page: str,
+    node: str,
+    timeout: float = 60.0,
+    known: dict[tuple[str, bool], str | None] | None = None,
+) -> str:
     """The page with its math typeset into SVG and the inlined MathJax cut out; TeX that does
     not typeset is shown as code. Raises ``RuntimeError`` when Node.js cannot run (the caller
     keeps the page as it was, with MathJax inlined)."""
@@ -247,7 +300,7 @@ def prerender_math(page: str, node: str, timeout: float = 60.0) -> str:
         return page
     page = page[:start] + page[stop + len(MATHJAX_END) :]
     found = find_math(page)
-    svgs = typeset([(tex, display) for _, _, tex, display in found], node, timeout)
+    svgs = typeset([(tex, display) for _, _, tex, display in found], node, timeout, known)
     parts, pos = [], 0
     for (begin, end, _, _), svg in zip(found, svgs, strict=True):
         parts += [page[pos:begin], svg or f'<code class="tex-error">{page[begin:end]}</code>']
