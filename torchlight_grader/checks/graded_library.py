@@ -360,7 +360,7 @@ def _function_files(src: Path, functions: Iterable[str]) -> dict[Path, set[str]]
         except (ImportError, AttributeError, TypeError) as exc:
             raise GradedLibraryError(
                 f"the hidden checks grade {entry}, which torchlight no longer defines ({exc}): "
-                "update GRADED_FUNCTIONS in torchlight_grader/graded_library.py"
+                "update GRADED_FUNCTIONS in torchlight_grader/checks/graded_library.py"
             ) from exc
         if src not in file.parents:
             raise GradedLibraryError(f"{entry} is defined outside {src}: {file}")
