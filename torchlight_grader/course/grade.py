@@ -93,11 +93,11 @@ from types import FrameType
 
 from torchlight_grader.course.batch import Run, Worker
 from torchlight_grader.course.manage import gradebook_changes, gradebook_snapshot, integrity_report
+from torchlight_grader.course.pages import environment
 from torchlight_grader.course.pages import refresh as refresh_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 
-BIN = Path(sys.executable).parent
 EXPORTER = (
     "torchlight_grader.nbgrader.exports.CourseExportPlugin"  # grades.csv, items.csv, canvas.csv
 )
@@ -342,14 +342,6 @@ def write_failure_pages(course: Path, unit: Unit, runs: Sequence[Run], since: fl
 
 
 # ------------------------------------------------------------------------------ running
-def environment(db_url: str | None) -> dict[str, str]:
-    """The children's environment: the venv first on PATH (nbgrader runs ``alembic`` from it)."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    if db_url:
-        env["COURSE_DB_URL"] = db_url
-    return env
-
-
 def unit_job(unit: Unit, extra: Sequence[str]) -> list[list[str]]:
     """autograde, then generate_feedback, for one student's one assignment."""
     student, assignment = unit

@@ -23,7 +23,8 @@ from torchlight_grader.course.batch import Run, Worker
 
 
 def environment(db_url: str | None) -> dict[str, str]:
-    """A worker's environment: the venv first on PATH, the gradebook's URL."""
+    """A grading worker's environment: the venv first on PATH (nbgrader runs ``alembic`` from
+    it), the gradebook's URL."""
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
     if db_url:

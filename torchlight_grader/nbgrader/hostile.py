@@ -158,7 +158,7 @@ class CheckSubmission(NbGraderPreprocessor):
         else:
             # collect's limits, whatever way the notebook came (copied into submitted/ by hand,
             # an LMS download): nothing past them is sanitized, sent, rendered or typeset
-            over = _over_limits(name, path)
+            over = _over_limits(name, path, nb)
             if over:
                 problems.append(over)
                 nb.cells = []
@@ -184,21 +184,22 @@ class CheckSubmission(NbGraderPreprocessor):
         return nb, resources
 
 
-def _over_limits(name: str, path: str) -> str:
-    """Why the notebook at ``path`` is past collect's limits (bytes, cells, JSON depth), or ""."""
-    from torchlight_grader.nbgrader.collect import LIMITS, RefusedError, check_notebook
+def _over_limits(name: str, path: str, nb: Any) -> str:
+    """Why the notebook at ``path`` (parsed: ``nb``) is past collect's limits (bytes, cells,
+    JSON depth), or "". nbgrader has parsed it already: it is measured, not read again."""
+    from torchlight_grader.nbgrader.collect import LIMITS, json_depth
 
     size = os.stat(path).st_size
+    cells = nb.get("cells") if isinstance(nb, dict) else None
     if size > LIMITS["file_bytes"]:
-        return (f"{name} has {size} bytes, more than the limit of {LIMITS['file_bytes']} "
-                "(it was not graded)")  # fmt: skip
-    with open(path, "rb") as f:
-        data = f.read(LIMITS["file_bytes"] + 1)
-    try:
-        check_notebook(name, data, LIMITS)
-    except RefusedError as exc:
-        return f"{exc} (it was not graded)"
-    return ""
+        why = f"{size} bytes, more than the limit of {LIMITS['file_bytes']}"
+    elif isinstance(cells, list) and len(cells) > LIMITS["cells"]:
+        why = f"{len(cells)} cells, more than the limit of {LIMITS['cells']}"
+    elif json_depth(nb) > LIMITS["json_depth"]:
+        why = f"JSON nested deeper than {LIMITS['json_depth']} levels"
+    else:
+        return ""
+    return f"{name}: {why} (it was not graded)"
 
 
 def _valid_nbgrader(meta: Any) -> bool:

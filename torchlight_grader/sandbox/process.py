@@ -83,11 +83,9 @@ class Sandbox:
             os.close(info_write)
             for fd in extra:
                 os.close(fd)
-        try:
-            if mode == "bwrap":
-                self._pidfd, child_pid = sandboxed_pidfd(info_read)
-                self._group = join_cgroup(limits, self.proc.pid, child_pid)
-        finally:
+        if mode == "bwrap":
+            self._pidfd, self._group = watch(self.proc, info_read, limits)
+        else:
             os.close(info_read)
         self._results = read_end
         self._buffer = bytearray()  # linear: appended at the end, consumed from the front
@@ -176,21 +174,39 @@ class Sandbox:
             self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             killed = True
-        if self._pidfd is not None:
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-            select.select([self._pidfd], [], [], 10.0)  # readable once it has exited
-            os.close(self._pidfd)
-            self._pidfd = None
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        leave_cgroup(self._group)
+        end(self.proc, self._pidfd, self._group)
+        self._pidfd = None
         os.close(self._results)
         self._log.close()
         if self._tmp is not None:
             self._tmp.cleanup()
         return killed
+
+
+def watch(proc: subprocess.Popen[Any], info: int, limits: Limits) -> tuple[int | None, Path | None]:
+    """After bwrap started ``proc``, before any student input reaches it: a pidfd of the
+    sandboxed program (from ``--info-fd`` pipe ``info``, closed here) and the memory cgroup of
+    its own that it and bwrap now are in (:func:`~.limits.join_cgroup`)."""
+    try:
+        pidfd, child = sandboxed_pidfd(info)
+    finally:
+        os.close(info)
+    return pidfd, join_cgroup(limits, proc.pid, child)
+
+
+def end(proc: subprocess.Popen[Any], pidfd: int | None, group: Path | None) -> None:
+    """Kill a sandbox and wait for it: its first process by ``pidfd`` (as root, ``setpriv``
+    cleared the parent-death signal bwrap gave it), which takes its whole PID namespace with
+    it, then bwrap's process group; then remove its memory cgroup. ``pidfd`` is closed."""
+    if pidfd is not None:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        select.select([pidfd], [], [], 10.0)  # readable once it has exited
+        os.close(pidfd)
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    leave_cgroup(group)
 
 
 def sandboxed_pidfd(info: int) -> tuple[int | None, int | None]:

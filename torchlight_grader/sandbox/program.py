@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 from torchlight_grader.sandbox import seccomp
 from torchlight_grader.sandbox.bwrap import INSIDE_MOUNT, WORK, clean_env, command
-from torchlight_grader.sandbox.limits import Limits, join_cgroup, leave_cgroup
-from torchlight_grader.sandbox.process import sandboxed_pidfd
+from torchlight_grader.sandbox.limits import Limits
+from torchlight_grader.sandbox.process import end, watch
 
 PRLIMIT = "/usr/bin/prlimit"  # util-linux: sets the rlimits, then runs the program
 
@@ -65,13 +65,8 @@ class LineProgram:
             os.close(info_write)
             if filter_fd is not None:
                 os.close(filter_fd)
-        try:
-            # the program is the PID namespace's first process: it ends the sandbox when killed
-            self.pidfd, child = sandboxed_pidfd(info_read)
-        finally:
-            os.close(info_read)
         # before it reads any TeX: what the TeX makes it hold is charged to its own group
-        self.group = join_cgroup(limits, self.proc.pid, child)
+        self.pidfd, self.group = watch(self.proc, info_read, limits)
 
     def ask(self, line: bytes, deadline: float, max_bytes: int) -> bytes:
         """Send ``line`` (one line, newline added) and return the answer line (without its
@@ -111,18 +106,9 @@ class LineProgram:
         return self.errors.read().decode("utf-8", errors="replace")
 
     def close(self) -> None:
-        """End the sandbox: its first process by its pidfd (as root, ``setpriv`` cleared the
-        parent-death signal bwrap gave it), and with it every process in its PID namespace."""
-        if self.pidfd is not None:
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            select.select([self.pidfd], [], [], 10.0)  # readable once it has exited
-            os.close(self.pidfd)
-            self.pidfd = None
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        leave_cgroup(self.group)
+        """End the sandbox (:func:`~.process.end`)."""
+        end(self.proc, self.pidfd, self.group)
+        self.pidfd = None
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):
