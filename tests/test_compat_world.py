@@ -83,8 +83,10 @@ def test_pytorch_defaults_beside_the_real_pytorch() -> None:
         out = l_model(tl.from_numpy(x))
         assert out.dtype is tl.float32
         np.testing.assert_allclose(
-            out.detach().numpy(), t_model(torch.from_numpy(x)).detach().numpy(),
-            rtol=1e-5, atol=1e-6,  # float32: the two libraries may sum in another order
+            out.detach().numpy(),
+            t_model(torch.from_numpy(x)).detach().numpy(),
+            rtol=1e-5,
+            atol=1e-6,  # float32: the two libraries may sum in another order
         )
         # by hand: x W^T + b
         w, b = t_model.weight.detach().numpy(), t_model.bias.detach().numpy()

@@ -236,9 +236,9 @@ class Function:
             return _several_outputs(cls, ctx, args, result)
         if not needs or True not in needs or ctx._non_differentiable and _marked(ctx, result):
             return result
-        if result.requires_grad or id(result) in map(id, args):  # not made by forward:
+        if result.requires_grad or _among(result, args):  # not made by forward:
             result = result.detach()  # the node is a new tensor on its storage
-        elif id(result) in map(id, ctx._saved):  # a saved output, held weakly: no cycle
+        elif _among(result, ctx._saved):  # a saved output, held weakly: no cycle
             ctx._saved = tuple([weakref.ref(t) if t is result else t for t in ctx._saved])
             ctx._holds_output = True
         result.history = History(cls, ctx, tuple([a for a in args if hasattr(a, "requires_grad")]))
@@ -247,7 +247,15 @@ class Function:
 
 
 def _marked(ctx: Context, result: Any) -> bool:
-    return id(result) in map(id, ctx._non_differentiable)  # (one not returned: ignored, PyTorch)
+    return _among(result, ctx._non_differentiable)  # (one not returned: ignored, as PyTorch)
+
+
+def _among(t: Any, items: tuple[Any, ...]) -> bool:
+    """Is ``t`` one of ``items``, the same object? (``in`` would compare tensors elementwise.)"""
+    for item in items:  # noqa: SIM110 - (a loop: any() over a generator costs 3x as much)
+        if item is t:
+            return True
+    return False
 
 
 def _several_outputs(cls: type[Function], ctx: Context, args: tuple[Any, ...], outputs: Any) -> Any:

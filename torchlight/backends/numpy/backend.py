@@ -21,6 +21,12 @@ from torchlight.backends.numpy.kernels import quietly
 kernels.keep_freed_memory()  # freed arrays reused, not faulted in afresh (numpy/kernels.py)
 
 
+def _array(result: Any) -> np.ndarray:
+    """A ufunc's result as an array: numpy returns a scalar for 0-d inputs. (Speed: an array
+    passes through without ``np.asarray``'s call, ~0.1 us per op.)"""
+    return result if type(result) is np.ndarray else np.asarray(result)
+
+
 def _stable_sigmoid(x: np.ndarray) -> np.ndarray:
     # 1/(1+e^-x) overflows e^-x for very negative x; use e^x/(1+e^x) there instead.
     e = np.exp(-np.abs(x))
@@ -109,16 +115,16 @@ class NumpyBackend(FusedKernels):
         return a.dtype
 
     def map(self, op: str, a: np.ndarray) -> np.ndarray:
-        return np.asarray(_MAP[op](a))
+        return _array(_MAP[op](a))
 
     def zip(
         self, op: str, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
     ) -> np.ndarray:
         ufunc = _ZIP[op]
-        return np.asarray(ufunc(a, b) if out is None else ufunc(a, b, out=out))
+        return _array(ufunc(a, b) if out is None else ufunc(a, b, out=out))
 
     def reduce(self, op: str, a: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
-        return np.asarray(_REDUCE[op](a, axis=dims, keepdims=keepdim))
+        return _array(_REDUCE[op](a, axis=dims, keepdims=keepdim))
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         threads.for_matmul(a.shape, b.shape)  # issue 26: fewer BLAS threads for small products
