@@ -20,6 +20,8 @@
 #                                     (pages behind the gradebook, after manual grading, regenerated first)
 #   make course-extensions EXTENSIONS=extensions.csv   per-student extensions (student_id,assignment,extension)
 #   make course-report                grade statistics + histograms: assignments/report.html
+#   make course-leaderboard           the capstone's board: every recipe re-run by the grader
+#                                     (TOP=3 re-run twice): assignments/leaderboard/board.html
 #   make course-lab                   JupyterLab + Formgrader on the course, local exchange
 #   make course-lab LAB_ARGS="--no-browser --port=8899"   more options for jupyter lab
 #
@@ -38,7 +40,7 @@ EXCHANGE   ?= $(abspath $(COURSE))/exchange
 
 .PHONY: course-build course-check course-release course-grade course-roster course-duedates \
 	course-report course-lab course-release-exchange course-export course-collect \
-	course-feedback-release course-extensions
+	course-feedback-release course-extensions course-leaderboard
 
 # The course's own collect and feedback release (torchlight_grader/nbgrader/collect.py), never nbgrader's
 # bare `collect` / `release_feedback`: no links followed, an allow-list, size limits, the owner
@@ -108,6 +110,9 @@ course-duedates: venv
 EXTENSIONS ?= extensions.csv
 course-extensions: venv
 	$(PY) -m torchlight_grader.nbgrader.late import-extensions "$(abspath $(EXTENSIONS))" --course $(COURSE)
+
+course-leaderboard: venv
+	$(PY) -m torchlight_grader.course.leaderboard --course $(COURSE) --jobs $(JOBS) --top $(or $(TOP),3)
 
 course-report: venv
 	$(PY) -m torchlight_grader.course.report $(COURSE)/grades.csv $(COURSE)/items.csv -o $(COURSE)/report.html

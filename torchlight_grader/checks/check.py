@@ -98,6 +98,12 @@ class Check:
     )
     """Draws trials no finite-difference gradient passes (:mod:`torchlight_grader.checks.adversarial`)."""
     adversarial_trials: int = field(default=1, kw_only=True)
+    cpu: float | None = field(default=None, kw_only=True)
+    """CPU seconds the item may use, every process of the sandbox counted by its broker
+    (:mod:`~torchlight_grader.sandbox.inside.child`); past it the item fails. None: its
+    ``timeout`` bounds it, in wall-clock time."""
+    processes: int | None = field(default=None, kw_only=True)
+    """RLIMIT_NPROC of the item's process (1: it may start no process or thread)."""
 
     # -- grader side ------------------------------------------------------------------
     def cases(self, rng: np.random.Generator) -> list[Case]:

@@ -83,6 +83,13 @@ GRADED_FUNCTIONS: dict[str, tuple[str, ...]] = {
     ),
 }
 
+#: notebook -> files of the package (relative to it) left out of that notebook's copy: the
+#: capstone's recipes train on the tokens the grader sends them and never see the corpus the
+#: grader holds its validation text from.
+LEFT_OUT_FILES: dict[str, tuple[str, ...]] = {
+    "a9_capstone": ("data/shakespeare.txt.gz",),
+}
+
 #: Packages of the environment no hidden check needs that carry an autograd of their own.
 AUTOGRAD_PACKAGES = ("torch", "functorch", "jax", "autograd")
 
@@ -295,10 +302,14 @@ def compiled() -> Path:
 
 
 @functools.cache
-def build(names: frozenset[str], functions: frozenset[str] = frozenset()) -> Path:
-    """A read-only copy of the torchlight package without the backward of ``names`` and
-    without the module-level ``functions`` (``module:name``) (cached for this process, removed
-    when it ends); returns the copy's package folder."""
+def build(
+    names: frozenset[str],
+    functions: frozenset[str] = frozenset(),
+    files: frozenset[str] = frozenset(),
+) -> Path:
+    """A read-only copy of the torchlight package without the backward of ``names``, without
+    the module-level ``functions`` (``module:name``) and without the data ``files`` (cached for
+    this process, removed when it ends); returns the copy's package folder."""
     import torchlight
 
     src = Path(torchlight.__file__).resolve().parent
@@ -326,13 +337,14 @@ def build(names: frozenset[str], functions: frozenset[str] = frozenset()) -> Pat
         Path(importlib.util.cache_from_source(str(rel))) for rel in rewritten
     }  # the rewritten sources and their byte code are written anew; nothing else changes
     dst = _fresh_folder() / src.name
+    left = {Path(f) for f in files}
 
     def link(source: str, target: str) -> None:
         # A hard link to the compiled copy's file (read-only already, same bytes and mtime):
         # nothing is copied of what this variant keeps as it is. The rewritten files and their
         # byte code are new files, never links, so the compiled copy (the one the feedback
         # kernel runs get) never changes.
-        if Path(target).relative_to(dst) in changed:
+        if Path(target).relative_to(dst) in changed or Path(target).relative_to(dst) in left:
             return
         try:
             os.link(source, target)
@@ -381,10 +393,11 @@ def for_notebook(notebook: str) -> tuple[tuple[str, str], ...]:
     import torchlight
 
     names, functions = GRADED.get(notebook, ()), GRADED_FUNCTIONS.get(notebook, ())
-    if not names and not functions:
+    files = LEFT_OUT_FILES.get(notebook, ())
+    if not names and not functions and not files:
         return ()
     target = str(Path(torchlight.__file__).resolve().parent)
-    return ((str(build(frozenset(names), frozenset(functions))), target),)
+    return ((str(build(frozenset(names), frozenset(functions), frozenset(files))), target),)
 
 
 #: What the hidden-check sandbox may import from the environment (issue 39 item 4): these

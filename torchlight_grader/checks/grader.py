@@ -103,10 +103,12 @@ def grade(
     timeout_cap: float | None = None,
     forbidden: Sequence[str] = (),
     ahead: bool = False,
+    keep: dict[str, list[Case]] | None = None,
 ) -> dict[str, Verdict]:
     """Grade the test cells ``test_ids`` of one notebook; one :class:`Verdict` per id.
 
-    ``ahead``: start the next notebook's sandbox while this one runs (for a batch)."""
+    ``ahead``: start the next notebook's sandbox while this one runs (for a batch). ``keep``:
+    receives each item's cases after judging (what a check noted in them: the capstone's loss)."""
     limits = limits or Limits()
     checks = registry.checks_for(notebook)
     verdicts: dict[str, Verdict] = {}
@@ -127,6 +129,8 @@ def grade(
                 "spec": check.spec(),
                 "cases": [encode_case(c) for c in cases],
                 "timeout": timeout,
+                "cpu": check.cpu,
+                "processes": check.processes,
             }
         )
     sources = [
@@ -144,6 +148,8 @@ def grade(
         outcome = run.outcomes.get(grade_id) or Outcome(problem="the sandbox did not run this item")
         cell_errors = [f"cell {r.name}: {r.error}" for r in run.cells if r.status == "error"]
         verdicts[grade_id] = judge(check, cases, outcome, cell_errors[:5])
+        if keep is not None:
+            keep[grade_id] = list(cases)
     return verdicts
 
 
@@ -151,6 +157,11 @@ def judge(
     check: Check, cases: Sequence[Case], outcome: Outcome, cell_errors: Sequence[str] = ()
 ) -> Verdict:
     """Compare the sandbox's raw outputs with references computed here, case by case."""
+    used = outcome.details.get("cpu_seconds")
+    if check.cpu is not None and (not isinstance(used, int | float) or used > check.cpu + 1):
+        spent = f"{used:.1f} s" if isinstance(used, int | float) else "an unknown amount"
+        return Verdict(False, f"your code used {spent} of CPU time (every process and thread "
+                              f"counted); this item's budget is {check.cpu:g} s")  # fmt: skip
     if outcome.problem or outcome.result is None:
         return Verdict(False, _with_output(outcome.problem or "no result", outcome))
     received = outcome.result["cases"]

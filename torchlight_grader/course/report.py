@@ -177,6 +177,22 @@ def render(assignments: dict[str, Assignment], course: str = "torchlight-autogra
             + "\n".join(body) + "\n</body></html>\n")  # fmt: skip
 
 
+def leaderboard_section(course: Path) -> str:
+    """The capstone's board (``make course-leaderboard``), as a section of the report, or
+    nothing where the course has none."""
+    board = course / "leaderboard" / "board.csv"
+    if not board.is_file():
+        return ""
+    with open(board, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    e = html.escape
+    lines = ["<h2>Capstone leaderboard</h2>", "<table>"]
+    for n, row in enumerate(rows[:1000]):
+        tag = "th" if n == 0 else "td"
+        lines.append("<tr>" + "".join(f"<{tag}>{e(v)}</{tag}>" for v in row) + "</tr>")
+    return "\n".join([*lines, "</table>"])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("grades", type=Path, nargs="?", default=ROOT / "assignments" / "grades.csv")
@@ -189,7 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"expected {path} (run `make course-grade` first), found nothing", file=sys.stderr
             )
             return 1
-    args.output.write_text(render(read(args.grades, args.items)), encoding="utf-8")
+    page = render(read(args.grades, args.items))
+    page = page.replace("\n</body>", "\n" + leaderboard_section(args.grades.parent) + "\n</body>")
+    args.output.write_text(page, encoding="utf-8")
     print(f"wrote {args.output}")
     return 0
 

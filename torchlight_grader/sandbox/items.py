@@ -189,7 +189,7 @@ def _collect(
     outcome = Outcome(
         output_bytes=size if isinstance(size, int) else 0,
         output_tail=tail if isinstance(tail, str) else "",
-        details={k: status.get(k) for k in ("timed_out", "signal", "exit_code")},
+        details={k: status.get(k) for k in ("timed_out", "signal", "exit_code", "cpu_seconds")},
     )
     if status.get("timed_out"):
         outcome.problem = (

@@ -52,12 +52,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # Captured before any student code runs: patching the modules later does not reach these.
 _fork, _exit, _waitpid, _killpg, _setpgid = os.fork, os._exit, os.waitpid, os.killpg, os.setpgid
 _write, _monotonic, _sleep, _select = os.write, time.monotonic, time.sleep, select.select
+_getrlimit, _setrlimit = (
+    resource.getrlimit,
+    resource.setrlimit,
+)  # a cell's patch cannot lift a limit
 
 _POLL_S = 0.01
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_DUMPABLE = 4
 _RESULT_FD = -1  # the grader's result pipe: held by the broker only
 _UP = -1  # the student side's frames to the broker
+_COUNTS_CPU = os.getpid() == 1  # the first process of a PID namespace sees all of its /proc
 _MAX_FRAME = 64 * 1024**2
 _MAX_RUN_BYTES = 256 * 1024**2  # what the grader reads of one sandbox (sandbox.MAX_RUN_BYTES)
 
@@ -87,7 +92,7 @@ def main(argv: list[str]) -> None:
     # itself dumpable again; its parents, which hold the item inputs to come, stay closed.
     ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     os.chdir(os.environ.get("TORCHLIGHT_SANDBOX_WORK", "/sandbox"))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _setrlimit(resource.RLIMIT_CORE, (0, 0))
     import numpy  # noqa: F401  - imported once here, before the forks
     import wire
     from IPython.core.interactiveshell import InteractiveShell
@@ -130,11 +135,13 @@ class _Broker:
         self.mainline: int | None = None
         self.item: tuple[str, str] | None = None  # (id, nonce) of the item being run
         self.results: dict[int, Any] = {}  # sender PID -> its first result frame for the item
+        self.cpu_start = 0.0  # the student side's CPU seconds when the item was passed on
 
     def from_grader(self, message: dict[str, Any]) -> dict[str, Any]:
         """A grader line as the student side gets it: an item without its nonce."""
         if "nonce" in message:
             self.item, self.results = (str(message["id"]), str(message["nonce"])), {}
+            self.cpu_start = _student_cpu() if _COUNTS_CPU else 0.0
             return {k: v for k, v in message.items() if k != "nonce"}
         return message
 
@@ -163,8 +170,30 @@ class _Broker:
                 out.append({"result": ident, "nonce": nonce, "cases": self.results[pid]})
             status = {k: message.get(k) for k in
                       ("timed_out", "signal", "exit_code", "output_bytes", "output_tail")}  # fmt: skip
-            return [*out, {**status, "status": ident, "nonce": nonce}]
+            cpu = round(_student_cpu() - self.cpu_start, 3) if _COUNTS_CPU else None
+            return [*out, {**status, "status": ident, "nonce": nonce, "cpu_seconds": cpu}]
         return []
+
+
+def _student_cpu() -> float:
+    """CPU seconds the student side has used so far, every thread and process of it, as the
+    kernel counts them (the broker's own excepted): each live process's time and that of the
+    children it reaped, from ``/proc``, plus what the broker reaped (the main line, orphans).
+    A process auto-reaped by a parent that ignores SIGCHLD is not counted: the item's wall
+    clock, kept by the grader, still bounds it."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name == "1":
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended meanwhile: its time is in its reaper's count now
+        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return total / ticks + reaped.ru_utime + reaped.ru_stime
 
 
 def _broker(down: int, up: int) -> None:
@@ -272,17 +301,18 @@ def _forward(state: _Broker, upbox: bytearray, sender: int) -> bool:
     return True
 
 
-def _limit(cpu_seconds: float, limits: dict[str, Any]) -> None:
+def _limit(cpu_seconds: float, limits: dict[str, Any], processes: int | None = None) -> None:
     """CPU seconds (never above what the process already has: limits only go down), memory,
-    file size and processes."""
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    file size and processes (``processes``: an item's own, lower bound; 1 lets it start none)."""
+    _, hard = _getrlimit(resource.RLIMIT_CPU)
     cpu = int(cpu_seconds) + 1
     if hard != resource.RLIM_INFINITY:
         cpu = min(cpu, hard - 1)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (limits["memory"], limits["memory"]))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["output"], limits["output"]))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
+    nproc = limits["processes"] if processes is None else min(processes, limits["processes"])
+    _setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    _setrlimit(resource.RLIMIT_AS, (limits["memory"], limits["memory"]))
+    _setrlimit(resource.RLIMIT_FSIZE, (limits["output"], limits["output"]))
+    _setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
 def _redirect(path: str) -> None:
@@ -400,7 +430,8 @@ def _run_item(shell: Any, item: dict[str, Any], limits: dict[str, Any]) -> None:
         try:
             _setpgid(0, 0)
             _redirect(output)
-            _limit(timeout, limits)
+            # an item may have less CPU time than wall time (a training budget) and no forks
+            _limit(float(item.get("cpu") or timeout), limits, item.get("processes"))
             cases = _call(shell, item)
             try:
                 send({"result": ident, "cases": cases})
