@@ -3,7 +3,8 @@
 Ten honest recipes and five cheating ones are handed in as notebooks in a real course's
 ``submitted/`` folder; the board re-runs every recipe in the sandbox and is built twice (a
 regrade). Each cheat is mounted for real: a loss printed and not reached, the validation text
-read, the CPU budget overrun (with a second process and with SIGXCPU ignored), trained weights
+read, the CPU budget overrun (the sandbox program's own limits switched off from a cell, three
+worker processes), trained weights
 shipped inside the notebook, and a run that leaves weights where another student's run looks.
 """
 
@@ -72,18 +73,27 @@ def train(model, tokens, rng):
 )
 OVERRUNS = """
 CONFIG = {"d_model": 32, "nhead": 4, "num_layers": 1, "block_size": 16}
-import os, signal
+import sys
+
+_frame = sys._getframe()  # the sandbox program that runs this cell: switch its limits off
+while _frame is not None and "_run_item" not in _frame.f_globals:
+    _frame = _frame.f_back
+_frame.f_globals["_limit"] = lambda *args, **kwargs: None
 
 
 def train(model, tokens, rng):
-    signal.signal(signal.SIGXCPU, signal.SIG_IGN)
-    try:
-        os.fork()  # a second worker, to train twice as much in the same wall time
-    except OSError:
-        pass
-    x = 0
-    while True:  # trains far past the budget
-        x += 1
+    import os
+    workers = []
+    for _ in range(3):  # three workers, to train three times as much in the same wall time
+        pid = os.fork()
+        if pid == 0:
+            x = 0
+            for i in range(100_000_000):
+                x += i
+            os._exit(0)
+        workers.append(pid)
+    for pid in workers:
+        os.waitpid(pid, 0)
 """
 SPY = (
     HONEST.format(d=16, h=2, layers=1, block=16, lr=1e-2, steps=2, batch=8)
@@ -228,7 +238,7 @@ def test_cheating_recipes_gain_nothing(boards) -> None:
     reads = first["cheat_reads_validation"]
     assert reads["status"] == "failed" and not reads["rank"], reads
     assert "FileNotFoundError" in reads["note"], reads
-    # a second process, SIGXCPU ignored, a loop: over the budget, counted over every process
+    # limits switched off, three workers: over the budget, counted by the broker over every process
     over = first["cheat_overruns"]
     assert over["status"] == "over budget" and not over["rank"], over
     # shipped weights: excellent on the corpus's own labels, useless under the secret labels
