@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from torchlight_grader.nbgrader.courselock import CourseBusyError, course_lock
 from torchlight_grader.nbgrader.ids import is_safe_student_id, unsafe_student_id_message
 from torchlight_grader.nbgrader.late import (
     DAY,
@@ -315,6 +316,12 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
                 continue
             print(f"STALE manual score {row[4]} of {row[0]} {row[2]}/{row[3]} (the student "
                   f"resubmitted): cleared, review it in the Formgrader ({path})")  # fmt: skip
+    if accepted:  # canvas.csv's matching, said now rather than at the first export
+        from torchlight_grader.nbgrader.canvas import check_roster
+
+        db = db_url or os.environ.get("COURSE_DB_URL") or f"sqlite:///{course / 'gradebook.db'}"
+        for problem in check_roster(db, set(accepted)):
+            print(f"WARNING canvas.csv: {problem}")
     print(f"collect {assignment}: {len(accepted)} accepted, {len(report) - len(accepted)} "
           f"refused ({accounts == 'yes' and 'one OS account per student' or 'single OS user'}); "
           f"report: {ledger_dir / (assignment + '-report.csv')}")  # fmt: skip
@@ -498,18 +505,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--course-id", default=COURSE_ID)
     parser.add_argument("--accounts", choices=["auto", "yes", "no"], default="auto")
     parser.add_argument("--allow", action="append", default=[], help="another file name to accept")
-    parser.add_argument("--db-url")
+    parser.add_argument("--db-url", default=os.environ.get("COURSE_DB_URL") or None)
     for key, value in LIMITS.items():
         parser.add_argument(f"--max-{key.replace('_', '-')}", type=int, default=value, dest=key)
     args = parser.parse_args(argv)
     course, exchange = Path(args.course).resolve(), Path(args.exchange).resolve()
-    if args.command == "release-feedback":
-        return release_feedback(course, exchange, args.assignment, course_id=args.course_id,
-                                db_url=args.db_url)  # fmt: skip
-    limits = {k: getattr(args, k) for k in LIMITS}
-    return collect(course, exchange, args.assignment, course_id=args.course_id,
-                   accounts=args.accounts, allow=tuple(args.allow), limits=limits,
-                   db_url=args.db_url)  # fmt: skip
+    try:
+        with course_lock(course, f"make course-{args.command}"):
+            if args.command == "release-feedback":
+                return release_feedback(course, exchange, args.assignment,
+                                        course_id=args.course_id, db_url=args.db_url)  # fmt: skip
+            limits = {k: getattr(args, k) for k in LIMITS}
+            return collect(course, exchange, args.assignment, course_id=args.course_id,
+                           accounts=args.accounts, allow=tuple(args.allow), limits=limits,
+                           db_url=args.db_url)  # fmt: skip
+    except CourseBusyError as exc:
+        print(f"{args.command}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
