@@ -20,6 +20,8 @@
 #                                     (pages behind the gradebook, after manual grading, regenerated first)
 #   make course-extensions EXTENSIONS=extensions.csv   per-student extensions (student_id,assignment,extension)
 #   make course-report                grade statistics + histograms: assignments/report.html
+#   make course-regrades              the regrade requests, open ones first (answer in the Formgrader)
+#   make course-similarity ASSIGNMENT=a1_functions   which submissions look alike (a pointer, not a penalty)
 #   make course-lab                   JupyterLab + Formgrader on the course, local exchange
 #   make course-lab LAB_ARGS="--no-browser --port=8899"   more options for jupyter lab
 #
@@ -43,7 +45,7 @@ EXCHANGE   ?= $(abspath $(COURSE))/exchange
 
 .PHONY: course-build course-check course-release course-grade course-roster course-duedates \
 	course-report course-lab course-release-exchange course-export course-collect \
-	course-feedback-release course-extensions
+	course-feedback-release course-extensions course-regrades course-similarity
 
 # The course's own collect and feedback release (torchlight_grader/nbgrader/collect.py), never nbgrader's
 # bare `collect` / `release_feedback`: no links followed, an allow-list, size limits, the owner
@@ -123,7 +125,21 @@ course-extensions: venv
 	$(PY) -m torchlight_grader.nbgrader.late import-extensions "$(abspath $(EXTENSIONS))" --course $(COURSE)
 
 course-report: venv
+	$(PY) -m torchlight_grader.nbgrader.regrade queue --course $(COURSE) --quiet
 	$(PY) -m torchlight_grader.course.report $(COURSE)/grades.csv $(COURSE)/items.csv -o $(COURSE)/report.html
+
+# Which submissions of one assignment look alike (copydetect's winnowing, the starter code left
+# out): assignments/similarity/<a>.html (pairs ranked, matching spans side by side) and .csv.
+# A pointer for a person, never a penalty (torchlight_grader/course/similarity.py).
+course-similarity: venv
+	@test "$(ASSIGNMENT)" != "*" || { echo "course-similarity: name one assignment, e.g. ASSIGNMENT=a1_functions" >&2; exit 2; }
+	$(PY) -m torchlight_grader.course.similarity --course $(COURSE) --assignment "$(ASSIGNMENT)"
+
+# Regrade requests (a student's regrade-request.txt beside the notebook, taken out at collect):
+# open ones first, answered once the submission has a new comment in the Formgrader
+# (torchlight_grader/nbgrader/regrade.py); also in the class report.
+course-regrades: venv
+	$(PY) -m torchlight_grader.nbgrader.regrade queue --course $(COURSE)
 
 # JupyterLab started in the course directory (so the Formgrader reads nbgrader_config.py), the
 # venv first on PATH, and a local exchange folder (writable by all, as nbgrader wants it).

@@ -18,6 +18,7 @@ One module-scoped course, run through the make targets as an instructor runs it:
 
 from __future__ import annotations
 
+import copy
 import csv
 import os
 import shutil
@@ -28,11 +29,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import nbformat
 import psutil
 import pytest
 from submissions import a1_functions
 from submissions.catalog import build
-from submissions.pipeline import ROOT, make_course, max_points, notebooks, submit
+from submissions.pipeline import ROOT, make_course, max_points, nbgrader, notebooks, submit
 
 A = "a1_functions"
 BY_NAME = {s.name: s for s in a1_functions.CATALOG}
@@ -40,6 +42,16 @@ FLAGS = ("--Execute.timeout=10", "--SandboxedExecute.total_timeout=120",
          "--IsolatedGrader.seed=20260115", "--IsolatedGrader.cell_timeout=10")  # fmt: skip
 OLD = {"s1": "solution", "s2": "solution", "s3": "sign-error", "mallory": "solution"}
 SECRET = "s3cretPa55"
+COURSE_ID = "torchlight-autograd"
+#: s1's reason: a formula, markup, an escape sequence, a fake grade, and far too long
+REQUEST = (b'=HYPERLINK("evil.example")\n<script>alert(1)</script>\x1b[31m written_why deserves '
+           b'more\n{"manual_score": 100}\n' + b"x" * 5000)  # fmt: skip
+ANSWER = "Looked again: the answer is right, and the point stays."
+WRITTEN = (
+    '\n\n# %% [markdown] nbgrader={"grade": true, "grade_id": "written_why", "locked": false, '
+    '"points": 1, "schema_version": 3, "solution": true}\n'
+    "# Sigmoid's backward reuses its output: the output is all it needs, $s(1 - s)$.\n"
+)
 
 
 @dataclass
@@ -51,6 +63,7 @@ class Term:
     busy: subprocess.CompletedProcess[str] | None = None
     killed: dict[str, object] = field(default_factory=dict)
     last: subprocess.CompletedProcess[str] | None = None
+    regrade: dict[str, str] = field(default_factory=dict)
 
 
 def make(
@@ -75,6 +88,13 @@ def edit_source(course: Path, old: str, new: str) -> None:
     script.write_text(text.replace(old, new, 1))
 
 
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:  # (a short-lived child that ended meanwhile)
+        return []
+
+
 def kill_make_alone(course: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
     """``make course-grade FULL=1``; once a sandbox runs, a second run (refused), then SIGKILL to
     the first make alone; what became of its grader."""
@@ -85,13 +105,15 @@ def kill_make_alone(course: Path) -> tuple[subprocess.CompletedProcess[str], dic
     deadline = time.monotonic() + 300
     tool, tree = None, []
     while time.monotonic() < deadline and proc.poll() is None:
-        kids = psutil.Process(proc.pid).children(recursive=True)
-        tool = next((p for p in kids if p.cmdline()[1:3] == ["-m", "torchlight_grader.course.grade"]),
-                    None)  # fmt: skip
+        tool = next((p for p in psutil.Process(proc.pid).children(recursive=True)
+                     if _cmdline(p)[1:3] == ["-m", "torchlight_grader.course.grade"]), None)  # fmt: skip
         if tool is not None:
-            tree = tool.children(recursive=True)
-            if any(p.name() == "bwrap" for p in tree):
-                break
+            try:
+                tree = tool.children(recursive=True)
+                if any(p.name() == "bwrap" for p in tree):
+                    break
+            except psutil.Error:  # (a child that ended between the two calls)
+                pass
         time.sleep(0.1)
     assert tool is not None and proc.poll() is None, "the first run never started a sandbox"
     busy = subprocess.run(grade_cmd(course), capture_output=True, text=True, timeout=120)
@@ -125,6 +147,8 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
     (course / "roster.csv").write_text("id,first_name,lms_user_id\ns1,Sam,1001\ns2,Sue,1002\n"
                                        "s3,Sid,1003\nmallory,Mallory,\n")  # fmt: skip
     roster = make("course-roster", course, f"ROSTER={course / 'roster.csv'}")
+    with open(course / "source" / A / f"{A}.py", "a", encoding="utf-8") as f:
+        f.write(WRITTEN)  # a written answer, graded by a TA
     make("course-release", course, f"ASSIGNMENT={A}")
     source, release = notebooks(course, A)
     handed = {s: build(BY_NAME[name], source, release) for s, name in OLD.items()}
@@ -148,7 +172,49 @@ def term(tmp_path_factory: pytest.TempPathFactory) -> Term:
     t = Term(course, max_points(source), first, roster)
     t.busy, t.killed = kill_make_alone(course)
     t.last = subprocess.run(grade_cmd(course), capture_output=True, text=True, timeout=600)
+    t.regrade = regrade_request(course, tmp_path_factory.mktemp("exchange"))
+    make("course-report", course)
     return t
+
+
+def set_manual(course: Path, student: str, score: float | None, comment: str | None) -> None:
+    """What the Formgrader writes for the TA (tests/test_course_browser.py drives the page)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        if score is not None:
+            gb.find_grade("written_why", A, A, student).manual_score = score
+        if comment is not None:
+            gb.find_comment("written_why", A, A, student).manual_comment = comment
+        gb.db.commit()
+
+
+def regrade_request(course: Path, exchange: Path) -> dict[str, str]:
+    """A TA grades s1's written answer; s1 asks for a regrade through the exchange with a hostile
+    reason and the same notebook; collect, the queue, a grading run, the TA's answer (a comment),
+    the queue again, the feedback release: what each said."""
+    out: dict[str, str] = {}
+    ex = f"EXCHANGE={exchange}"
+    set_manual(course, "s1", 1.0, None)
+    make("course-export", course)
+    out["before"] = (course / "grades.csv").read_text()
+    make("course-release-exchange", course, f"ASSIGNMENT={A}", ex)
+    home = exchange.parent / "home-s1"
+    (home / A).mkdir(parents=True)
+    shutil.copy(course / "submitted" / "s1" / A / f"{A}.ipynb", home / A)
+    (home / A / "regrade-request.txt").write_bytes(REQUEST)
+    nbgrader(home, "submit", A, "--student=s1", f"--course={COURSE_ID}",
+             f"--Exchange.root={exchange}", f"--Exchange.cache={home / '.cache'}")  # fmt: skip
+    out["collect"] = make("course-collect", course, f"ASSIGNMENT={A}", ex).stdout
+    out["queue"] = make("course-regrades", course).stdout
+    out["grade"] = subprocess.run(grade_cmd(course), capture_output=True, text=True,
+                                  timeout=600).stdout  # fmt: skip
+    set_manual(course, "s1", None, ANSWER)  # the TA answers in the Formgrader
+    out["answered"] = make("course-regrades", course).stdout
+    make("course-feedback-release", course, f"ASSIGNMENT={A}", ex)
+    out["page"] = (course / "feedback" / "s1" / A / f"{A}.html").read_text()
+    out["after"] = (course / "grades.csv").read_text()
+    return out
 
 
 def table(course: Path, name: str) -> list[dict[str, str]]:
@@ -180,7 +246,7 @@ def test_the_instructors_points_change_is_reported_once_and_the_real_case_stays(
     total = sum(term.points.values())
     assert term.points["test_div"] == 3
     grades = {r["student_id"]: float(r["score"]) for r in table(term.course, "grades.csv")}
-    assert grades["s1"] == grades["s5"] == grades["mallory"] == total, grades
+    assert grades["s2"] == grades["s5"] == grades["mallory"] == total, grades
     assert grades["s3"] == total - term.points["test_div"], grades
 
 
@@ -297,3 +363,129 @@ def test_the_canvas_roster_check_names_each_cause(
     (late,) = check_roster(db, {"cat", "dan"})  # collect took in cat and dan (not in the gradebook)
     assert late.startswith("1 student(s) not on the roster") and late.endswith(": dan"), late
     assert check_roster(db, {"cat"}) == []
+
+
+@pytest.mark.nbgrader
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_report_names_who_awaits_a_ta_and_shows_no_pass_rate_for_it(term: Term) -> None:
+    """Issue 40 item 5: an ungraded written answer showed as a 4% pass rate, and no one was
+    named. The report says "awaiting grading" for it and names the students awaiting a TA."""
+    page = (term.course / "report.html").read_text()
+    assert "<b>awaiting a TA (written answers not graded yet)</b>: mallory, s1, s2, s3, s5" in page
+    row = page[page.index('data-name="written_why"') :].split("</tr>")[0]
+    assert "5 awaiting grading" in row and "%" not in row, row
+    items = table(term.course, "items.csv")
+    waiting = {r["student_id"] for r in items if r["needs_manual_grade"] == "yes"}
+    assert waiting == {"s1", "s2", "s3", "s5", "mallory"}, waiting
+    assert {r["grade_id"] for r in items if r["needs_manual_grade"]} == {"written_why"}
+
+
+@pytest.mark.nbgrader
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_regrade_request_reaches_the_queue_and_the_answer_reaches_the_student(
+    term: Term,
+) -> None:
+    """Issue 40's regrade requests, end to end: asked through the exchange with the same notebook
+    (not a resubmission: no regrade, the TA's grade stays), queued for the instructor, answered
+    by a comment, shown on the student's next page; the reason is hostile input and changes no
+    grade."""
+    r = term.regrade
+    assert "REGRADE REQUEST from s1" in r["collect"], r["collect"]
+    assert (
+        "unchanged s1" in r["collect"] and "(a regrade request, the same notebook)" in r["collect"]
+    )
+    assert "regrade requests: 1 open, 0 answered" in r["queue"], r["queue"]
+    assert "open     s1 a1_functions" in r["queue"]
+    assert "5 unchanged (skipped)" in r["grade"].splitlines()[0], r["grade"]
+    assert "regrade requests: 0 open, 1 answered" in r["answered"], r["answered"]
+    assert ANSWER in r["page"], "the student's next page shows the answer"
+    assert r["after"] == r["before"], "a request changed a grade"
+    grades = {row["student_id"]: float(row["score"]) for row in table(term.course, "grades.csv")}
+    assert grades["s1"] == sum(term.points.values()) + 1  # the TA's point on the written answer
+    queue = table(term.course, "regrade/queue.csv")
+    (row,) = queue
+    assert row["reason"].startswith("'=HYPERLINK"), row  # quoted: no formula
+    assert "\x1b" not in row["reason"] and row["reason"].endswith("(cut at 2000 bytes / 20 lines)")
+    page = (term.course / "report.html").read_text()
+    assert "<script>" not in page  # (the reason's first line, as the CSV holds it: quoted)
+    assert "regrade requests answered</b>: s1 (&#x27;=HYPERLINK(&quot;evil" in page, page[-3000:]
+
+
+#: Six honest students' own code (real, unrelated modules) and two near-copies of two of them.
+HONEST = {"ada": "torchlight/shape.py", "ben": "torchlight/nn/init.py",
+          "cy": "torchlight/viz/ticker.py", "dee": "torchlight/viz/replay.py",
+          "eli": "torchlight/nn/sparse.py", "fay": "torchlight/optim/lbfgs.py"}  # fmt: skip
+
+
+def renamed(code: str) -> str:
+    """Every identifier but keywords, builtins and attributes given another name."""
+    import builtins
+    import io
+    import keyword
+    import tokenize
+
+    names: dict[str, str] = {}
+    out = []
+    previous = ""
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        text = tok.string
+        if (tok.type == tokenize.NAME and not keyword.iskeyword(text)
+                and not hasattr(builtins, text) and previous != "."):  # fmt: skip
+            text = names.setdefault(text, f"q{len(names)}_{text[::-1]}")
+        out.append((tok.type, text))
+        previous = tok.string
+    return tokenize.untokenize(out)
+
+
+def reordered(code: str) -> str:
+    """The top-level blocks (imports, functions, classes) in the reverse order."""
+    blocks: list[list[str]] = []
+    for line in code.splitlines():
+        if not blocks or (line[:1].strip() and not line.startswith((")", "]", "}"))):
+            blocks.append([])
+        blocks[-1].append(line)
+    return "\n".join(line for block in reversed(blocks) for line in block) + "\n"
+
+
+@pytest.mark.nbgrader
+@pytest.mark.slow
+def test_the_similarity_report_puts_the_near_copies_on_top(tmp_path: Path) -> None:
+    """Issue 40: a cohort of six honest students (each their own code, all keeping the release's
+    starter code) and two near-copies: ``gus`` renamed every variable of ada's code, ``hal``
+    reordered ben's functions and renamed them. ``make course-similarity`` ranks the two copies
+    first, no honest pair above them, the starter code matches no one, and the page is inert."""
+    from submissions.pipeline import released_course
+
+    course = released_course(tmp_path, A)
+    _, release = notebooks(course, A)
+    code = {s: (ROOT / path).read_text() for s, path in HONEST.items()}
+    code["gus"] = renamed(code["ada"])
+    code["hal"] = renamed(reordered(code["ben"]))
+    code["eli"] += "\n# </pre><script>alert(1)</script>\n"  # a student's markup: shown as text
+    for student, text in code.items():
+        nb = copy.deepcopy(release)
+        for cell in nb.cells:  # every answer cell touched: its template is still starter code
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                cell.source += f"\n# checked by {student}"
+        nb.cells.append(nbformat.v4.new_code_cell(text))
+        submit(course, student, A, nb)
+    out = make("course-similarity", course, f"ASSIGNMENT={A}").stdout
+    rows = table(course, f"similarity/{A}.csv")
+    top = [{r["student_a"], r["student_b"]} for r in rows]
+    print(out, [(r["student_a"], r["student_b"], r["similarity"]) for r in rows[:4]])
+    assert top[:2] == [{"ada", "gus"}, {"ben", "hal"}] or top[:2] == [
+        {"ben", "hal"},
+        {"ada", "gus"},
+    ]
+    copies = min(float(r["similarity"]) for r in rows[:2])
+    honest = [
+        float(r["similarity"]) for r in rows[2:] if {r["student_a"], r["student_b"]} <= set(HONEST)
+    ]
+    assert max(honest) < copies, (max(honest), copies)
+    assert max(honest) < 0.2, "the starter code (kept by all) must match no one"
+    page = (course / "similarity" / f"{A}.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "a pointer for a person, never a penalty" in page.lower()
+    assert page.count("<mark>") > 10  # the matching spans, side by side

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from torchlight_grader.nbgrader import regrade
 from torchlight_grader.nbgrader.courselock import CourseBusyError, course_lock
 from torchlight_grader.nbgrader.ids import is_safe_student_id, unsafe_student_id_message
 from torchlight_grader.nbgrader.late import (
@@ -224,7 +225,9 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         print(f"refusing to collect: no released notebooks in {release} "
               "(expected `make course-release` first)", file=sys.stderr)  # fmt: skip
         return 1
-    allowed = {*notebooks, *NBGRADER_FILES, *allow}
+    allowed = {*notebooks, *NBGRADER_FILES, regrade.FILE, *allow}
+    db = db_url or os.environ.get("COURSE_DB_URL") or f"sqlite:///{course / 'gradebook.db'}"
+    asks: set[str] = set()  # entries that carry a regrade request
     inbound = exchange / course_id / "inbound"
     me = os.geteuid()
     raw = []
@@ -272,6 +275,13 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         assert entry.time is not None, (
             f"{dirent.name}: an accepted entry always has its observed time"
         )
+        request = entry.files.pop(regrade.FILE, None)  # never part of the submission
+        if request is not None:
+            asks.add(entry.name)
+            if regrade.record(course, db, assignment, student, entry.name,
+                              format_timestamp(entry.time), request):  # fmt: skip
+                print(f"REGRADE REQUEST from {student} ({entry.name[:120]}): recorded for "
+                      f"`make course-regrades` ({course / regrade.FOLDER})")  # fmt: skip
         digest = entry.digest()
         first = seen.get(entry.name)
         if first and first["digest"] == digest:
@@ -288,6 +298,12 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         assert entry.time is not None, (
             f"{entry.name}: an accepted entry always has its observed time"
         )
+        if entry.name in asks and _same_work(course, assignment, entry):
+            # a request with the notebook as it was: not a resubmission (no regrade, the
+            # manual grades and comments stay, the time stays the first submission's)
+            print(f"unchanged {student} {entry.name} (a regrade request, the same notebook)")
+            report.append([student, entry.name, "regrade request", "the same notebook"])
+            continue
         replaced = _install(course, assignment, entry)
         verdict = "collected" if replaced is not None else "unchanged"
         if replaced:
@@ -319,10 +335,9 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
     if accepted:  # canvas.csv's matching, said now rather than at the first export
         from torchlight_grader.nbgrader.canvas import check_roster
 
-        db = db_url or os.environ.get("COURSE_DB_URL") or f"sqlite:///{course / 'gradebook.db'}"
         for problem in check_roster(db, set(accepted)):
             print(f"WARNING canvas.csv: {problem}")
-    print(f"collect {assignment}: {len(accepted)} accepted, {len(report) - len(accepted)} "
+    print(f"collect {assignment}: {len(accepted)} accepted, {sum(r[2] == 'refused' for r in report)} "
           f"refused ({accounts == 'yes' and 'one OS account per student' or 'single OS user'}); "
           f"report: {ledger_dir / (assignment + '-report.csv')}")  # fmt: skip
     return 0  # a refused entry costs only its student; the report lists it
@@ -354,6 +369,18 @@ def lateness(when: datetime, due: datetime | None, extension: timedelta | None) 
         said += f", extended by {format_extension(extension)} to {format_timestamp(mine)}"
     late = (when - mine).total_seconds()
     return said + (f": {math.ceil(late / DAY)} started day(s) late" if late > 0 else ": on time")
+
+
+def _same_work(course: Path, assignment: str, entry: Entry) -> bool:
+    """Whether ``entry``'s files, but for nbgrader's own (a new secret each submit), are those
+    already in ``submitted/``."""
+    dest = course / "submitted" / entry.student / assignment
+    if not dest.is_dir():
+        return False
+    mine = {n: d for n, d in entry.files.items() if n not in NBGRADER_FILES}
+    there = {p.name: p.read_bytes() for p in dest.iterdir()
+             if p.is_file() and p.name not in (*NBGRADER_FILES, ".collected")}  # fmt: skip
+    return mine == there
 
 
 def _install(course: Path, assignment: str, entry: Entry) -> bool | None:
