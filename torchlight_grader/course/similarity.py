@@ -91,7 +91,7 @@ def compare(course: Path, assignment: str) -> tuple[list[Pair], dict[str, str]]:
     starter, _ = filter_code("\n\n".join(starter_cells), "starter.py", "python")
     # every k-gram of the starter code, each once (copydetect's own boilerplate: its removal
     # indexes go wrong on a repeated hash)
-    boilerplate = np.unique(hashed_kgrams(starter, NOISE)) if starter else []
+    boilerplate: Any = np.unique(hashed_kgrams(starter, NOISE)) if starter else []
     codes: dict[str, str] = {}
     for folder in sorted((course / "submitted").glob(f"*/{assignment}")):
         code = student_code(sorted(folder.glob("*.ipynb")), released)
