@@ -586,6 +586,35 @@ def test_manual_grading_in_the_formgrader_offline_updates_the_totals(
     assert not refused, refused
 
 
+def test_long_verdicts_wrap_in_the_formgrader(
+    course: Course, course_lab: tuple[str, str], browser: Any, tmp_path: Path
+) -> None:
+    """Issue 40 item 5: the Formgrader cut a long verdict at the right edge of its cell (one
+    line in a <pre>, bootstrap's overflow). On a narrow window every output of the grading page
+    wraps now, the failed cell's verdict included: nothing is wider than its box."""
+    base, token = course_lab
+    context, refused = offline_context(browser, (base,), viewport={"width": 700, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{base}/formgrader/?token={token}")
+    listed = page.request.get(f"{base}/formgrader/api/submitted_notebooks/{A}/{A}").json()
+    ids = {nb["student"]: nb["id"] for nb in listed}
+    page.goto(f"{base}/formgrader/submissions/{ids[STUDENT]}/")
+    grading_page(page, course, errors)
+    widths = page.evaluate(
+        """() => Array.from(document.querySelectorAll('div.output_area pre')).map(
+            p => [p.scrollWidth, p.clientWidth, p.innerText.slice(0, 60)])"""
+    )
+    page.screenshot(path=str(tmp_path / "narrow-grading-page.png"), full_page=True)
+    context.close()
+    verdicts = [w for w in widths if "HiddenCheckFailed" in w[2] or "seed" in w[2]]
+    assert verdicts, f"no failed verdict on the page: {widths}"
+    cut = [w for w in widths if w[0] > w[1] + 1]
+    assert cut == [], f"outputs wider than their box (scrollWidth, clientWidth, text): {cut}"
+    assert not refused and not errors, (refused, errors)
+
+
 def test_resubmission_after_a_manual_grade_reports_the_stale_scores(
     course: Course, course_lab: tuple[str, str], browser: Any, graded_by_hand: HandGraded
 ) -> None:

@@ -169,3 +169,13 @@ def test_cluster_run_equals_the_serial_run_despite_a_killed_worker(runs: Runs) -
 def test_a_killed_workers_grading_process_ends_with_it(runs: Runs) -> None:
     assert runs.killed["children"] == 1, runs.killed
     assert runs.killed["orphans"] == [], runs.killed
+
+
+def test_a_lost_worker_is_reported_and_the_summary_counts_workers(runs: Runs) -> None:
+    """Issue 40 item 4: the killed worker went unmentioned and the summary said "with 2
+    job(s)" (the client machine's cores), whatever the cluster had."""
+    out = runs.cluster_output
+    assert f"Dask worker {runs.killed['worker']} lost (died or disconnected)" in out, out[-3000:]
+    summary = next(line for line in out.splitlines() if line.startswith("graded "))
+    assert "job(s)" not in summary, summary
+    assert "Dask worker(s), 1 lost: " + str(runs.killed["worker"]) in summary, summary

@@ -51,7 +51,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -157,18 +157,60 @@ def grader_files() -> list[tuple[Path, Path]]:
     return files
 
 
+def checks_modules() -> dict[str, str]:
+    """Each assignment's own hidden-checks module, as a path inside torchlight_grader
+    (``a1_functions -> checks/a1_functions.py``), from the registry."""
+    from torchlight_grader.checks import registry
+
+    return {a: "/".join(m.split(".")[1:]) + ".py" for a, m in registry._MODULES.items()}
+
+
+def grader_digests(
+    assignments: Sequence[str], files: Sequence[tuple[Path, Path]] | None = None
+) -> dict[str, str]:
+    """The digest of what grades each assignment (issue 40 item 3): :func:`grader_digest`
+    without the other assignments' own checks modules, so that a fix to one assignment's
+    hidden checks regrades that assignment's notebooks only. Everything else (the sandbox, the
+    shared checks, the nbgrader plugins, the pages, torchlight, nbgrader) is in every digest.
+    ``files``: ``(package folder, file)`` pairs (default :func:`grader_files`)."""
+    own = checks_modules()
+    hashed = []
+    for root, path in files if files is not None else grader_files():
+        name = str(path.relative_to(root))
+        hashed.append((root.name, name, hashlib.sha256(path.read_bytes()).digest()))
+    tail = _environment_digest()
+    out = {}
+    for assignment in assignments:
+        others = {m for a, m in own.items() if a != assignment}
+        h = hashlib.sha256()
+        for package, name, content in hashed:
+            if package == "torchlight_grader" and name in others:
+                continue
+            h.update(f"{package}/{name}".encode() + b"\0" + content)
+        h.update(tail)
+        out[assignment] = h.hexdigest()
+    return out
+
+
 def grader_digest() -> str:
     """A digest of everything that produces a grade or a page (issue 39 item 2): every file of
     torchlight, torchlight_grader (its templates and the typesetter's script included) and
     nbgrader, found without importing them (importing nbgrader costs seconds); the versions of
     the packages that render and sanitize pages; and the Node.js that typesets their math."""
+    h = hashlib.sha256()
+    for root, path in grader_files():
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    h.update(_environment_digest())
+    return h.hexdigest()
+
+
+def _environment_digest() -> bytes:
+    """The renderers' versions and the Node.js that typesets math, for the digests."""
     import importlib.metadata
     import shutil
     import subprocess
 
     h = hashlib.sha256()
-    for root, path in grader_files():
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     for name in RENDERERS:
         try:
             h.update(f"{name}=={importlib.metadata.version(name)}\0".encode())
@@ -183,7 +225,7 @@ def grader_digest() -> str:
         except (OSError, subprocess.SubprocessError) as exc:
             version = f"does not run: {exc}"
     h.update(f"node {node} {version}".encode())
-    return h.hexdigest()
+    return h.digest()
 
 
 def worker_check(
@@ -222,6 +264,37 @@ def worker_check(
 
 
 # ------------------------------------------------------------------------------ on the client
+class Workers:
+    """The Dask workers a run saw (``seen``) and lost (``lost``), for its summary."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.lost: list[str] = []
+
+    def update(self, now: set[str]) -> list[str]:
+        """Record the scheduler's current workers; returns those gone since the last call."""
+        gone = sorted(w for w in self.seen - now if w not in self.lost)
+        self.lost += gone
+        self.seen |= now
+        return gone
+
+    def watch(self, client: Any, stop: threading.Event) -> None:
+        """Poll the scheduler's worker list until ``stop``; report each lost worker at once
+        (Dask itself says nothing: it reschedules the worker's tasks on another)."""
+        while not stop.wait(0.5):
+            try:
+                now = set(client.scheduler_info()["workers"])
+            except Exception:  # noqa: BLE001 - the client is closing: the run is over
+                return
+            for address in self.update(now):
+                print(f"Dask worker {address} lost (died or disconnected): its students are "
+                      "graded again on another worker", file=sys.stderr, flush=True)  # fmt: skip
+
+    def summary(self) -> str:
+        lost = f", {len(self.lost)} lost: {', '.join(self.lost)}" if self.lost else ""
+        return f"on {len(self.seen)} Dask worker(s){lost}"
+
+
 def connect(cluster: str, jobs: int) -> tuple[Any, Any]:
     """``(client, local cluster or None)`` for ``cluster`` (see the module docstring)."""
     from distributed import Client, LocalCluster
@@ -250,14 +323,18 @@ def pool(
     tools: Path,
     n_local: int,
     on_done: Callable[[str, list[RunTuple]], None] | None = None,
+    seen: Workers | None = None,
 ) -> dict[str, list[RunTuple]]:
     """Every student of ``jobs`` one Dask task on ``cluster``; each student's runs, as
     ``batch.Run`` fields (``tools``: the folder of ``torchlight_grader/course/batch.py``; ``n_local``: the
     workers of ``CLUSTER=local``; ``on_done(student, runs)``: called as each student ends, for
-    the progress lines and the incremental state)."""
+    the progress lines and the incremental state; ``seen``: filled with the workers that took
+    part and those lost, each loss reported on stderr the moment the scheduler drops it)."""
     from distributed import as_completed
 
     client, local = connect(cluster, n_local)
+    seen = seen if seen is not None else Workers()
+    stop = threading.Event()
     try:
         print(f"waiting for Dask workers at {client.scheduler.address} ...", file=sys.stderr)
         client.wait_for_workers(1, timeout=600)
@@ -279,6 +356,8 @@ def pool(
                 "refusing to grade on the cluster:\n"
                 + "\n".join(f"  worker {w}: {why}" for w, why in sorted(problems.items()))
             )
+        watcher = threading.Thread(target=seen.watch, args=(client, stop), daemon=True)
+        watcher.start()
         run_id = f"{os.getpid()}-{time.time_ns()}"
         futures = {
             client.submit(
@@ -301,6 +380,7 @@ def pool(
                 on_done(student, done[student])
         return done
     finally:
+        stop.set()
         client.close()
         if local is not None:
             local.close()

@@ -14,16 +14,18 @@ assignments to grade), and runs the exports once, after every student is done::
 **Incremental.** Only what is new or changed is graded: each submission
 (``submitted/<student>/<assignment>/``) is keyed by a SHA-256 of its files, the release (the
 assignment's ``source/`` files, its source cells, points and due date in the gradebook) and the
-grader (the sources of torchlight, torchlight_grader and nbgrader, ``nbgrader_config.py``, the
-extra autograde options and the gradebook URL). ``graded.json`` in the course holds the key of
-every submission graded with success. A run first removes from it every submission it is about
-to grade (written atomically, before any worker starts) and adds each back only when its
-autograde and generate_feedback both succeeded, so a crash, a kill or a power cut mid-run never
-leaves a submission marked graded that was not: the next run grades it. A submission is also
-graded again when the gradebook has no submission row for it (a new or reset gradebook) or its
-``autograded/`` or ``feedback/`` folder is gone. ``--full`` (``make course-grade FULL=1``)
-ignores the keys and regrades everything. The run says what it skips, e.g. ``35 submissions:
-34 unchanged (skipped), 1 changed: s7/a2_broadcasting``; the exports always cover everyone.
+grader of that assignment (the sources of torchlight, torchlight_grader and nbgrader without the
+other assignments' own checks modules, so a fix to one assignment's hidden checks regrades that
+assignment only; ``nbgrader_config.py``, the extra autograde options and the gradebook URL).
+``graded.json`` in the course holds the key of every submission graded with success. A run first
+removes from it every submission it is about to grade (written atomically, before any worker
+starts) and adds each back only when its autograde and generate_feedback both succeeded, so a
+crash, a kill or a power cut mid-run never leaves a submission marked graded that was not: the
+next run grades it. A submission is also graded again when the gradebook has no submission row
+for it (a new or reset gradebook) or its ``autograded/`` or ``feedback/`` folder is gone.
+``--full`` (``make course-grade FULL=1``) ignores the keys and regrades everything. The run says
+what it skips, e.g. ``35 submissions: 34 unchanged (skipped), 1 changed: s7/a2_broadcasting``;
+the exports always cover everyone.
 
 **Progress.** One line per student done: ``[12/35] s7: ok (a2_broadcasting) 43 s, ETA 1 min``;
 each failure the moment it happens, one line naming the student, the notebook and the cause
@@ -92,9 +94,12 @@ from pathlib import Path
 from types import FrameType
 
 from torchlight_grader.course.batch import Run, Worker
+from torchlight_grader.course.dask import Workers
 from torchlight_grader.course.manage import gradebook_changes, gradebook_snapshot, integrity_report
 from torchlight_grader.course.pages import environment
 from torchlight_grader.course.pages import refresh as refresh_pages
+from torchlight_grader.nbgrader.courselock import CourseBusyError, course_lock
+from torchlight_grader.nbgrader.releases import record as record_release
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -167,14 +172,20 @@ def _hash_tree(h: hashlib._Hash, folder: Path) -> None:
             h.update(hashlib.sha256(path.read_bytes()).digest())
 
 
-def grader_key(course: Path, extra: Sequence[str], db_url: str | None) -> str:
-    """The grader: the sources that decide a grade, the course config, the options, the DB."""
-    from torchlight_grader.course.dask import grader_digest
+def grader_keys(
+    course: Path, assignments: Sequence[str], extra: Sequence[str], db_url: str | None
+) -> dict[str, str]:
+    """The grader of each assignment: the sources that decide its grades (its own checks
+    module, none of the other assignments'), the course config, the options, the DB."""
+    from torchlight_grader.course.dask import grader_digests
 
-    h = hashlib.sha256(grader_digest().encode())
-    h.update((course / "nbgrader_config.py").read_bytes())
-    h.update(json.dumps([list(extra), db_url or f"sqlite {course / 'gradebook.db'}"]).encode())
-    return h.hexdigest()
+    keys = {}
+    for assignment, digest in grader_digests(assignments).items():
+        h = hashlib.sha256(digest.encode())
+        h.update((course / "nbgrader_config.py").read_bytes())
+        h.update(json.dumps([list(extra), db_url or f"sqlite {course / 'gradebook.db'}"]).encode())
+        keys[assignment] = h.hexdigest()
+    return keys
 
 
 def release_key(course: Path, assignment: str, snapshot: dict, duedates: dict) -> str:
@@ -188,9 +199,11 @@ def release_key(course: Path, assignment: str, snapshot: dict, duedates: dict) -
     return h.hexdigest()
 
 
-def unit_key(course: Path, unit: Unit, releases: dict[str, str], grader: str) -> str:
+def unit_key(course: Path, unit: Unit, releases: dict[str, str], graders: dict[str, str]) -> str:
     student, assignment = unit
-    h = hashlib.sha256(f"{student}/{assignment}\0{releases[assignment]}\0{grader}\0".encode())
+    h = hashlib.sha256(
+        f"{student}/{assignment}\0{releases[assignment]}\0{graders[assignment]}\0".encode()
+    )
     _hash_tree(h, course / "submitted" / student / assignment)
     return h.hexdigest()
 
@@ -485,8 +498,10 @@ def cluster_pool(
     db_url: str | None,
     n_local: int,
     progress: Progress,
+    seen: Workers | None = None,
 ) -> dict[str, list[Run]]:
-    """``pool`` on a Dask cluster (``torchlight_grader.course.dask``): the same job per student."""
+    """``pool`` on a Dask cluster (``torchlight_grader.course.dask``): the same job per student
+    (``seen``: filled with the workers that took part and those lost)."""
     from torchlight_grader.course.dask import pool as dask_pool
 
     todo = {s: ([c for u in units for c in unit_job(u, extra)],
@@ -496,8 +511,8 @@ def cluster_pool(
     def finished(student: str, runs: list[tuple]) -> None:
         progress.finished(student, jobs[student], [Run(*r) for r in runs])
 
-    graded = dask_pool(cluster, course, todo, db_url, Path(__file__).resolve().parent, n_local,
-                       finished)  # fmt: skip
+    graded = dask_pool(cluster, course, todo, db_url, Path(__file__).resolve().parent,
+                       n_local, finished, seen)  # fmt: skip
     return {s: [Run(*r) for r in runs] for s, runs in graded.items()}
 
 
@@ -538,6 +553,7 @@ def grade(
     log_dir: Path | None = None,
     cluster: str | None = None,
     full: bool = False,
+    seen: Workers | None = None,
 ) -> tuple[list[str], dict[str, float]]:
     """Grade what is new or changed in ``course`` (everything with ``full``); returns (failed
     students, seconds per phase and the counts ``"graded"`` / ``"skipped"``).
@@ -575,6 +591,7 @@ def grade(
         try:
             before = gradebook_snapshot(course, db_url)
             duedates, rows = gradebook_facts(db) if before else ({}, set())
+            record_release(course, db_url)  # the gradebook's release, for the restore's history
         except _db_errors() as exc:
             raise DatabaseDownError(f"{where}: {cause_of(str(exc))}") from None
         if not any(key[0] == "points" for key in before):
@@ -582,9 +599,10 @@ def grade(
                 f"expected a gradebook with the released assignments in {db_url or course}, found "
                 "none: run `make course-release` (with the same DB_URL) first"
             )
-        grader = grader_key(course, extra, db_url)
-        releases = {a: release_key(course, a, before, duedates) for a in {a for _, a in units}}
-        keys = {u: unit_key(course, u, releases, grader) for u in units}
+        names = sorted({a for _, a in units})
+        graders = grader_keys(course, names, extra, db_url)
+        releases = {a: release_key(course, a, before, duedates) for a in names}
+        keys = {u: unit_key(course, u, releases, graders) for u in units}
         todo, summary = plan(course, units, keys, state, rows, full)
         print(summary, flush=True)
         seconds["graded"], seconds["skipped"] = len(todo), len(units) - len(todo)
@@ -604,7 +622,9 @@ def grade(
             )  # fmt: skip
         else:
             graded = (
-                cluster_pool(cluster, course, jobs_by_student, extra, db_url, jobs, progress)
+                cluster_pool(
+                    cluster, course, jobs_by_student, extra, db_url, jobs, progress, seen
+                )  # fmt: skip
                 if cluster
                 else pool(workers, jobs_by_student, extra, progress, stop)
             )
@@ -749,6 +769,23 @@ def _write_log(path: Path, runs: Sequence[Run]) -> None:
             f.write(r.output + "\n")
 
 
+def watch_parent() -> None:
+    """SIGTERM to this process as soon as its parent is gone (``make`` killed alone, even with
+    SIGKILL, which it cannot pass on): the kernel reparents us, and a grader left running would
+    write the exports minutes later, for no one. The handler then stops the run as for a
+    SIGTERM of its own (workers and sandboxes killed, the summary, exit status 143)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        print(f"\nthe parent process (pid {parent}, e.g. make) is gone: stopping", file=sys.stderr,
+              flush=True)  # fmt: skip
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--course", type=Path, default=ROOT / "assignments")
@@ -777,9 +814,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, interrupted)
     signal.signal(signal.SIGTERM, interrupted)
+    watch_parent()
+    seen = Workers()  # (a --cluster run's Dask workers)
     try:
-        failed, seconds = grade(course, args.jobs, args.assignment, args.db_url, args.extra,
-                                cluster=args.cluster, full=args.full)  # fmt: skip
+        with course_lock(course, "make course-grade"):
+            failed, seconds = grade(course, args.jobs, args.assignment, args.db_url, args.extra,
+                                    cluster=args.cluster, full=args.full, seen=seen)  # fmt: skip
+    except CourseBusyError as exc:
+        print(f"refusing to grade: {exc}", file=sys.stderr)
+        return 1
     except CourseConfigError as exc:
         print(f"refusing to grade: {exc}", file=sys.stderr)
         return 1
@@ -797,8 +840,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     n = len(students_of(course, args.assignment))
+    where = seen.summary() if args.cluster else f"with {args.jobs} job(s)"
     print(f"graded {seconds['graded']:.0f} submission(s) of {n} student(s), skipped "
-          f"{seconds['skipped']:.0f} unchanged, with {args.jobs} job(s) in "
+          f"{seconds['skipped']:.0f} unchanged, {where} in "
           f"{seconds.get('grading', 0):.1f} s (+{seconds.get('exports', 0):.1f} s exports): "
           f"{course}/grades.csv, items.csv, canvas.csv; feedback in {course}/feedback/")  # fmt: skip
     if failed:

@@ -125,19 +125,24 @@ def gradebook_changes(before: dict, after: dict) -> list[str]:
     return changes
 
 
-#: ``integrity.csv``'s two sections, in this order: what a student did to the notebook or the
-#: exchange (review these), then answers whose in-kernel run and isolated check disagree (the
-#: isolated grade counts; nearly always an ordinary wrong answer that passes the visible test
-#: but not the hidden inputs, listed so that a high count on one item shows up).
-INTEGRITY_SECTIONS = ("tampering", "answers")
+#: ``integrity.csv``'s three sections, in this order: what a student did to the notebook or the
+#: exchange (review these); what the instructor changed since the release a submission was made
+#: from (a test cell's points or source: one row per change for the class, with the number of
+#: submissions, never a finding against a student); answers whose in-kernel run and isolated
+#: check disagree (the isolated grade counts; nearly always an ordinary wrong answer that passes
+#: the visible test but not the hidden inputs, listed so that a high count on one item shows up).
+INTEGRITY_SECTIONS = ("tampering", "instructor", "answers")
 
 
 def integrity_report(course: Path) -> Path:
-    """``integrity.csv``, in two sections (column ``section``, :data:`INTEGRITY_SECTIONS`):
+    """``integrity.csv``, in three sections (column ``section``, :data:`INTEGRITY_SECTIONS`):
 
     - ``tampering``: per student and notebook, what the grader found and undid or flagged
       (refused files, edited or deleted locked/test cells, changed metadata, a backward that
       uses the library's own autograd or Functions);
+    - ``instructor``: each change the instructor made to a cell since a release students
+      handed in (``torchlight_grader.nbgrader.releases``), once, with how many submissions were
+      made from the earlier release (the grade uses the current release);
     - ``answers``: each test cell whose in-kernel score differs from its isolated grade.
 
     Prints one summary line per section."""
@@ -145,6 +150,7 @@ def integrity_report(course: Path) -> Path:
 
     path = course / "integrity.csv"
     rows: dict[str, list[list[str]]] = {section: [] for section in INTEGRITY_SECTIONS}
+    earlier: dict[tuple[str, str, str], list[str]] = {}
     for nb_path in sorted((course / "autograded").glob("*/*/*.ipynb")):
         student, assignment = nb_path.parts[-3], nb_path.parts[-2]
         where = [student, assignment, nb_path.stem]
@@ -152,6 +158,8 @@ def integrity_report(course: Path) -> Path:
         report = nb.metadata.get("torchlight", {})
         for finding in [*report.get("refused", []), *report.get("findings", [])]:
             rows["tampering"].append([*where, finding])
+        for change in report.get("release", []):
+            earlier.setdefault((assignment, nb_path.stem, str(change)), []).append(student)
         for cell in nb.cells:
             mark = cell.metadata.get("torchlight")
             if isinstance(mark, dict) and bool(mark.get("kernel_score")) != bool(
@@ -162,11 +170,19 @@ def integrity_report(course: Path) -> Path:
                 finding = (f"test cell {grade_id}: in-kernel score {mark.get('kernel_score')}, "
                            f"isolated check {verdict} (the isolated grade counts)")  # fmt: skip
                 rows["answers"].append([*where, finding])
+    for (assignment, notebook, change), students in sorted(earlier.items()):
+        rows["instructor"].append(
+            [f"({len(students)} submissions)", assignment, notebook,
+             f"{change}: the instructor's change since the release these submissions were made "
+             "from (graded with the current release; not tampering)"]
+        )  # fmt: skip
     head = ["section", "student", "assignment", "notebook", "finding"]
     write_rows(path, [head, *([s, *row] for s in INTEGRITY_SECTIONS for row in rows[s])])
     tampering, answers = rows["tampering"], rows["answers"]
     print(f"integrity: {len(tampering)} tampering findings ({len({r[0] for r in tampering})} "
-          f"students: review them), {len(answers)} answers whose in-kernel and isolated results "
+          f"students: review them), {len(rows['instructor'])} changes of the instructor's since "
+          f"a release ({sum(len(v) for v in earlier.values())} submissions from an earlier "
+          f"release: not tampering), {len(answers)} answers whose in-kernel and isolated results "
           f"differ ({len({r[0] for r in answers})} students: usually ordinary wrong answers)")  # fmt: skip
     return path
 

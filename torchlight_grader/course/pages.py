@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from torchlight_grader.course.batch import Run, Worker
+from torchlight_grader.nbgrader.courselock import CourseBusyError, course_lock
 
 
 def environment(db_url: str | None) -> dict[str, str]:
@@ -71,7 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db-url", default=os.environ.get("COURSE_DB_URL") or None)
     args = parser.parse_args(argv)
     course = args.course.resolve()
-    _, runs = refresh(course, args.db_url, args.assignment)
+    try:
+        with course_lock(course, "feedback pages (make course-feedback-release)"):
+            _, runs = refresh(course, args.db_url, args.assignment)
+    except CourseBusyError as exc:
+        print(f"feedback pages: {exc}", file=sys.stderr)
+        return 1
     return 1 if any(r.returncode != 0 for r in runs) else 0
 
 

@@ -9,7 +9,9 @@ student and assignment, late penalties applied) and the course's ``items.csv`` (
 test cell). Beside them in the course folder it reads, when they exist, ``extensions.csv`` (the
 per-student extensions) and ``collect/<assignment>-report.csv`` (what collect refused), and the
 page names the students behind each count: who is missing, late (with their extension), had a
-submission refused, or has an extension::
+submission refused, has an extension, or awaits a TA (a written answer not graded yet, shown as
+"awaiting grading", never as a failed cell), and the regrade requests, open or answered
+(``regrade/queue.csv``, ``torchlight_grader.nbgrader.regrade``)::
 
     .venv/bin/python torchlight_grader/course/report.py assignments/grades.csv assignments/items.csv \
         -o assignments/report.html
@@ -34,6 +36,9 @@ WHO = (
     ("late", "late (penalty applied)"),
     ("extension", "extension"),
     ("refused", "a submission refused at collect"),
+    ("awaiting", "awaiting a TA (written answers not graded yet)"),
+    ("regrade", "regrade requests, open (answer in the Formgrader)"),
+    ("regrade answered", "regrade requests answered"),
 )
 
 
@@ -45,6 +50,7 @@ class Assignment:
     missing: int = 0
     late: int = 0
     items: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # (score, max)
+    awaiting: dict[str, int] = field(default_factory=dict)  # item -> answers not graded yet
     who: dict[str, list[str]] = field(default_factory=dict)  # "missing"/"late"/... -> students
 
 
@@ -87,11 +93,28 @@ def read(grades_csv: Path, items_csv: Path) -> dict[str, Assignment]:
                 names = {r["student"] for r in csv.DictReader(f) if r.get("verdict") == "refused"}
             if names:
                 a.who["refused"] = sorted(names)
+    requests = course / "regrade" / "queue.csv"  # make course-regrades (and course-report)
+    if requests.is_file():
+        with open(requests, newline="", encoding="utf-8") as f:
+            for r in csv.DictReader(f):
+                if r.get("assignment") in out:
+                    kind = "regrade" if r.get("status") == "open" else "regrade answered"
+                    first = (r.get("reason") or "").splitlines()[:1]
+                    out[r["assignment"]].who.setdefault(kind, []).append(
+                        f"{r.get('student')} ({first[0][:80] if first else 'no reason given'})"
+                    )
     with open(items_csv, newline="", encoding="utf-8") as f:
         for r in csv.DictReader(f):
             if (r["student_id"], r["assignment"]) not in submitted:
                 continue
             a = out.setdefault(r["assignment"], Assignment(r["assignment"]))
+            if r.get("needs_manual_grade"):  # no verdict yet: not a fail
+                a.awaiting[r["grade_id"]] = a.awaiting.get(r["grade_id"], 0) + 1
+                a.items.setdefault(r["grade_id"], [])
+                waiting = a.who.setdefault("awaiting", [])
+                if r["student_id"] not in waiting:
+                    waiting.append(r["student_id"])
+                continue
             a.items.setdefault(r["grade_id"], []).append((float(r["score"]), float(r["max_score"])))
     return out
 
@@ -163,11 +186,17 @@ def render(assignments: dict[str, Assignment], course: str = "torchlight-autogra
         body.append("<table><tr><th>test cell</th><th>pass rate</th><th>mean points</th>"
                     "<th>out of</th></tr>")  # fmt: skip
         for grade_id, results in sorted(a.items.items()):
-            passed = sum(score >= top for score, top in results)
-            mean = statistics.fmean(score for score, _ in results)
+            waiting = a.awaiting.get(grade_id, 0)
+            rate, mean, out_of = "", "-", "-"
+            if results:
+                passed = sum(score >= most for score, most in results)
+                rate = f"{100 * passed / len(results):.0f}% ({passed}/{len(results)})"
+                mean = _fmt(statistics.fmean(score for score, _ in results))
+                out_of = _fmt(results[0][1])
+            if waiting:  # a written answer not graded yet has no verdict: never a 0% pass rate
+                rate = ", ".join(x for x in (rate, f"{waiting} awaiting grading") if x)
             body.append(f'<tr class="item" data-name="{e(grade_id)}"><td>{e(grade_id)}</td>'
-                        f"<td>{100 * passed / len(results):.0f}% ({passed}/{len(results)})</td>"
-                        f"<td>{_fmt(mean)}</td><td>{_fmt(results[0][1])}</td></tr>")  # fmt: skip
+                        f"<td>{rate}</td><td>{mean}</td><td>{out_of}</td></tr>")  # fmt: skip
         body.append("</table>")
     style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"

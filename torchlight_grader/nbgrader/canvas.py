@@ -20,7 +20,9 @@ Safe to import mid-term:
   Canvas assignment id Canvas matches on (``{"a1_functions": "Homework 1 (48213)"}``); an
   assignment without a mapping keeps its nbgrader name, and Canvas creates a new column unless
   a title matches exactly;
-- students without a Canvas ``ID`` (not on the roster) are listed in one warning;
+- students without a Canvas ``ID`` are named in a warning that says why (not on the roster, an
+  empty ``lms_user_id``, or a roster without that column: :func:`roster_problems`), at
+  ``make course-roster`` and ``make course-collect`` already, when the problem first shows;
 - a submission deleted from ``submitted/`` is blank, as a missing one;
 - no cell starts with ``= + - @``, tab or CR (``torchlight_grader.nbgrader.spreadsheet.spreadsheet_safe``).
 
@@ -31,6 +33,10 @@ penalties).
 """
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
@@ -106,12 +112,69 @@ class CanvasCsvExportPlugin(ExportPlugin):
                     continue
                 row.append(number(final[(assignment.name, student.id)][1]))
             rows.append(row)
-        unmatched = [s.id for s in students if not s.lms_user_id]
-        if unmatched:
-            self.log.warning(
-                "canvas.csv: %d student(s) have no Canvas ID (not on the roster; Canvas can only "
-                "match them by SIS User ID): %s",
-                len(unmatched),
-                ", ".join(unmatched),
-            )
+        for problem in roster_problems(students):
+            self.log.warning("canvas.csv: %s", problem)
         write_rows(dest, rows)
+
+
+def roster_problems(students: Sequence[Any], only: set[str] | None = None) -> list[str]:
+    """Why Canvas cannot match some of ``students`` (gradebook rows) by its own ID, each cause
+    named as it is, with the students it concerns (``only``: just these ids, e.g. the students
+    collect just took in; an id the gradebook lacks is not on the roster)."""
+    known = {s.id: s for s in students}
+    wanted = sorted(only) if only is not None else sorted(known)
+    if not wanted:
+        return []
+    absent = [sid for sid in wanted if sid not in known]
+    rows = [known[sid] for sid in wanted if sid in known]
+    if rows and only is None and not any(s.lms_user_id for s in rows):
+        return [
+            "no student has a Canvas ID: the roster imported (`make course-roster`) has no "
+            "lms_user_id column, or it is empty. Canvas can then only match students by SIS User "
+            "ID (the student id); add the column (the Canvas user ID) and import the roster again"
+        ]
+    bare = [
+        s.id for s in rows if not s.lms_user_id and not (s.first_name or s.last_name or s.email)
+    ]
+    named = [s.id for s in rows if not s.lms_user_id and (s.first_name or s.last_name or s.email)]
+    out = []
+    if absent or bare:
+        who = [*absent, *bare]
+        out.append(f"{len(who)} student(s) not on the roster (nbgrader knows them only from a "
+                   "submission, or from a roster row with nothing but an id), so they have no "
+                   "Canvas ID and Canvas can only match them by SIS User ID: " + ", ".join(who))  # fmt: skip
+    if named:
+        out.append(f"{len(named)} student(s) on the roster with an empty lms_user_id (the Canvas "
+                   "user ID), so Canvas can only match them by SIS User ID: " + ", ".join(named))  # fmt: skip
+    return out
+
+
+def check_roster(db_url: str, only: set[str] | None = None) -> list[str]:
+    """:func:`roster_problems` of a gradebook (at roster import, at collect)."""
+    with Gradebook(db_url) as gb:
+        return roster_problems(list(gb.students), only)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m torchlight_grader.nbgrader.canvas roster --course C``: the roster's problems
+    for canvas.csv, at once (``make course-roster`` runs it after the import)."""
+    import argparse
+    import os
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("command", choices=["roster"])
+    parser.add_argument("--course", type=Path, default=Path("assignments"))
+    parser.add_argument("--db-url", default=os.environ.get("COURSE_DB_URL") or None)
+    args = parser.parse_args(argv)
+    db = args.db_url or f"sqlite:///{args.course.resolve() / 'gradebook.db'}"
+    problems = check_roster(db)
+    for problem in problems:
+        print(f"WARNING canvas.csv: {problem}", file=sys.stderr)
+    if not problems:
+        print("roster: every student has a Canvas ID (lms_user_id)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from torchlight_grader.nbgrader import regrade
+from torchlight_grader.nbgrader.courselock import CourseBusyError, course_lock
 from torchlight_grader.nbgrader.ids import is_safe_student_id, unsafe_student_id_message
 from torchlight_grader.nbgrader.late import (
     DAY,
@@ -223,7 +225,9 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         print(f"refusing to collect: no released notebooks in {release} "
               "(expected `make course-release` first)", file=sys.stderr)  # fmt: skip
         return 1
-    allowed = {*notebooks, *NBGRADER_FILES, *allow}
+    allowed = {*notebooks, *NBGRADER_FILES, regrade.FILE, *allow}
+    db = db_url or os.environ.get("COURSE_DB_URL") or f"sqlite:///{course / 'gradebook.db'}"
+    asks: set[str] = set()  # entries that carry a regrade request
     inbound = exchange / course_id / "inbound"
     me = os.geteuid()
     raw = []
@@ -271,6 +275,13 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         assert entry.time is not None, (
             f"{dirent.name}: an accepted entry always has its observed time"
         )
+        request = entry.files.pop(regrade.FILE, None)  # never part of the submission
+        if request is not None:
+            asks.add(entry.name)
+            if regrade.record(course, db, assignment, student, entry.name,
+                              format_timestamp(entry.time), request):  # fmt: skip
+                print(f"REGRADE REQUEST from {student} ({entry.name[:120]}): recorded for "
+                      f"`make course-regrades` ({course / regrade.FOLDER})")  # fmt: skip
         digest = entry.digest()
         first = seen.get(entry.name)
         if first and first["digest"] == digest:
@@ -287,6 +298,12 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         assert entry.time is not None, (
             f"{entry.name}: an accepted entry always has its observed time"
         )
+        if entry.name in asks and _same_work(course, assignment, entry):
+            # a request with the notebook as it was: not a resubmission (no regrade, the
+            # manual grades and comments stay, the time stays the first submission's)
+            print(f"unchanged {student} {entry.name} (a regrade request, the same notebook)")
+            report.append([student, entry.name, "regrade request", "the same notebook"])
+            continue
         replaced = _install(course, assignment, entry)
         verdict = "collected" if replaced is not None else "unchanged"
         if replaced:
@@ -315,7 +332,12 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
                 continue
             print(f"STALE manual score {row[4]} of {row[0]} {row[2]}/{row[3]} (the student "
                   f"resubmitted): cleared, review it in the Formgrader ({path})")  # fmt: skip
-    print(f"collect {assignment}: {len(accepted)} accepted, {len(report) - len(accepted)} "
+    if accepted:  # canvas.csv's matching, said now rather than at the first export
+        from torchlight_grader.nbgrader.canvas import check_roster
+
+        for problem in check_roster(db, set(accepted)):
+            print(f"WARNING canvas.csv: {problem}")
+    print(f"collect {assignment}: {len(accepted)} accepted, {sum(r[2] == 'refused' for r in report)} "
           f"refused ({accounts == 'yes' and 'one OS account per student' or 'single OS user'}); "
           f"report: {ledger_dir / (assignment + '-report.csv')}")  # fmt: skip
     return 0  # a refused entry costs only its student; the report lists it
@@ -347,6 +369,18 @@ def lateness(when: datetime, due: datetime | None, extension: timedelta | None) 
         said += f", extended by {format_extension(extension)} to {format_timestamp(mine)}"
     late = (when - mine).total_seconds()
     return said + (f": {math.ceil(late / DAY)} started day(s) late" if late > 0 else ": on time")
+
+
+def _same_work(course: Path, assignment: str, entry: Entry) -> bool:
+    """Whether ``entry``'s files, but for nbgrader's own (a new secret each submit), are those
+    already in ``submitted/``."""
+    dest = course / "submitted" / entry.student / assignment
+    if not dest.is_dir():
+        return False
+    mine = {n: d for n, d in entry.files.items() if n not in NBGRADER_FILES}
+    there = {p.name: p.read_bytes() for p in dest.iterdir()
+             if p.is_file() and p.name not in (*NBGRADER_FILES, ".collected")}  # fmt: skip
+    return mine == there
 
 
 def _install(course: Path, assignment: str, entry: Entry) -> bool | None:
@@ -498,18 +532,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--course-id", default=COURSE_ID)
     parser.add_argument("--accounts", choices=["auto", "yes", "no"], default="auto")
     parser.add_argument("--allow", action="append", default=[], help="another file name to accept")
-    parser.add_argument("--db-url")
+    parser.add_argument("--db-url", default=os.environ.get("COURSE_DB_URL") or None)
     for key, value in LIMITS.items():
         parser.add_argument(f"--max-{key.replace('_', '-')}", type=int, default=value, dest=key)
     args = parser.parse_args(argv)
     course, exchange = Path(args.course).resolve(), Path(args.exchange).resolve()
-    if args.command == "release-feedback":
-        return release_feedback(course, exchange, args.assignment, course_id=args.course_id,
-                                db_url=args.db_url)  # fmt: skip
-    limits = {k: getattr(args, k) for k in LIMITS}
-    return collect(course, exchange, args.assignment, course_id=args.course_id,
-                   accounts=args.accounts, allow=tuple(args.allow), limits=limits,
-                   db_url=args.db_url)  # fmt: skip
+    try:
+        with course_lock(course, f"make course-{args.command}"):
+            if args.command == "release-feedback":
+                return release_feedback(course, exchange, args.assignment,
+                                        course_id=args.course_id, db_url=args.db_url)  # fmt: skip
+            limits = {k: getattr(args, k) for k in LIMITS}
+            return collect(course, exchange, args.assignment, course_id=args.course_id,
+                           accounts=args.accounts, allow=tuple(args.allow), limits=limits,
+                           db_url=args.db_url)  # fmt: skip
+    except CourseBusyError as exc:
+        print(f"{args.command}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -13,11 +13,14 @@ from nbgrader.plugins import ExportPlugin
 
 from torchlight_grader.nbgrader.spreadsheet import write_rows
 
-COLUMNS = ["assignment", "student_id", "notebook", "grade_id", "score", "max_score", "auto_score"]
+COLUMNS = ["assignment", "student_id", "notebook", "grade_id", "score", "max_score", "auto_score",
+           "needs_manual_grade"]  # fmt: skip
 
 
 class ItemCsvExportPlugin(ExportPlugin):
-    """Write ``assignment, student_id, notebook, grade_id, score, max_score, auto_score`` rows.
+    """Write ``assignment, student_id, notebook, grade_id, score, max_score, auto_score,
+    needs_manual_grade`` rows (the last ``yes`` for a cell awaiting a TA: a written answer not
+    graded yet, whose score of 0 is no verdict).
 
     A student with no submission gets a row of zeros for every item, and so does a submission
     deleted from ``submitted/`` (``present``, set by ``CourseExportPlugin``).
@@ -54,7 +57,7 @@ class ItemCsvExportPlugin(ExportPlugin):
             submission = gradebook.find_submission(name, student_id)
         except MissingEntry:
             return [
-                [name, student_id, nb.name, cell.name, 0.0, cell.max_score, ""]
+                [name, student_id, nb.name, cell.name, 0.0, cell.max_score, "", ""]
                 for nb in assignment.notebooks  # type: ignore[attr-defined]
                 for cell in nb.grade_cells
             ]
@@ -62,7 +65,7 @@ class ItemCsvExportPlugin(ExportPlugin):
         for nb in submission.notebooks:
             for grade in sorted(nb.grades, key=lambda g: g.name):
                 auto = "" if grade.auto_score is None else grade.auto_score
-                rows.append(
-                    [name, student_id, nb.name, grade.name, grade.score, grade.max_score, auto]
-                )
+                waiting = "yes" if grade.needs_manual_grade else ""
+                rows.append([name, student_id, nb.name, grade.name, grade.score, grade.max_score,
+                             auto, waiting])  # fmt: skip
         return rows

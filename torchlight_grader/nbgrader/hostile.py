@@ -224,6 +224,8 @@ class SanitizeNotebook(NbGraderPreprocessor):
             "findings": list(report.get("findings", [])),
             "refused": list(report.get("refused", [])),
         }
+        if report.get("release"):  # the instructor's changes since the student's release
+            nb.metadata["torchlight"]["release"] = list(report["release"])
         if isinstance(kernelspec, dict):
             nb.metadata["kernelspec"] = {
                 k: str(kernelspec[k])[:100] for k in ("name", "display_name", "language")

@@ -23,6 +23,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -36,7 +37,8 @@ from torchlight_grader import sandbox
 from torchlight_grader.checks import graded_library, registry
 from torchlight_grader.checks.grader import Cell, grade, prepare
 from torchlight_grader.checks.structure import library_autograd
-from torchlight_grader.nbgrader import hostile
+from torchlight_grader.nbgrader import hostile, releases
+from torchlight_grader.nbgrader.releases import HIDDEN_TESTS, released
 from torchlight_grader.sandbox.inside import wire
 
 registry.load_all()  # every check is in memory before any student code runs
@@ -111,6 +113,11 @@ class RestoreGradedCells(NbGraderPreprocessor):
         SandboxedExecute(config=self.config).prepare(resources)
         IsolatedGrader(config=self.config).prepare(resources)
         findings = nb.metadata.setdefault("torchlight", {}).setdefault("findings", [])
+        # What the instructor changed since the release this notebook was made from: reported
+        # once per change for the class (integrity.csv's "instructor" section), not as tampering.
+        history = releases.load(Path(os.getcwd()))
+        earlier: list[str] = []
+        where = f"{resources['nbgrader']['assignment']}/{resources['nbgrader']['notebook']}"
         present = set()
         for cell in nb.cells:
             grade_id = grade_id_of(cell)
@@ -122,7 +129,15 @@ class RestoreGradedCells(NbGraderPreprocessor):
                 continue
             present.add(grade_id)
             wanted = layout.metadata(grade_id)
-            if any(cell.metadata["nbgrader"].get(k) != v for k, v in wanted.items()):
+            handed = cell.metadata["nbgrader"]
+            differs = {k for k, v in wanted.items() if handed.get(k) != v}
+            now = wanted.get("points")
+            if differs == {"points"} and releases.earlier_release(
+                history, f"{where}/{grade_id}", None, handed.get("points")
+            ):
+                earlier.append(f"points of {grade_id}: {float(handed['points']):g} in the "
+                               f"release handed out, {float(now or 0):g} now")  # fmt: skip
+            elif differs:
                 findings.append(f"nbgrader metadata of cell {grade_id} changed (restored)")
             cell.metadata["nbgrader"] = wanted
             info = layout.source[grade_id]
@@ -132,7 +147,14 @@ class RestoreGradedCells(NbGraderPreprocessor):
             if info["locked"]:
                 # The release shows test cells without their hidden tests: that is no edit.
                 handed_in = cell.source.strip()
-                if handed_in not in (info["source"].strip(), released(info["source"]).strip()):
+                if handed_in in (info["source"].strip(), released(info["source"]).strip()):
+                    pass
+                elif releases.earlier_release(
+                    history, f"{where}/{grade_id}", handed_in,
+                    handed.get("points") if "points" in handed else layout.points.get(grade_id),
+                ):  # fmt: skip
+                    earlier.append(f"source of {grade_id} changed since the release handed out")
+                else:
                     findings.append(f"locked cell {grade_id} was edited (restored)")
                     self.log.warning("locked cell %s was edited by the student; restored", grade_id)
                 cell.source = info["source"]  # so nbgrader's checksum check agrees
@@ -152,6 +174,8 @@ class RestoreGradedCells(NbGraderPreprocessor):
             cell.metadata.update(editable=False, deletable=False)
             nb.cells.insert(index, cell)
             present.add(grade_id)
+        if earlier:
+            nb.metadata["torchlight"]["release"] = earlier
         return nb, resources
 
     @staticmethod
@@ -164,11 +188,6 @@ class RestoreGradedCells(NbGraderPreprocessor):
             cell.pop("execution_count", None)
 
 
-HIDDEN_TESTS = re.compile(
-    r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.M | re.S
-)
-
-
 #: An answer that reaches for the library's own Functions (flagged for review, never zeroed).
 BUILT_IN = re.compile(
     r"\bfunctions\s*\.\s*[A-Z]|from\s+torchlight\.(functions|ops)\b[\w.]*\s+import"
@@ -178,11 +197,6 @@ BUILT_IN = re.compile(
     r"|\.\s*(?:scaled_dot_product_attention|attention_weights|layer_norm|batch_norm|softmax"
     r"|lstm_cell)\s*\("
 )
-
-
-def released(source: str) -> str:
-    """A cell's source as the release shows it: without its hidden tests."""
-    return HIDDEN_TESTS.sub("", source)
 
 
 def course_paths(resources: dict[str, Any]) -> list[str]:
