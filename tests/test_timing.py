@@ -162,7 +162,7 @@ def real(student: Callable[[np.ndarray], np.ndarray], pairs: int = 6) -> dict[st
         return (lambda: student(x.copy())), (lambda: np.sort(x))
 
     m = timing.time_pairs(fresh, lambda s, r: bool(np.array_equal(s, r)), pairs=pairs)
-    if m["error"] is None:
+    if m["failed"] is None:
         assert seen == [-1, *range(pairs)], "one warm-up draw, then fresh inputs for every pair"
     return m
 
@@ -183,7 +183,7 @@ def test_real_calls_fresh_inputs_defeat_cached_and_partial_answers() -> None:
     assert cached.status == "wrong" and "pair 1 of 6 (6 pair(s) in all)" in cached.message
     skipped = timing.judge(real(skips), THRESHOLDS)  # wrong from the warm-up on: nothing timed
     assert skipped.status == "wrong" and "disagrees with the reference" in skipped.message
-    assert real(np.sort)["error"] is None
+    assert real(np.sort)["failed"] is None
 
 
 def test_the_clocks_are_bound_at_import() -> None:

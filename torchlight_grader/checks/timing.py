@@ -132,8 +132,8 @@ def time_pairs(
 
     Returns:
         Plain data (it crosses the sandbox's pipe): ``{"pairs": [{"student", "reference",
-        "student_cpu", "reference_cpu", "agree", "order"}, ...], "error": None}``, times in
-        seconds; ``error`` names the first disagreement of a warm-up call, which stops the
+        "student_cpu", "reference_cpu", "agree", "order"}, ...], "failed": None}``, times in
+        seconds; ``failed`` names the first disagreement of a warm-up call, which stops the
         measurement (nothing is timed).
     """
     if pairs < 1:
@@ -142,7 +142,7 @@ def time_pairs(
     for k in range(warmup):
         student, reference = fresh(-1 - k)
         if not agree(student(), reference()):
-            return {"pairs": [], "error": "the kernel's output disagrees with the reference's"}
+            return {"pairs": [], "failed": "the kernel's output disagrees with the reference's"}
     record = []
     for k in range(pairs):
         student, reference = fresh(k)
@@ -158,7 +158,7 @@ def time_pairs(
             times[name], times[f"{name}_cpu"] = w1 - w0, c1 - c0
         ok = bool(agree(outputs["S"], outputs["R"]))
         record.append({**times, "agree": ok, "order": order})
-    return {"pairs": record, "error": None}
+    return {"pairs": record, "failed": None}
 
 
 def unfair(
@@ -167,7 +167,7 @@ def unfair(
     """Why ``measurement`` cannot be graded from (the machine was too loaded), or None."""
     fairness = fairness or Fairness()
     pairs = measurement.get("pairs") or []
-    if measurement.get("error") or not pairs:
+    if measurement.get("failed") or not pairs:
         return None  # nothing was timed: a wrong kernel, not a loaded machine
     walls = [float(p["reference"]) for p in pairs]
     median = statistics.median(walls)
@@ -234,8 +234,8 @@ def judge(
         f"{thresholds.partial:g}x"
     )
     pairs = measurement.get("pairs") or []
-    if measurement.get("error") or not pairs:
-        why = measurement.get("error") or "nothing was timed"
+    if measurement.get("failed") or not pairs:
+        why = measurement.get("failed") or "nothing was timed"
         return SpeedVerdict("wrong", None, f"{what} earns no speed credit: {why}")
     bad = [k for k, p in enumerate(pairs) if not p.get("agree")]
     if bad:
