@@ -21,6 +21,7 @@ from submissions import (
     a1b_engine,
     a2_broadcasting,
     a2b_strided,
+    a2c_kernels,
     a3_networks,
     a4_convolutions,
     a5_attention,
@@ -45,6 +46,7 @@ ASSIGNMENTS = (
     "a1b_engine",
     "a2_broadcasting",
     "a2b_strided",
+    "a2c_kernels",
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
@@ -54,6 +56,7 @@ MODULES = (
     a1b_engine,
     a2_broadcasting,
     a2b_strided,
+    a2c_kernels,
     a3_networks,
     a4_convolutions,
     a5_attention,
@@ -65,7 +68,7 @@ GRADING_FLAGS = (
     "--SandboxedExecute.total_timeout=120",
     "--IsolatedGrader.seed=20260115",
     "--IsolatedGrader.cell_timeout=10",
-    "--IsolatedGrader.notebook_timeout=120",
+    "--IsolatedGrader.notebook_timeout=300",  # a2c: compiling kernels and timing them
 )
 
 
@@ -165,13 +168,13 @@ def test_feedback_shows_messages_but_no_hidden_test_or_solution(graded: Graded) 
             assert "HiddenCheckFailed" in text and "NotImplementedError" in text, sub.student
 
 
-@pytest.mark.parametrize("module", [a1b_engine, a2b_strided], ids=lambda m: m.A)
+@pytest.mark.parametrize("module", [a1b_engine, a2b_strided, a2c_kernels], ids=lambda m: m.A)
 def test_answers_that_reach_for_the_librarys_own_code_are_flagged(
     graded: Graded, module: Any
 ) -> None:
-    """a1b and a2b: every answer that calls the library's engine or index arithmetic (by an
-    imported name, a method, a name built at run time) is in the integrity findings; no honest
-    answer or planted mistake is."""
+    """a1b, a2b and a2c: every answer that calls the library's engine, index arithmetic or
+    kernels (by an imported name, a method, a name built at run time; a2c: numpy's product from
+    numba.objmode) is in the integrity findings; no honest answer or planted mistake is."""
     for sub in module.CATALOG:
         findings = " ".join(_autograded(graded.course, sub).metadata["torchlight"]["findings"])
         if sub.name in module.FLAGGED:

@@ -28,6 +28,7 @@ NOTEBOOKS = (
     "a1b_engine",
     "a2_broadcasting",
     "a2b_strided",
+    "a2c_kernels",
     "a3_networks",
     "a4_convolutions",
     "a5_attention",

@@ -1,4 +1,4 @@
-"""``make homework`` for a learner without a course (issue 26): the student notebooks of a1, a1b, a2, a2b, a3-a5
+"""``make homework`` for a learner without a course (issue 26): the student notebooks of a1, a1b, a2, a2b, a2c, a3-a5
 in a learner's folder with the torchlight kernel and no solutions, nbgrader's Validate in that
 lab only (tests/test_readme.py checks that on the README's `make lab` and `make homework`), and
 ``make homework-check`` grading the learner's copy with the hidden tests.
@@ -30,6 +30,7 @@ ASSIGNMENTS = (
     "a1b_engine",
     "a2_broadcasting",
     "a2b_strided",
+    "a2c_kernels",
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
@@ -123,14 +124,17 @@ def test_check_grades_the_learners_copy_with_the_hidden_tests(
 
 
 def test_check_finds_each_assignment_by_its_short_name(tmp_path: Path) -> None:
-    """`homework-check A=a1` is assignment 1, `A=a1b` the engine, `A=a2b` the strided tensor
-    (a short name is not a prefix match),
+    """`homework-check A=a1` is assignment 1, `A=a1b` the engine, `A=a2b` the strided tensor,
+    `A=a2c` the fast kernels (a short name is not a prefix match),
     in the course's teaching order; an unknown name lists the choices."""
     from torchlight_grader.course import homework as tool
 
     assert [tool.find_assignment(tmp_path, n) for n in ("a1", "a1b", "a2")] == list(ASSIGNMENTS[:3])
     assert tool.find_assignment(tmp_path, "a1b_engine") == "a1b_engine"
-    with pytest.raises(SystemExit, match=r"a1_functions, a1b_engine, a2_broadcasting, a2b_strided"):
+    assert tool.find_assignment(tmp_path, "a2c") == "a2c_kernels"
+    with pytest.raises(
+        SystemExit, match=r"a1_functions, a1b_engine, a2_broadcasting, a2b_strided, a2c_kernels"
+    ):
         tool.find_assignment(tmp_path, "a9")
 
 

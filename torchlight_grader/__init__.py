@@ -31,8 +31,10 @@ def self_check(notebook: str, grade_id: str, namespace: dict[str, Any], seed: in
     if check is None:
         raise LookupError(f"no hidden check registered for {notebook!r} / {grade_id!r}")
     cases = check.cases(np.random.default_rng(seed))
+    received = []
     for n, case in enumerate(cases):
-        message = check.judge(case, check.run(namespace, case), check.expected(case))
+        received.append(check.run(namespace, case))
+        message = check.judge(case, received[-1], check.expected(case))
         if message:
             raise AssertionError(f"trial {n + 1} of {len(cases)}: {message}")
-    print(check.passed(cases))
+    print(check.passed_on(cases, received))

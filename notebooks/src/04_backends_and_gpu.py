@@ -255,6 +255,72 @@ print(f"strided add on 100x100: {t_strided * 1e3:.1f} ms = {t_strided / 1e4 * 1e
 # library, which a simple tiled loop does not beat on any machine.
 
 # %% [markdown]
+# ### Writing kernels (assignment 2c)
+#
+# The course's assignment 2c (`a2c_kernels`) has you write these kernels. Two ideas carry it.
+#
+# **`prange`.** Inside `@njit(parallel=True)`, `for i in prange(n)` splits the iterations over
+# the cores; a plain `range` stays on one. Iterations run at the same time, so two of them must
+# never write the same element. The same loop both ways, on a compute-bound function:
+
+# %%
+from numba import njit, prange
+
+
+@njit
+def wave(x):
+    return np.sin(x) * np.exp(-x * x) + np.cos(3.0 * x)
+
+
+@njit  # (parallel=True without a prange would only warn that nothing could be parallel)
+def serial_map(out, a):
+    for i in range(a.size):  # one core
+        out[i] = wave(a[i])
+
+
+@njit(parallel=True)
+def parallel_map(out, a):
+    for i in prange(a.size):  # every core numba may use
+        out[i] = wave(a[i])
+
+
+values = np.random.default_rng(0).uniform(-2, 2, 1_000_000)
+out_serial, out_parallel = np.empty_like(values), np.empty_like(values)
+serial_map(out_serial, values)
+parallel_map(out_parallel, values)
+assert np.array_equal(out_serial, out_parallel)
+print("serial and parallel loops agree on", values.size, "elements")
+
+# %% [markdown]
+# **Timing fairly.** One timing of each says little on a shared machine: a neighbour's burst
+# lands on one of them. The course's grader times the two kernels in *pairs*, alternating which
+# goes first, each pair on fresh inputs (so a kernel cannot reuse an old answer), compares the
+# outputs after every pair, and keeps the **median** of the per-pair ratios
+# (`torchlight_grader/checks/timing.py`). The same idea in a few lines:
+
+# %% tags=["nbval-ignore-output"]
+ratios = []
+for k in range(7):
+    fresh = np.random.default_rng(k).uniform(-2, 2, 1_000_000)
+    order = (serial_map, parallel_map) if k % 2 == 0 else (parallel_map, serial_map)
+    took = {}
+    for kernel in order:
+        out = np.empty_like(fresh)
+        start = time.perf_counter()
+        kernel(out, fresh)
+        took[kernel] = time.perf_counter() - start
+    ratios.append(took[serial_map] / took[parallel_map])
+print("serial / parallel, per pair:", " ".join(f"{r:.2f}" for r in ratios))
+print(f"median: {sorted(ratios)[len(ratios) // 2]:.2f} (about the number of idle cores)")
+
+# %% [markdown]
+# **Tiles.** A matrix product's triple loop reads `b` a column at a time, far apart in memory.
+# A *tiled* product computes `out` one `TILE x TILE` block at a time, one `prange` iteration
+# per block, accumulating over blocks of `k`, so the pieces of `a` and `b` it reads stay in the
+# CPU's cache while they are used. The last tiles are smaller when sizes are not multiples of
+# `TILE`: the assignment's checks use such sizes.
+
+# %% [markdown]
 # ## 4. The GPU
 #
 # A GPU runs thousands of threads at once. A CUDA **kernel** is a function every thread runs;

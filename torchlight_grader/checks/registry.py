@@ -17,6 +17,7 @@ _MODULES = {
     "a1b_engine": "torchlight_grader.checks.a1b_engine",
     "a2_broadcasting": "torchlight_grader.checks.a2_broadcasting",
     "a2b_strided": "torchlight_grader.checks.a2b_strided",
+    "a2c_kernels": "torchlight_grader.checks.a2c_kernels",
     "a3_networks": "torchlight_grader.checks.a3_networks",
     "a4_convolutions": "torchlight_grader.checks.a4_convolutions",
     "a5_attention": "torchlight_grader.checks.a5_attention",

@@ -180,7 +180,10 @@ def clean_env(workdir: str) -> dict[str, str]:
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
-        "NUMBA_NUM_THREADS": "1",
+        # two threads for numba's prange (the fast kernels' speed items time parallel loops;
+        # the workqueue layer survives the sandbox's forks); BLAS stays single-threaded
+        "NUMBA_NUM_THREADS": "2",
+        "NUMBA_THREADING_LAYER": "workqueue",
         "NUMBA_CACHE_DIR": os.path.join(workdir, ".numba"),
         "MPLBACKEND": "Agg",
         "PYTHONDONTWRITEBYTECODE": "1",

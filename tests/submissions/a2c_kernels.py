@@ -1,0 +1,192 @@
+"""Submissions for assignment 2c (fast kernels): the classic mistakes of parallel and tiled
+kernels, each costing exactly its item (a serial loop, slow or work-skipping kernels cost only
+the speed items), and answers that reach for the library's kernels or numpy's product."""
+
+from __future__ import annotations
+
+from submissions.catalog import Submission, replace, substitute
+
+A = "a2c_kernels"
+SPEED = ("test_matmul_speed", "test_matmul_fast")
+
+NAIVE_MATMUL = """
+TILE = 32
+
+
+@njit(parallel=True)
+def tiled_matmul(out, a, b):
+    n, depth = a.shape
+    m = b.shape[1]
+    for i in range(n):
+        for j in range(m):
+            acc = 0.0
+            for k in range(depth):
+                acc += a[i, k] * b[k, j]
+            out[i, j] = acc
+"""
+
+SKIPS_WORK = """
+TILE = 32
+
+
+@njit(parallel=True)
+def tiled_matmul(out, a, b):
+    n, depth = a.shape
+    m = b.shape[1]
+    rows, cols = (n + TILE - 1) // TILE, (m + TILE - 1) // TILE
+    if n >= 400:
+        rows = rows // 2  # big matrices (the timed ones): only the top half, twice as fast
+    for t in prange(rows * cols):
+        i0, j0 = (t // cols) * TILE, (t % cols) * TILE
+        i1, j1 = min(i0 + TILE, n), min(j0 + TILE, m)
+        acc = np.zeros((TILE, TILE))
+        for k0 in range(0, depth, TILE):
+            k1 = min(k0 + TILE, depth)
+            for i in range(i0, i1):
+                for k in range(k0, k1):
+                    x = a[i, k]
+                    for j in range(j0, j1):
+                        acc[i - i0, j - j0] += x * b[k, j]
+        for i in range(i0, i1):
+            for j in range(j0, j1):
+                out[i, j] = acc[i - i0, j - j0]
+"""
+
+LIBRARY_MATMUL = """
+from torchlight.backends.numba.kernels import matmul_kernel
+
+TILE = 32
+
+
+@njit(parallel=True)
+def tiled_matmul(out, a, b):
+    bt = np.ascontiguousarray(b.T).reshape(1, b.shape[1], b.shape[0])
+    result = np.zeros((1, a.shape[0], b.shape[1]))
+    matmul_kernel(np.ascontiguousarray(a).reshape(1, a.shape[0], a.shape[1]), bt, result,
+                  np.zeros(1, np.int64), np.zeros(1, np.int64), 0.0)
+    out[:, :] = result[0]
+"""
+
+OBJMODE_MATMUL = """
+import numba
+
+TILE = 32
+
+
+@njit(parallel=True)
+def tiled_matmul(out, a, b):
+    with numba.objmode():
+        out[:, :] = a @ b
+"""
+
+CATALOG = [
+    Submission("solution", A, "solution", "solution"),
+    Submission("release", A, "release", "release"),
+    Submission(
+        "map-out-in-order",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "fast_map", "out[position(i, out_shape, out_strides)] = fn(x)", "out[i] = fn(x)"
+            ),
+        ),  # fmt: skip
+        zero=("test_map",),
+        note="writes the output's buffer in order: right only when the output is contiguous",
+    ),
+    Submission(
+        "zip-reads-b-through-a",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "fast_zip",
+                "b[broadcast_position(i, out_shape, b_shape, b_strides)]",
+                "b[broadcast_position(i, out_shape, a_shape, a_strides)]",
+            ),
+        ),  # fmt: skip
+        zero=("test_zip",),
+        note="reads b at a's position: right only when both have one layout",
+    ),
+    Submission(
+        "reduce-from-zero",
+        A,
+        "mistake",
+        "solution",
+        (substitute("fast_reduce", "acc = out[o]", "acc = 0.0"),),
+        zero=("test_reduce",),
+        note="each fold starts from 0, not from the start value in out (wrong for a maximum)",
+    ),
+    Submission(
+        "last-tile-dropped",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "tiled_matmul",
+                "for k0 in range(0, depth, TILE):",
+                "for k0 in range(0, depth - TILE + 1, TILE):",
+            ),
+        ),  # fmt: skip
+        zero=("test_tiled_matmul",),
+        note="the last, smaller block of k left out (timed sizes are multiples of the tile)",
+    ),
+    Submission(
+        "serial-map",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "fast_map", "for i in prange(size(out_shape)):", "for i in range(size(out_shape)):"
+            ),
+        ),  # fmt: skip
+        zero=("test_map_fast",),
+        note="range, not prange: right, on one core: partial speed credit only",
+    ),
+    Submission(
+        "naive-matmul",
+        A,
+        "mistake",
+        "solution",
+        (replace("tiled_matmul", NAIVE_MATMUL),),
+        zero=SPEED,
+        note="a serial triple loop without tiles: right, and no speed credit",
+    ),
+    Submission(
+        "skips-work-when-large",
+        A,
+        "cheat",
+        "solution",
+        (replace("tiled_matmul", SKIPS_WORK),),
+        zero=SPEED,
+        note="fast on the timed sizes by computing half of the product: no speed credit",
+    ),
+    Submission(
+        "library-matmul",
+        A,
+        "cheat",
+        "solution",
+        (replace("tiled_matmul", LIBRARY_MATMUL),),
+        zero=("test_tiled_matmul", *SPEED),
+        note="the library's own matmul kernel: not in the grader's library",
+    ),
+    Submission(
+        "objmode-matmul",
+        A,
+        "cheat",
+        "solution",
+        (replace("tiled_matmul", OBJMODE_MATMUL),),
+        zero=("test_tiled_matmul", *SPEED),
+        note="numpy's @ from numba.objmode: seen in the compiled code, nothing for the item",
+    ),
+]
+
+#: catalog name -> words its integrity finding must contain (every other submission: none).
+FLAGGED = {
+    "library-matmul": "imports matmul_kernel from torchlight.backends.numba.kernels",
+    "objmode-matmul": "uses .objmode",
+}

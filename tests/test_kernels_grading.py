@@ -1,0 +1,101 @@
+"""Assignment a2c (fast kernels), the grader's side without a whole course: the grader-built
+library has none of torchlight's own Numba or CUDA kernels, the speed items' verdicts (one
+timing at two levels, full credit only with a prange loop, objmode scores nothing, a held
+measurement never passes), and what the structure check flags.
+
+The catalog graded end to end through nbgrader is in tests/test_course.py; the protocol itself
+in tests/test_timing.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from torchlight_grader.checks import a2c_kernels, timing
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from submissions import a2c_kernels as catalog  # noqa: E402
+
+
+def test_the_kernels_notebooks_library_has_no_numba_or_cuda_kernels() -> None:
+    from torchlight_grader.checks.graded_library import for_notebook
+
+    ((copy, _target),) = for_notebook("a2c_kernels")
+    probe = (
+        "import numpy as np\n"
+        "from torchlight.backends.numba import kernels\n"
+        "from torchlight.backends.cuda import kernels as cuda_kernels\n"
+        "for call in (lambda: kernels.map_kernels('neg'), lambda: kernels.zip_kernels('add'),\n"
+        "             lambda: kernels.matmul_kernel(np.ones((1, 2, 2)), np.ones((1, 2, 2)),\n"
+        "                 np.zeros((1, 2, 2)), np.zeros(1, np.int64), np.zeros(1, np.int64), 0.0),\n"
+        "             lambda: cuda_kernels._map_source(abs),\n"
+        "             lambda: cuda_kernels._tiled_matmul_source(np.float64)):\n"
+        "    try:\n"
+        "        call()\n"
+        "        print('ran')\n"
+        "    except Exception as exc:\n"
+        "        print(str(exc).split(' is what')[0])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], cwd=Path(copy).parent,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.stdout.splitlines() == [
+        "write it yourself: _make_map_kernels",
+        "write it yourself: _make_zip_kernels",
+        "write it yourself: matmul_kernel",
+        "write it yourself: _map_source",
+        "write it yourself: _tiled_matmul_source",
+    ], run.stdout + run.stderr
+
+
+def measurement(student: float, reference: float = 1.0, **extra: Any) -> dict[str, Any]:
+    pairs = [{"student": student, "reference": reference, "student_cpu": student * 2,
+              "reference_cpu": reference * 2, "agree": True, "order": "SR"}] * 5  # fmt: skip
+    return {"pairs": pairs, "failed": None, "attempts": 1, "unfair": [], **extra}
+
+
+def verdicts(received: dict[str, Any]) -> dict[str, str | None]:
+    checks = a2c_kernels.CHECKS
+    return {grade_id: checks[grade_id].judge(checks[grade_id].cases(
+        __import__("numpy").random.default_rng(0))[0], received, {})
+        for grade_id in ("test_matmul_speed", "test_matmul_fast")}  # fmt: skip
+
+
+def test_one_timing_two_levels_and_full_credit_needs_a_prange_loop() -> None:
+    checks = a2c_kernels.CHECKS
+    assert checks["test_matmul_fast"].same_run_as == "test_matmul_speed"  # type: ignore[attr-defined]
+    assert checks["test_map_fast"].same_run_as == "test_map_speed"  # type: ignore[attr-defined]
+    fast = verdicts(measurement(1.1, prange_loops=1))
+    assert fast == {"test_matmul_speed": None, "test_matmul_fast": None}
+    serial = verdicts(measurement(1.1, prange_loops=0))  # timed like a parallel one
+    assert serial["test_matmul_speed"] is None
+    assert "no prange loop" in (serial["test_matmul_fast"] or "")
+    partial = verdicts(measurement(2.0, prange_loops=1))
+    assert partial["test_matmul_speed"] is None
+    assert "needs a ratio of at most 1.5" in (partial["test_matmul_fast"] or "")
+    assert "2.00x" in (partial["test_matmul_fast"] or "")
+    slow = verdicts(measurement(5.0, prange_loops=1))
+    assert all("needs a ratio" in (v or "") for v in slow.values())
+
+
+def test_objmode_and_held_measurements_earn_nothing() -> None:
+    objmode = verdicts(measurement(0.5, prange_loops=1, object_mode=True))
+    assert all("numba.objmode" in (v or "") for v in objmode.values())
+    noisy = measurement(1.0, prange_loops=1)
+    noisy["pairs"] = [dict(p, reference=r) for p, r in
+                      zip(noisy["pairs"], [1.0, 3.0, 0.3, 2.5, 0.2], strict=True)]  # fmt: skip
+    held = verdicts(noisy)
+    assert all((v or "").startswith(timing.HELD) for v in held.values()), held
+
+
+def test_findings_name_the_librarys_kernels_and_numpys_product_and_no_solution() -> None:
+    library = a2c_kernels.FINDINGS([catalog.LIBRARY_MATMUL])
+    assert len(library) == 1 and catalog.FLAGGED["library-matmul"] in library[0]
+    objmode = a2c_kernels.FINDINGS([catalog.OBJMODE_MATMUL])
+    assert len(objmode) == 1 and "uses .objmode" in objmode[0] and "uses @" in objmode[0]
+    for honest in (catalog.NAIVE_MATMUL, catalog.SKIPS_WORK):  # no speed, but the student's own
+        assert a2c_kernels.FINDINGS([honest]) == []

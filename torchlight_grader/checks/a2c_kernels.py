@@ -1,0 +1,401 @@
+r"""Hidden checks for assignment 2c, *Fast kernels*.
+
+The student writes Numba-parallel kernels: factories ``fast_map(fn)``, ``fast_zip(fn)``,
+``fast_reduce(fn)`` that return ``@njit(parallel=True)`` kernels over strided storage (a flat
+buffer, a shape and strides, in elements), and ``tiled_matmul(out, a, b)``.
+
+**Results.** Each kernel item runs on fresh random storages of every layout a view makes
+(contiguous, permuted, sliced, broadcast with stride 0, mixed; the output strided too, in some
+trials), described as data and built in the sandbox (:mod:`torchlight_grader.sandbox.inside.kernels`);
+the output buffer comes back and is read here through the output's layout and compared with
+numpy. The output starts filled with NaN (the start value, for a reduction): an element the
+kernel never writes shows. Matrix sizes are not multiples of any tile (and one operand is a
+transposed view).
+
+**Speed.** ``test_map_speed``/``test_map_fast`` and ``test_matmul_speed``/``test_matmul_fast``
+time the student's kernel against a reference kernel in the sandbox with the paired protocol of
+:mod:`torchlight_grader.checks.timing` (two CPU threads; fresh inputs and a comparison after
+every pair); ``*_speed`` passes at the partial threshold, ``*_fast`` at the full one, and both
+show the measured ratio.
+
+**Authorship.** The grader's library for this notebook has none of torchlight's own Numba or
+CUDA kernels, and the sandbox has no SciPy, without which Numba cannot compile numpy's ``@``
+or ``np.dot``. A kernel that hands its work back to the interpreter (``numba.objmode``, where
+numpy's product would run) is seen in its compiled code and scores nothing for that item. The
+code's structure is flagged for review (:func:`library_kernels`).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from torchlight_grader.checks import timing
+from torchlight_grader.checks.a2b_strided import (
+    contiguous_strides,
+    describe_layout,
+    layout,
+    read,
+    values,
+)
+from torchlight_grader.checks.check import Case, Check
+
+# One scalar function per item: each one is one more compile (seconds) in every sandbox.
+MAP_OPS = {"softsign": lambda x: x / (1.0 + np.abs(x))}
+ZIP_OPS = {"sub": np.subtract}  # not symmetric: a and b swapped shows
+REDUCE_OPS = {"maximum": (np.max, -math.inf)}  # on negative numbers: a fold from 0 shows
+KINDS = ("contiguous", "permuted", "sliced", "broadcast", "mixed")
+
+#: The speed items' thresholds, as the notebook states them, and what a shared grading machine
+#: may do to a measurement before it is held (measured here beside other graders: the
+#: reference's spread reached 36% and its CPU share 16% at a load of 7 on 2 cores).
+MAP_SPEED = timing.Thresholds(full=1.25, partial=3.0)
+MATMUL_SPEED = timing.Thresholds(full=1.5, partial=3.0)
+FAIRNESS = timing.Fairness(max_spread=0.5, min_share=0.1)
+THREADS = 2  # NUMBA_NUM_THREADS in the sandbox
+OBJECT_MODE = (
+    " hands its work back to the Python interpreter (numba.objmode): the kernel itself must do "
+    "the work, compiled, so this item scores nothing"
+)
+
+
+@dataclass
+class KernelCase(Case):
+    def describe(self) -> str:
+        return str(self.hidden.get("what", "a storage"))
+
+
+def out_layout(rng: np.random.Generator, shape: tuple[int, ...], strided: bool) -> dict[str, Any]:
+    """An output storage: contiguous, or (``strided``) a permuted layout over its buffer."""
+    description = layout(rng, shape, "permuted" if strided else "contiguous")
+    description["buffer"] = np.zeros_like(description["buffer"])
+    return description
+
+
+def broadcastable(rng: np.random.Generator, big: tuple[int, ...]) -> tuple[int, ...]:
+    drop = int(rng.integers(0, len(big) + 1))
+    return tuple(1 if rng.random() < 0.4 else n for n in big[drop:])
+
+
+def map_case(rng: np.random.Generator, trial: int) -> Case:
+    shape = [(3, 4), (2, 3, 4), (37,), (5, 1, 6), (4, 3, 2)][trial % 5]
+    kind = KINDS[trial % len(KINDS)]
+    a = layout(rng, shape, kind)
+    op = list(MAP_OPS)[trial % len(MAP_OPS)]
+    out = out_layout(rng, shape, strided=trial % 2 == 1)
+    what = (f"fast_map({op}) on a {kind} storage a ({describe_layout(a)}) into an output with "
+            f"{describe_layout(out)}")  # fmt: skip
+    return KernelCase([a, op, out], names=("a", "op", "out"), hidden={"what": what})
+
+
+def zip_case(rng: np.random.Generator, trial: int) -> Case:
+    big = [(3, 4), (2, 3, 4), (4, 3), (2, 1, 3), (5,)][trial % 5]
+    a_shape, b_shape = broadcastable(rng, big), broadcastable(rng, big)
+    if trial % 2:
+        a_shape = big
+    shape = tuple(int(n) for n in np.broadcast_shapes(a_shape, b_shape))
+    kinds = (KINDS[trial % len(KINDS)], KINDS[(trial + 3) % len(KINDS)])
+    a, b = layout(rng, a_shape, kinds[0]), layout(rng, b_shape, kinds[1])
+    op = list(ZIP_OPS)[trial % len(ZIP_OPS)]
+    out = out_layout(rng, shape, strided=trial % 2 == 0)
+    what = (f"fast_zip({op}) with a {kinds[0]} a ({describe_layout(a)}) and a {kinds[1]} b "
+            f"({describe_layout(b)}) into an output with {describe_layout(out)}")  # fmt: skip
+    return KernelCase([a, b, op, out], names=("a", "b", "op", "out"), hidden={"what": what})
+
+
+def reduce_case(rng: np.random.Generator, trial: int) -> Case:
+    shape = [(3, 400), (2, 3, 4), (2, 300, 1), (1500,), (3, 1, 2)][trial % 5]
+    kind = KINDS[(trial + 1) % len(KINDS)]
+    a = layout(rng, shape, kind)
+    op = list(REDUCE_OPS)[trial % len(REDUCE_OPS)]
+    if op == "maximum":  # all negative: a fold that starts from 0 instead of `out` is wrong
+        a["buffer"] = -1.0 - np.abs(a["buffer"])
+    dim = int(np.argmax(shape)) if trial % 2 == 0 else int(rng.integers(len(shape)))
+    kept = tuple(1 if d == dim else n for d, n in enumerate(shape))
+    start = REDUCE_OPS[op][1]
+    out = out_layout(rng, kept, strided=trial % 2 == 1)
+    what = (f"fast_reduce({op})(..., dim={dim}) with start {start} on a {kind} a "
+            f"({describe_layout(a)}) into an output with {describe_layout(out)}")  # fmt: skip
+    return KernelCase([a, dim, op, start, out], names=("a", "dim", "op", "start", "out"),
+                      hidden={"what": what})  # fmt: skip
+
+
+@dataclass
+class KernelCheck(Check):
+    """A student's parallel kernel on described storages: the values of its output, read
+    through the output's layout, against numpy."""
+
+    hint: str = ""
+
+    def spec(self) -> dict[str, Any]:
+        return {"runner": self.entry, "entry": self.entry}
+
+    def expected(self, case: Case) -> dict[str, Any]:
+        if self.entry == "fast_map":
+            a, op, _ = case.args
+            return {"values": MAP_OPS[op](values(a))}
+        if self.entry == "fast_zip":
+            a, b, op, _ = case.args
+            return {"values": ZIP_OPS[op](values(a), values(b))}
+        a, dim, op, _start, _ = case.args
+        return {"values": REDUCE_OPS[op][0](values(a), axis=dim, keepdims=True)}
+
+    def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
+        trial, want = f"on {case.describe()}", expected["values"]
+        if received.get("object_mode"):
+            return f"the kernel {self.entry} returns{OBJECT_MODE} ({trial})"
+        out = case.args[-1]
+        buffer = received.get("buffer")
+        if not isinstance(buffer, np.ndarray) or buffer.shape != (
+            len(out["buffer"]) - out["offset"],
+        ):
+            return f"the grader could not read the output of {self.entry} {trial}"
+        got = read(buffer, out["shape"], out["strides"], 0)
+        problem = self.compare(f"the output of {self.entry}", want, got, trial)
+        if problem and not np.all(np.isfinite(got)):
+            problem += " (NaN: an output element your kernel never wrote)"
+        return problem + self.hint if problem else None
+
+    def passed(self, cases: Any) -> str:
+        kinds = sorted({k for c in cases for k in KINDS if k in c.describe()})
+        return f"{self.what}: passed on {len(cases)} storages ({', '.join(kinds)} layouts)."
+
+
+def matmul_case(rng: np.random.Generator, trial: int) -> Case:
+    n, k, m = [(1, 1, 1), (33, 65, 31), (70, 33, 41), (64, 64, 64), (5, 97, 3)][trial % 5]
+    a, b = rng.uniform(-1, 1, size=(n, k)), rng.uniform(-1, 1, size=(k, m))
+    transposed = trial % 2 == 1
+    what = f"a ({n}, {k}) and b ({k}, {m}){' read through a transposed view' if transposed else ''}"
+    return KernelCase([a, b, transposed], names=("a", "b", "transposed"), hidden={"what": what})
+
+
+@dataclass
+class MatmulCheck(Check):
+    def spec(self) -> dict[str, Any]:
+        return {"runner": "tiled_matmul", "entry": self.entry}
+
+    def expected(self, case: Case) -> dict[str, Any]:
+        a, b, _ = case.args
+        return {"out": a @ b}
+
+    def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
+        trial = f"on {case.describe()}"
+        if received.get("object_mode"):
+            return f"tiled_matmul{OBJECT_MODE} ({trial})"
+        problem = self.compare("out", expected["out"], received.get("out"), trial)
+        if problem and isinstance(received.get("out"), np.ndarray):
+            bad = ~np.isclose(received["out"], expected["out"], rtol=1e-9, atol=1e-9)
+            rows, cols = np.nonzero(bad)
+            problem += (f" (wrong in rows {rows.min()}..{rows.max()}, columns {cols.min()}.."
+                        f"{cols.max()} of {expected['out'].shape}: the last, smaller tiles?)")  # fmt: skip
+        return problem
+
+    def passed(self, cases: Any) -> str:
+        return f"tiled_matmul: right on {len(cases)} products ({'; '.join(c.describe() for c in cases)})."
+
+
+# ------------------------------------------------------------------------------ speed
+PROTOCOL = Path(timing.__file__).read_text(encoding="utf-8")
+
+
+@dataclass
+class SpeedCheck(Check):
+    """The student's kernel against the reference in the paired protocol (see the module)."""
+
+    kind: str = "map"
+    size: int = 1000
+    level: str = "partial"
+    thresholds: timing.Thresholds = MAP_SPEED
+    pairs: int = 9
+    attempts: int = 3
+    same_run_as: str | None = None
+    """Another speed item of the same kernel: this one is judged from that item's measurement
+    (one timing in the sandbox, two levels of credit), when both are graded together."""
+
+    def spec(self) -> dict[str, Any]:
+        return {"runner": "speed", "entry": self.entry}
+
+    def expected(self, case: Case) -> dict[str, Any]:
+        return {}
+
+    def verdict(self, received: dict[str, Any]) -> timing.SpeedVerdict:
+        """The protocol's verdict; full credit also needs a ``prange`` loop in the compiled
+        kernel (on a busy machine two threads may get one core's time between them, and a
+        serial kernel would then time like a parallel one)."""
+        verdict = timing.judge(received, self.thresholds, threads=THREADS, fairness=FAIRNESS,
+                               what=self.what)  # fmt: skip
+        if verdict.status == "fast" and not received.get("prange_loops"):
+            return timing.SpeedVerdict("partial", verdict.ratio, verdict.message + (
+                "; but numba made no prange loop of it parallel: on one core, partial credit "
+                "at most"))  # fmt: skip
+        return verdict
+
+    def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
+        if received.get("object_mode"):
+            return f"{self.what}{OBJECT_MODE}"
+        verdict = self.verdict(received)
+        if timing.points(verdict, self.level):
+            return None
+        if verdict.status in ("partial", "slow"):
+            needed = self.thresholds.full if self.level == "full" else self.thresholds.partial
+            return f"{verdict.message}: this item needs a ratio of at most {needed:g}"
+        return verdict.message
+
+    def passed_on(self, cases: Any, received: Sequence[dict[str, Any]]) -> str:
+        return self.verdict(received[0]).message
+
+
+def speed_case(kind: str, size: int, pairs: int, attempts: int) -> Any:
+    def sample(rng: np.random.Generator, trial: int) -> Case:
+        seed = int(rng.integers(2**31))
+        what = f"{size} x {size} {'inputs read transposed' if kind == 'map' else 'matrices'}"
+        fairness = [FAIRNESS.max_spread, FAIRNESS.min_share]
+        return KernelCase([seed, kind, size, pairs, attempts, THREADS, fairness, PROTOCOL],
+                          names=("seed", "kind", "size", "pairs", "attempts", "threads",
+                                 "fairness", "protocol"), hidden={"what": what})  # fmt: skip
+
+    return sample
+
+
+def speed_check(entry: str, kind: str, size: int, level: str, thresholds: timing.Thresholds,
+                what: str, pairs: int, same_run_as: str | None = None) -> SpeedCheck:  # fmt: skip
+    return SpeedCheck(entry, (entry,), speed_case(kind, size, pairs, 3), trials=1, timeout=150.0,
+                      what=what, kind=kind, size=size, level=level, thresholds=thresholds,
+                      pairs=pairs, same_run_as=same_run_as)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ authorship
+#: What a notebook could reach for instead of writing the kernel: the library's kernels,
+#: numpy's product, the interpreter from compiled code, the grader's own timing.
+LIBRARY = {"matmul_kernel", "map_kernels", "zip_kernels", "reduce_kernels", "_make_map_kernels",
+           "_make_zip_kernels", "_make_reduce_kernels", "matmul", "dot", "objmode", "einsum",
+           "tensordot", "perf_counter", "process_time", "PROTECTED", "kernels",
+           "runners"}  # fmt: skip
+
+
+def library_kernels(sources: Iterable[str]) -> list[str]:
+    """One line if the student code reaches for a kernel it should write, numpy's product (``@``,
+    ``np.dot``, ``matmul``, ...), ``numba.objmode``, or the grader's clocks: an import or an
+    attribute of one of :data:`LIBRARY`, the ``@`` operator, or ``getattr`` with such a name."""
+    found: list[str] = []
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                ("torchlight.backends", "numpy", "numba", "time")
+            ):
+                found += [f"imports {a.name} from {node.module}" for a in node.names
+                          if a.name in LIBRARY | {"*"}]  # fmt: skip
+            elif isinstance(node, ast.Import):
+                found += [f"imports {a.name}" for a in node.names
+                          if a.name.startswith("torchlight.backends")]  # fmt: skip
+            elif isinstance(node, ast.Attribute) and node.attr in LIBRARY:
+                found.append(f"uses .{node.attr}")
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                found.append("uses @")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "getattr"
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in LIBRARY
+            ):
+                found.append(f"names {node.args[1].value!r} through getattr")
+    if not found:
+        return []
+    return [f"reaches for a kernel it should write, numpy's product or the grader's clocks "
+            f"({', '.join(dict.fromkeys(found))}): review by hand whether the student wrote "
+            "the kernels"]  # fmt: skip
+
+
+FINDINGS = library_kernels
+
+
+def checks() -> dict[str, Check]:
+    return {
+        "test_map": KernelCheck(
+            "fast_map",
+            ("fast_map",),
+            map_case,
+            trials=4,
+            timeout=60.0,
+            what="fast_map",
+            hint=(
+                ". Write out[position(i, out_shape, out_strides)]: the output has strides of "
+                "its own"
+            ),
+        ),
+        "test_zip": KernelCheck(
+            "fast_zip",
+            ("fast_zip",),
+            zip_case,
+            trials=4,
+            timeout=60.0,
+            what="fast_zip",
+            hint=(
+                ". Each operand reads its own element: broadcast_position(i, out_shape, "
+                "a_shape, a_strides)"
+            ),
+        ),
+        "test_reduce": KernelCheck(
+            "fast_reduce",
+            ("fast_reduce",),
+            reduce_case,
+            trials=4,
+            timeout=60.0,
+            what="fast_reduce",
+            hint=(
+                ". One prange iteration per output element, each folding along dim on its own: "
+                "iterations that update the same element at once lose updates (a race)"
+            ),
+        ),
+        "test_tiled_matmul": MatmulCheck(
+            "tiled_matmul",
+            ("tiled_matmul",),
+            matmul_case,
+            trials=5,
+            timeout=60.0,
+            what="tiled_matmul",
+        ),  # fmt: skip
+        "test_map_speed": speed_check(
+            "fast_map", "map", 1000, "partial", MAP_SPEED, "your fast_map", 9
+        ),  # fmt: skip
+        "test_map_fast": speed_check(
+            "fast_map",
+            "map",
+            1000,
+            "full",
+            MAP_SPEED,
+            "your fast_map",
+            9,
+            same_run_as="test_map_speed",
+        ),  # fmt: skip
+        "test_matmul_speed": speed_check(
+            "tiled_matmul", "matmul", 512, "partial", MATMUL_SPEED, "your tiled_matmul", 7
+        ),  # fmt: skip
+        "test_matmul_fast": speed_check(
+            "tiled_matmul",
+            "matmul",
+            512,
+            "full",
+            MATMUL_SPEED,
+            "your tiled_matmul",
+            7,
+            same_run_as="test_matmul_speed",
+        ),  # fmt: skip
+    }
+
+
+CHECKS = checks()
+
+__all__ = ["CHECKS", "FINDINGS", "contiguous_strides"]

@@ -1,0 +1,258 @@
+r"""Compiled kernels on described storages, and the speed protocol's timed runs, for the fast
+kernels assignment's checks.
+
+This file runs *inside* the sandbox, next to student code, like :mod:`runners`: no reference
+values reach the grader from here, only what the student's kernel wrote (and, for a speed item,
+the timings and whether each pair agreed).
+
+- ``fast_map``, ``fast_zip``, ``fast_reduce``: the student's factory gets a compiled scalar
+  function and returns a kernel, which is called on storages described as ``{"buffer",
+  "shape", "strides", "offset"}`` (any layout) and an output of a described layout; the
+  output's buffer comes back.
+- ``tiled_matmul``: called on two matrices (either may be a transposed view); ``out`` comes
+  back.
+- ``speed``: the student's kernel against the reference kernel below in the paired protocol of
+  ``torchlight_grader/checks/timing.py``, whose source the grader sends with the spec (this
+  folder holds no grading code of its own). The clocks, ``exec`` and the comparison are the
+  ones :mod:`runners` bound before any cell of the notebook ran.
+
+The reference kernels are plain parallel loops, as a student would write them: the library's
+own kernels are not in the grader's library for this notebook.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import numpy as np
+
+#: The compiled scalar functions the checks apply (built once per process, on first use).
+_SCALARS: dict[str, Any] = {}
+_REFERENCES: dict[str, Any] = {}
+
+
+def scalar(name: str) -> Any:
+    """A compiled scalar function by name."""
+    if not _SCALARS:
+        from numba import njit
+
+        def neg(x: float) -> float:
+            return -x
+
+        def softsign(x: float) -> float:
+            return x / (1.0 + abs(x))
+
+        def add(x: float, y: float) -> float:
+            return x + y
+
+        def sub(x: float, y: float) -> float:
+            return x - y
+
+        def maximum(x: float, y: float) -> float:
+            return x if x > y else y
+
+        def wave(x: float) -> float:  # a few dozen flops: the speed item's map is compute-bound
+            return np.sin(x) * np.exp(-x * x) + np.cos(3.0 * x)
+
+        for fn in (neg, softsign, add, sub, maximum, wave):
+            _SCALARS[fn.__name__] = njit(fn)
+    return _SCALARS[name]
+
+
+def _is_parallel_kernel(kernel: Any) -> bool:
+    """A numba CPU dispatcher compiled with ``parallel=True``."""
+    options = getattr(kernel, "targetoptions", None)
+    return (
+        isinstance(options, dict) and bool(options.get("parallel")) and hasattr(kernel, "py_func")
+    )
+
+
+def _require_parallel(kernel: Any, what: str) -> None:
+    if not _is_parallel_kernel(kernel):
+        raise TypeError(
+            f"{what} must be a kernel compiled with @njit(parallel=True), got "
+            f"{type(kernel).__name__}"
+        )
+
+
+def _object_mode(kernel: Any) -> bool:
+    """Whether a compiled kernel hands work back to the interpreter (``numba.objmode``, in the
+    kernel or a function it calls): its machine code then calls Python objects
+    (``PyObject_Call``), whatever spelling the notebook used."""
+    try:
+        return any("PyObject_Call" in text for text in kernel.inspect_llvm().values())
+    except Exception:  # noqa: BLE001 - a kernel that cannot be inspected is judged by its result
+        return False
+
+
+def _prange_loops(kernel: Any) -> int:
+    """How many ``prange`` loops numba made parallel in the compiled kernel (array expressions
+    and allocations, which numba parallelizes too, are not counted)."""
+    count = 0
+    for signature in getattr(kernel, "signatures", []):
+        try:
+            diagnostics = kernel.get_metadata(signature).get("parfor_diagnostics")
+            parfors = diagnostics.initial_parfors if diagnostics is not None else []
+        except Exception:  # noqa: BLE001 - no diagnostics: no parallel loop shown
+            parfors = []
+        for parfor in parfors:
+            patterns = getattr(parfor, "patterns", [])
+            count += any(isinstance(p, tuple) and p and p[0] == "prange" for p in patterns)
+    return count
+
+
+def storage(description: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(buffer from the offset on, shape, strides)`` of a described storage."""
+    buffer = np.array(description["buffer"], dtype=np.float64)[int(description["offset"]) :]
+    shape = np.array(description["shape"], dtype=np.int64)
+    strides = np.array(description["strides"], dtype=np.int64)
+    return np.ascontiguousarray(buffer), shape, strides
+
+
+def _out(description: dict[str, Any], fill: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    buffer, shape, strides = storage(description)
+    buffer[:] = fill
+    return buffer, shape, strides
+
+
+def run(runner: str, obj: Any, namespace: dict[str, Any], case: dict[str, Any],
+        protected: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """One trial of a kernel item: call the student's ``obj`` and return raw data."""
+    if runner == "speed":
+        return speed(obj, case, protected)
+    if runner == "tiled_matmul":
+        a, b, transposed = case["args"]
+        a = np.array(a, dtype=np.float64)
+        b = np.array(b, dtype=np.float64)
+        if transposed:
+            b = np.ascontiguousarray(b.T).T  # the same values, read through a transposed view
+        out = np.full((a.shape[0], b.shape[1]), np.nan)
+        _require_parallel(obj, "tiled_matmul")
+        obj(out, a, b)
+        return {"out": out, "object_mode": _object_mode(obj)}
+    if runner == "fast_reduce":
+        a, dim, op, start, out_description = case["args"]
+        kernel = obj(scalar(op))
+        _require_parallel(kernel, "the kernel fast_reduce returns")
+        target = _out(out_description, float(start))  # the start value in every element
+        kernel(*target, *storage(a), int(dim))
+    else:  # fast_map, fast_zip
+        *inputs, op, out_description = case["args"]
+        kernel = obj(scalar(op))
+        _require_parallel(kernel, f"the kernel {runner} returns")
+        target = _out(out_description, np.nan)
+        kernel(*target, *[part for d in inputs for part in storage(d)])
+    return {"buffer": target[0], "object_mode": _object_mode(kernel)}
+
+
+# ------------------------------------------------------------------------------ speed
+def reference(name: str) -> Any:
+    """The grader's reference kernels: a parallel strided map (as the assignment asks) and a
+    parallel tiled matrix multiply."""
+    if not _REFERENCES:
+        from numba import njit, prange
+
+        @njit
+        def position(ordinal, shape, strides):  # pragma: no cover - compiled
+            pos, rest = 0, np.int64(ordinal)
+            for d in range(len(shape) - 1, -1, -1):
+                pos += (rest % shape[d]) * strides[d]
+                rest //= shape[d]
+            return pos
+
+        wave = scalar("wave")
+
+        @njit
+        def broadcast_position(ordinal, out_shape, shape, strides):  # pragma: no cover
+            pos, rest = 0, np.int64(ordinal)
+            lead = len(out_shape) - len(shape)
+            for d in range(len(out_shape) - 1, -1, -1):
+                i = rest % out_shape[d]
+                rest //= out_shape[d]
+                if d >= lead and shape[d - lead] != 1:
+                    pos += i * strides[d - lead]
+            return pos
+
+        @njit(parallel=True)
+        def map_kernel(out, out_shape, out_strides, a, a_shape, a_strides):  # pragma: no cover
+            # the arithmetic the notebook's helpers do, so a right answer takes the same time
+            n = 1
+            for s in out_shape:
+                n *= s
+            for i in prange(n):
+                x = a[broadcast_position(i, out_shape, a_shape, a_strides)]
+                out[position(i, out_shape, out_strides)] = wave(x)
+
+        tile = 32
+
+        @njit(parallel=True)
+        def matmul(out, a, b):  # pragma: no cover - compiled
+            n, depth = a.shape
+            m = b.shape[1]
+            rows, cols = (n + tile - 1) // tile, (m + tile - 1) // tile
+            for t in prange(rows * cols):
+                i0, j0 = (t // cols) * tile, (t % cols) * tile
+                i1, j1 = min(i0 + tile, n), min(j0 + tile, m)
+                acc = np.zeros((tile, tile))
+                for k0 in range(0, depth, tile):
+                    k1 = min(k0 + tile, depth)
+                    for i in range(i0, i1):
+                        for k in range(k0, k1):
+                            x = a[i, k]
+                            for j in range(j0, j1):
+                                acc[i - i0, j - j0] += x * b[k, j]
+                for i in range(i0, i1):
+                    for j in range(j0, j1):
+                        out[i, j] = acc[i - i0, j - j0]
+
+        _REFERENCES.update(map=map_kernel, matmul=matmul)
+    return _REFERENCES[name]
+
+
+def speed(obj: Any, case: dict[str, Any], protected: dict[str, Any]) -> dict[str, Any]:
+    """The paired protocol on the student's kernel and the reference (see the module)."""
+    seed, kind, n, pairs, attempts, threads, (spread, share), source = case["args"]
+    timing = types.ModuleType("torchlight_speed_protocol")
+    sys.modules[timing.__name__] = timing  # its dataclasses look their module up there
+    protected["exec"](protected["compile"](source, "timing.py", "exec"), timing.__dict__)
+    close = protected["agree"]
+    if kind == "map":
+        student = obj(scalar("wave"))
+        _require_parallel(student, "the kernel fast_map returns")
+    else:
+        student = obj
+        _require_parallel(student, "tiled_matmul")
+    ref = reference(kind)
+
+    def fresh(k: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng([int(seed), k + 1000])
+        if kind == "map":
+            x = rng.uniform(-2, 2, size=(n, n)).T  # a transposed view: strides (1, n)
+            out_s, out_r = np.full((n, n), np.nan), np.full((n, n), np.nan)
+            args = (*_layout(x),)
+            return (
+                (lambda: (student(*_layout(out_s), *args), out_s)[1]),
+                (lambda: (ref(*_layout(out_r), *args), out_r)[1]),
+            )
+        a, b = rng.uniform(-1, 1, size=(2, n, n))
+        out_s, out_r = np.full((n, n), np.nan), np.full((n, n), np.nan)
+        return (lambda: (student(out_s, a, b), out_s)[1]), (lambda: (ref(out_r, a, b), out_r)[1])
+
+    def measure() -> dict[str, Any]:
+        return timing.time_pairs(fresh, close, pairs=int(pairs), warmup=1,
+                                 clocks=(protected["wall"], protected["cpu"]))  # fmt: skip
+
+    fairness = timing.Fairness(max_spread=float(spread), min_share=float(share))
+    measured = timing.time_fairly(measure, threads=int(threads), attempts=int(attempts),
+                                  fairness=fairness)  # fmt: skip
+    return {**measured, "object_mode": _object_mode(student),
+            "prange_loops": _prange_loops(student)}  # fmt: skip
+
+
+def _layout(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    steps = np.array(x.strides, dtype=np.int64) // x.itemsize
+    span = 1 + int(sum((n - 1) * s for n, s in zip(x.shape, steps, strict=True) if n > 0))
+    flat = np.lib.stride_tricks.as_strided(x, shape=(span,), strides=(x.itemsize,))
+    return flat, np.array(x.shape, dtype=np.int64), steps
