@@ -81,6 +81,17 @@ GRADED_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "torchlight.backends.strided.backend:StridedBackend.zip",
         "torchlight.backends.strided.backend:StridedBackend.reduce",
     ),
+    "a6_tokens": (
+        "torchlight.train.tokenizers:_merge",
+        "torchlight.train.tokenizers:BPETokenizer.train",
+        "torchlight.train.tokenizers:BPETokenizer._encode_word",
+        "torchlight.train.tokenizers:BPETokenizer.encode",
+        "torchlight.train.tokenizers:BPETokenizer.decode",
+        "torchlight.nn.sparse:embedding",
+        "torchlight.nn.sparse:Embedding.forward",
+        "torchlight.nn.transformer:SinusoidalPositionalEncoding.__init__",
+        "torchlight.nn.transformer:LearnedPositionalEmbedding.forward",
+    ),
 }
 
 #: Packages of the environment no hidden check needs that carry an autograd of their own.
@@ -99,7 +110,7 @@ MESSAGE = (
 FUNCTION_MESSAGE = (
     "write it yourself: {name} is what this notebook grades, so the grader's torchlight leaves "
     "it out (and so everything in the library that calls it: a1b's Tensor.backward and "
-    "autograd.grad, a2b's strided backend)"
+    "autograd.grad, a2b's strided backend, a6's tokenizer and embedding layers)"
 )
 
 
