@@ -31,6 +31,7 @@ NOTEBOOKS = (
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
+    "a6_tokens",
 )
 SETUP = Cell(
     "locked",

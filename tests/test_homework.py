@@ -33,6 +33,7 @@ ASSIGNMENTS = (
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
+    "a6_tokens",
 )
 TOOL = [sys.executable, "-m", "torchlight_grader.course.homework"]
 
