@@ -284,9 +284,10 @@ class EmbedCheck(FunctionCheck):
     place of the notebook's (:mod:`torchlight_grader.sandbox.inside.language`)."""
 
     call: str = "graph"
+    stand_ins: tuple[str, ...] = ("Embedding",)
 
     def spec(self) -> dict[str, Any]:
-        return {"runner": "graph_with_embedding", "entry": self.entry}
+        return {"runner": "graph_with", "entry": self.entry, "stand_ins": list(self.stand_ins)}
 
 
 # ------------------------------------------------------------------------------ authorship

@@ -92,6 +92,19 @@ GRADED_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "torchlight.nn.transformer:SinusoidalPositionalEncoding.__init__",
         "torchlight.nn.transformer:LearnedPositionalEmbedding.forward",
     ),
+    "a7_gpt": (
+        "torchlight.nn.attention:attention_weights",
+        "torchlight.nn.attention:scaled_dot_product_attention",
+        "torchlight.nn.attention:MultiheadAttention.forward",
+        "torchlight.nn.transformer:TransformerEncoderLayer.forward",
+        "torchlight.nn.transformer:TransformerDecoderLayer.forward",
+        "torchlight.nn.transformer:GPTBlock.forward",
+        "torchlight.nn.transformer:GPT.forward",
+        "torchlight.optim.adam:Adam._update",
+        "torchlight.optim.adam:AdamW._decay",
+        "torchlight.optim.lr_scheduler:CosineAnnealingLR.get_lr",
+        "torchlight.nn.utils.clip_grad:clip_grad_norm_",
+    ),
 }
 
 #: Packages of the environment no hidden check needs that carry an autograd of their own.
@@ -110,7 +123,8 @@ MESSAGE = (
 FUNCTION_MESSAGE = (
     "write it yourself: {name} is what this notebook grades, so the grader's torchlight leaves "
     "it out (and so everything in the library that calls it: a1b's Tensor.backward and "
-    "autograd.grad, a2b's strided backend, a6's tokenizer and embedding layers)"
+    "autograd.grad, a2b's strided backend, a6's tokenizer and embedding layers, a7's "
+    "attention, transformer layers, AdamW and clipping)"
 )
 
 

@@ -21,6 +21,7 @@ _MODULES = {
     "a4_convolutions": "torchlight_grader.checks.a4_convolutions",
     "a5_attention": "torchlight_grader.checks.a5_attention",
     "a6_tokens": "torchlight_grader.checks.a6_tokens",
+    "a7_gpt": "torchlight_grader.checks.a7_gpt",
 }
 
 

@@ -17,7 +17,8 @@ Runners:
   graphs and functions built from the grader's description (:mod:`graphs`);
 - the strided tensor's items: index arithmetic and kernels over described storages
   (:mod:`strided`);
-- the tokenizer's items and an embedding graph with a stand-in ``Embedding`` (:mod:`language`).
+- the language models' items: tokenizers, graphs with the grader's stand-ins for other
+  answers, batches of scalar calls, lists of gradients, a GPT's training (:mod:`language`).
 """
 
 from __future__ import annotations
@@ -136,11 +137,11 @@ def run(spec: dict[str, Any], namespace: dict[str, Any], case: dict[str, Any]) -
 
         strided = importlib.import_module(f"{__package__}.strided" if __package__ else "strided")
         return strided.run(runner, obj, namespace, case)
-    if runner in ("tokens", "graph_with_embedding"):
+    if runner in ("tokens", "graph_with", "calls", "list_value", "lm_training"):
         import importlib  # the sandbox runs this file as `runners`, the grader as a submodule
 
         language = importlib.import_module(f"{__package__}.language" if __package__ else "language")
-        return language.run(runner, obj, namespace, case)
+        return language.run(spec, obj, namespace, case)
     if runner in ("topological_sort", "backpropagate", "central_difference"):
         import importlib  # the sandbox runs this file as `runners`, the grader as a submodule
 
