@@ -381,7 +381,8 @@ def _function_files(src: Path, functions: Iterable[str]) -> dict[Path, set[str]]
             obj = importlib.import_module(module)
             for part in name.split("."):  # a method: "Class.method"
                 obj = getattr(obj, part)
-            file = Path(inspect.getsourcefile(obj) or "").resolve()
+            source = inspect.unwrap(obj) if callable(obj) else obj  # a decorated one: its own file
+            file = Path(inspect.getsourcefile(source) or "").resolve()
         except (ImportError, AttributeError, TypeError) as exc:
             raise GradedLibraryError(
                 f"the hidden checks grade {entry}, which torchlight no longer defines ({exc}): "
