@@ -25,6 +25,7 @@ from submissions import (
     a4_convolutions,
     a5_attention,
     a6_tokens,
+    a7_gpt,
 )
 from submissions.catalog import Submission, build
 from submissions.pipeline import (
@@ -50,6 +51,7 @@ ASSIGNMENTS = (
     "a4_convolutions",
     "a5_attention",
     "a6_tokens",
+    "a7_gpt",
 )
 MODULES = (
     a1_functions,
@@ -60,6 +62,7 @@ MODULES = (
     a4_convolutions,
     a5_attention,
     a6_tokens,
+    a7_gpt,
 )
 CATALOG: list[Submission] = [s for module in MODULES for s in module.CATALOG]
 # Short timeouts keep the hazards cheap; the seed makes a failure reproducible.
@@ -168,13 +171,13 @@ def test_feedback_shows_messages_but_no_hidden_test_or_solution(graded: Graded) 
             assert "HiddenCheckFailed" in text and "NotImplementedError" in text, sub.student
 
 
-@pytest.mark.parametrize("module", [a1b_engine, a2b_strided, a6_tokens], ids=lambda m: m.A)
+@pytest.mark.parametrize("module", [a1b_engine, a2b_strided, a6_tokens, a7_gpt], ids=lambda m: m.A)
 def test_answers_that_reach_for_the_librarys_own_code_are_flagged(
     graded: Graded, module: Any
 ) -> None:
-    """a1b, a2b and a6: every answer that calls the library's engine, index arithmetic or
-    tokenizer (by an imported name, a method, a name built at run time) is in the integrity
-    findings; no honest answer or planted mistake is."""
+    """a1b, a2b, a6 and a7: every answer that calls the library's engine, index arithmetic,
+    tokenizer, attention or AdamW (by an imported name, a method, a name built at run time) is
+    in the integrity findings; no honest answer or planted mistake is."""
     for sub in module.CATALOG:
         findings = " ".join(_autograded(graded.course, sub).metadata["torchlight"]["findings"])
         if sub.name in module.FLAGGED:

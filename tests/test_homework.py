@@ -34,6 +34,7 @@ ASSIGNMENTS = (
     "a4_convolutions",
     "a5_attention",
     "a6_tokens",
+    "a7_gpt",
 )
 TOOL = [sys.executable, "-m", "torchlight_grader.course.homework"]
 
