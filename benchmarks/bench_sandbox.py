@@ -42,6 +42,8 @@ ASSIGNMENTS = (
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
+    "a6_tokens",
+    "a7_gpt",
 )
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 HIDDEN = re.compile(r"^### BEGIN HIDDEN TESTS.*?^### END HIDDEN TESTS\n?", re.M | re.S)

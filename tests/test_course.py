@@ -25,6 +25,8 @@ from submissions import (
     a3_networks,
     a4_convolutions,
     a5_attention,
+    a6_tokens,
+    a7_gpt,
 )
 from submissions.catalog import Submission, build
 from submissions.pipeline import (
@@ -50,6 +52,8 @@ ASSIGNMENTS = (
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
+    "a6_tokens",
+    "a7_gpt",
 )
 MODULES = (
     a1_functions,
@@ -60,6 +64,8 @@ MODULES = (
     a3_networks,
     a4_convolutions,
     a5_attention,
+    a6_tokens,
+    a7_gpt,
 )
 CATALOG: list[Submission] = [s for module in MODULES for s in module.CATALOG]
 # Short timeouts keep the hazards cheap; the seed makes a failure reproducible.
@@ -168,13 +174,16 @@ def test_feedback_shows_messages_but_no_hidden_test_or_solution(graded: Graded) 
             assert "HiddenCheckFailed" in text and "NotImplementedError" in text, sub.student
 
 
-@pytest.mark.parametrize("module", [a1b_engine, a2b_strided, a2c_kernels], ids=lambda m: m.A)
+@pytest.mark.parametrize(
+    "module", [a1b_engine, a2b_strided, a2c_kernels, a6_tokens, a7_gpt], ids=lambda m: m.A
+)
 def test_answers_that_reach_for_the_librarys_own_code_are_flagged(
     graded: Graded, module: Any
 ) -> None:
-    """a1b, a2b and a2c: every answer that calls the library's engine, index arithmetic or
-    kernels (by an imported name, a method, a name built at run time; a2c: numpy's product from
-    numba.objmode) is in the integrity findings; no honest answer or planted mistake is."""
+    """a1b, a2b, a2c, a6 and a7: every answer that calls the library's engine, index
+    arithmetic, kernels, tokenizer, attention or AdamW (by an imported name, a method, a name
+    built at run time; a2c: numpy's product from numba.objmode) is in the integrity findings; no
+    honest answer or planted mistake is."""
     for sub in module.CATALOG:
         findings = " ".join(_autograded(graded.course, sub).metadata["torchlight"]["findings"])
         if sub.name in module.FLAGGED:

@@ -32,6 +32,8 @@ NOTEBOOKS = (
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
+    "a6_tokens",
+    "a7_gpt",
 )
 SETUP = Cell(
     "locked",
@@ -729,10 +731,10 @@ def test_a_grader_installed_in_the_environment_is_masked(monkeypatch: pytest.Mon
 
 def test_answers_calling_the_librarys_own_a5_functions_are_flagged() -> None:
     """a5 asks for ops the library has: an answer calling them is flagged for review, while no
-    solution cell of any assignment is."""
+    solution cell of any assignment is (a7 builds on those ops by design: not scanned)."""
     import jupytext
 
-    from torchlight_grader.nbgrader.plugins import BUILT_IN
+    from torchlight_grader.nbgrader.plugins import BUILDS_ON_THE_LIBRARY, BUILT_IN
 
     for source in (
         "return F.scaled_dot_product_attention(q, k, v, is_causal=causal)",
@@ -743,6 +745,8 @@ def test_answers_calling_the_librarys_own_a5_functions_are_flagged() -> None:
     ):
         assert BUILT_IN.search(source), source
     for script in sorted((ROOT / "assignments" / "source").glob("*/*.py")):
+        if script.stem in BUILDS_ON_THE_LIBRARY:
+            continue
         for cell in jupytext.read(script).cells:
             assert not BUILT_IN.search(cell.source), (script.name, cell.source[:80])
 

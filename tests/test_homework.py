@@ -34,6 +34,8 @@ ASSIGNMENTS = (
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
+    "a6_tokens",
+    "a7_gpt",
     "a9_capstone",
 )
 TOOL = [sys.executable, "-m", "torchlight_grader.course.homework"]

@@ -30,6 +30,8 @@ from submissions import (  # noqa: E402
     a3_networks,
     a4_convolutions,
     a5_attention,
+    a6_tokens,
+    a7_gpt,
 )
 from submissions.catalog import build  # noqa: E402
 from submissions.pipeline import (  # noqa: E402
@@ -50,6 +52,8 @@ CATALOGS = {
     "a3_networks": a3_networks.CATALOG,
     "a4_convolutions": a4_convolutions.CATALOG,
     "a5_attention": a5_attention.CATALOG,
+    "a6_tokens": a6_tokens.CATALOG,
+    "a7_gpt": a7_gpt.CATALOG,
 }
 WEIGHTS = {"solution": 6.0, "mistake": 3.0, "release": 1.0, "cheat": 0.5, "hazard": 0.5}
 

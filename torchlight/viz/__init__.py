@@ -8,6 +8,7 @@ The pipeline, one file per step:
 - :mod:`~torchlight.viz.svg`: draw it as a self-contained SVG;
 - :mod:`~torchlight.viz.widgets`, :mod:`~torchlight.viz.training`, :mod:`~torchlight.viz.modules`:
   the ipywidgets viewers for JupyterLab.
+- :mod:`~torchlight.viz.heatmap`: attention weights as grey squares, head by head (Tutorial 8).
 
 Example:
     >>> import torchlight as tl

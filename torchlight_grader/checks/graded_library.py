@@ -93,6 +93,30 @@ GRADED_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "torchlight.backends.cuda.kernels:_tiled_matmul_source",
         "torchlight.backends.cuda.kernels:_blocked_matmul_source",
     ),
+    "a6_tokens": (
+        "torchlight.train.tokenizers:_merge",
+        "torchlight.train.tokenizers:BPETokenizer.train",
+        "torchlight.train.tokenizers:BPETokenizer._encode_word",
+        "torchlight.train.tokenizers:BPETokenizer.encode",
+        "torchlight.train.tokenizers:BPETokenizer.decode",
+        "torchlight.nn.sparse:embedding",
+        "torchlight.nn.sparse:Embedding.forward",
+        "torchlight.nn.transformer:SinusoidalPositionalEncoding.__init__",
+        "torchlight.nn.transformer:LearnedPositionalEmbedding.forward",
+    ),
+    "a7_gpt": (
+        "torchlight.nn.attention:attention_weights",
+        "torchlight.nn.attention:scaled_dot_product_attention",
+        "torchlight.nn.attention:MultiheadAttention.forward",
+        "torchlight.nn.transformer:TransformerEncoderLayer.forward",
+        "torchlight.nn.transformer:TransformerDecoderLayer.forward",
+        "torchlight.nn.transformer:GPTBlock.forward",
+        "torchlight.nn.transformer:GPT.forward",
+        "torchlight.optim.adam:Adam._update",
+        "torchlight.optim.adam:AdamW._decay",
+        "torchlight.optim.lr_scheduler:CosineAnnealingLR.get_lr",
+        "torchlight.nn.utils.clip_grad:clip_grad_norm_",
+    ),
 }
 
 #: notebook -> files of the package (relative to it) left out of that notebook's copy: the
@@ -118,7 +142,8 @@ MESSAGE = (
 FUNCTION_MESSAGE = (
     "write it yourself: {name} is what this notebook grades, so the grader's torchlight leaves "
     "it out (and so everything in the library that calls it: a1b's Tensor.backward and "
-    "autograd.grad, a2b's strided backend, a2c's Numba and CUDA backends)"
+    "autograd.grad, a2b's strided backend, a2c's Numba and CUDA backends, a6's tokenizer and "
+    "embedding layers, a7's attention, transformer layers, AdamW and clipping)"
 )
 
 
@@ -381,7 +406,8 @@ def _function_files(src: Path, functions: Iterable[str]) -> dict[Path, set[str]]
             for part in name.split("."):  # a method: "Class.method"
                 obj = getattr(obj, part)
             obj = getattr(obj, "py_func", obj)  # a numba kernel: the function it compiles
-            file = Path(inspect.getsourcefile(obj) or "").resolve()
+            source = inspect.unwrap(obj) if callable(obj) else obj  # a decorated one: its own file
+            file = Path(inspect.getsourcefile(source) or "").resolve()
         except (ImportError, AttributeError, TypeError) as exc:
             raise GradedLibraryError(
                 f"the hidden checks grade {entry}, which torchlight no longer defines ({exc}): "

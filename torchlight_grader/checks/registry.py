@@ -21,6 +21,8 @@ _MODULES = {
     "a3_networks": "torchlight_grader.checks.a3_networks",
     "a4_convolutions": "torchlight_grader.checks.a4_convolutions",
     "a5_attention": "torchlight_grader.checks.a5_attention",
+    "a6_tokens": "torchlight_grader.checks.a6_tokens",
+    "a7_gpt": "torchlight_grader.checks.a7_gpt",
     "a9_capstone": "torchlight_grader.checks.a9_capstone",
 }
 

@@ -1,0 +1,196 @@
+"""Submissions for assignment 6 (Tokens and embeddings): the classic mistakes, each costing
+exactly its item, and answers that call the library's tokenizer, embedding or positions, which
+pass the visible tests in the student's kernel and score nothing for that item (flagged)."""
+
+from __future__ import annotations
+
+from submissions.catalog import Submission, replace, substitute
+
+A = "a6_tokens"
+
+LIBRARY_TRAIN = """
+from torchlight.train.tokenizers import BPETokenizer
+
+
+def merge_pair(word, pair, new):
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(new)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def train_merges(text, vocab_size):
+    return [tuple(pair) for pair in BPETokenizer.train(text, vocab_size).merges]
+"""
+
+LIBRARY_EMBEDDING = """
+class Embedding(Function):
+    @staticmethod
+    def forward(ctx, weight, ids):
+        ctx.save_for_backward(ids)
+        ctx.rows = weight.shape[0]
+        return tl.nn.functional.embedding(ids, weight)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (ids,) = ctx.saved_tensors
+        one_hot = tl.eye(ctx.rows, dtype=grad_output.dtype)[ids.reshape(-1)]
+        return one_hot.T @ grad_output.reshape(-1, grad_output.shape[-1]), None
+"""
+
+LIBRARY_SINUSOIDAL = """
+def sinusoidal_positions(length, dim):
+    table = getattr(tl.nn, "SinusoidalPositionalEncoding")(length, dim)
+    return table._buffers["pe"]
+"""
+
+CATALOG = [
+    Submission("solution", A, "solution", "solution"),
+    Submission("release", A, "release", "release"),
+    Submission(
+        "tie-to-the-first-counted",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "train_merges",
+                "best = min(pairs, key=lambda p: (-pairs[p], p))",
+                "best = max(pairs, key=pairs.get)",
+            ),
+        ),
+        zero=("test_train_merges",),
+        note="a tie goes to the pair counted first, not the smallest pair",
+    ),
+    Submission(
+        "leftmost-learned-pair",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "encode",
+                "pair = min(zip(word, word[1:]), key=lambda p: rank.get(p, len(rank)))\n"
+                "            if pair not in rank:",
+                "pair = next((p for p in zip(word, word[1:]) if p in rank), None)\n"
+                "            if pair is None:",
+            ),
+        ),
+        zero=("test_encode",),
+        note="merges the first learned pair from the left, not the one learned earliest",
+    ),
+    Submission(
+        "decode-drops-invalid-bytes",
+        A,
+        "mistake",
+        "solution",
+        (substitute("decode", 'errors="replace"', 'errors="ignore"'),),
+        zero=("test_decode",),
+        note="invalid UTF-8 dropped instead of replaced by U+FFFD",
+    ),
+    Submission(
+        "decode-token-by-token",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "decode",
+                'return b"".join(vocab[i] for i in ids).decode("utf-8", errors="replace")',
+                'return "".join(vocab[i].decode("utf-8", errors="replace") for i in ids)',
+            ),
+        ),
+        zero=("test_decode",),
+        note="a character split over two tokens comes out as two U+FFFD",
+    ),
+    Submission(
+        "embedding-gradient-overwritten",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "embedding",
+                "        one_hot = tl.eye(ctx.rows, dtype=grad_output.dtype)[ids.reshape(-1)]\n"
+                "        grad_weight = one_hot.T @ grad_output.reshape(-1, grad_output.shape[-1])",
+                "        grad_weight = tl.zeros(ctx.rows, grad_output.shape[-1])\n"
+                "        grad_weight[ids.reshape(-1)] = grad_output.reshape(-1, grad_output.shape[-1])",
+            ),
+        ),
+        zero=("test_embedding",),
+        note="grad[ids] = G: a row read several times keeps one of its gradients",
+    ),
+    Submission(
+        "sinusoidal-exponent-i",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "sinusoidal",
+                "frequency = 10000.0 ** (-np.arange(0, dim, 2) / dim)",
+                "frequency = 10000.0 ** (-np.arange((dim + 1) // 2) / dim)",
+            ),
+        ),
+        zero=("test_sinusoidal",),
+        note="10000^(i/D) for the pair i instead of 10000^(2i/D)",
+    ),
+    Submission(
+        "positions-from-one",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "embed",
+                "steps = tl.arange(ids.shape[1])",
+                "steps = tl.arange(1, ids.shape[1] + 1)",
+            ),
+        ),
+        zero=("test_embed",),
+        note="the first token reads position row 1 (off by one)",
+    ),
+    Submission(
+        "library-tokenizer",
+        A,
+        "cheat",
+        "solution",
+        (replace("train_merges", LIBRARY_TRAIN),),
+        zero=("test_train_merges",),
+        fools_kernel=("test_train_merges",),
+        note="BPETokenizer.train: the library's, not the student's",
+    ),
+    Submission(
+        "library-embedding",
+        A,
+        "cheat",
+        "solution",
+        (replace("embedding", LIBRARY_EMBEDDING),),
+        zero=("test_embedding",),
+        fools_kernel=("test_embedding",),
+        note="the forward is the library's F.embedding",
+    ),
+    Submission(
+        "library-sinusoidal",
+        A,
+        "cheat",
+        "solution",
+        (replace("sinusoidal", LIBRARY_SINUSOIDAL),),
+        zero=("test_sinusoidal",),
+        fools_kernel=("test_sinusoidal",),
+        note="the library's SinusoidalPositionalEncoding, named through getattr",
+    ),
+]
+
+#: Each cheat's finding in the integrity report.
+FLAGGED = {
+    "library-tokenizer": "reaches for the library's tokenizer, embedding or positions (imports "
+    "BPETokenizer from torchlight.train.tokenizers",
+    "library-embedding": "uses .embedding",
+    "library-sinusoidal": "names 'SinusoidalPositionalEncoding' through getattr",
+}

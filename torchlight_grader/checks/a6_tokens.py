@@ -1,0 +1,394 @@
+r"""Hidden checks for assignment 6, *Tokens and embeddings*.
+
+A byte-level BPE tokenizer (``train_merges``, ``encode``, ``decode``), compared id for id with
+the library's :class:`~torchlight.train.tokenizers.BPETokenizer` on fresh random text (ASCII
+words drawn with Zipf-like frequencies, so that ties between equally frequent pairs are common;
+accented letters, CJK, emoji; numbers, punctuation, tabs, newlines, runs of spaces); the
+embedding's forward and backward as a Function, on ids that repeat (their gradients add up),
+compared with numpy and central differences; sinusoidal positions against the library's
+:class:`~torchlight.nn.SinusoidalPositionalEncoding`; token plus learned position embeddings as
+a graph, with the grader's own ``Embedding`` in place of the notebook's while it runs.
+
+``encode`` is graded with merges the grader trained and ``decode`` with ids the grader encoded,
+so a mistake in training costs only its own item. The texts an item encodes contain characters
+the merges never saw (their bytes stay single tokens). The grader's library for this notebook
+has neither the library's tokenizer (training, encoding, decoding) nor its embedding lookups
+and position tables: an answer that calls them scores nothing for that item.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from torchlight_grader.checks.check import Case, Check
+from torchlight_grader.checks.kinds import FunctionCheck, ValueCheck
+
+SYLLABLES = ["th", "e", "an", "in", "er", "o", "re", "s", "t", "a", "ou", "ing", "l", "y", "w"]
+OTHER = ["é", "ü", "ñ", "naïve", "über", "中文", "日本", "🙂", "👍🏽", "Ω", "—", "…", "€5"]
+UNSEEN = ["ß", "Ж", "ψ", "한국", "🚀", "ø", "ç", "ī"]  # never in a training text
+PUNCTUATION = [",", ".", "!", "?", ";", "'", '"', "(", ")", "--"]
+SPACES = [" ", " ", " ", " ", " ", "  ", "\t", "\n", "\n\n", "   "]
+
+
+class TextCase(Case):
+    """A trial whose arguments are texts and ids: described by their sizes, not printed."""
+
+    def describe(self) -> str:
+        parts = []
+        for name, a in zip(self.names, self.args, strict=False):
+            if isinstance(a, str):
+                parts.append(f"{name}: a text of {len(a)} characters starting {a[:40]!r}")
+            elif isinstance(a, list):
+                parts.append(f"{name}: {len(a)} items")
+            else:
+                parts.append(f"{name}={a!r}")
+        return ", ".join(parts)
+
+
+def random_text(rng: np.random.Generator, words: int, unseen: bool = False) -> str:
+    """Words of a few syllables (a small vocabulary: frequent pairs, and ties), a few words of
+    other alphabets, numbers and punctuation, separated by spaces, tabs and newlines."""
+    vocabulary = ["".join(rng.choice(SYLLABLES, size=rng.integers(1, 4))) for _ in range(40)]
+    weights = 1.0 / np.arange(1, len(vocabulary) + 1)
+    weights /= weights.sum()
+    extra = OTHER + (UNSEEN if unseen else [])
+    out = []
+    for _ in range(words):
+        roll = rng.random()
+        if roll < 0.08:
+            word = str(rng.choice(extra))
+        elif roll < 0.12:
+            word = str(rng.integers(0, 1000))
+        else:
+            word = str(rng.choice(vocabulary, p=weights))
+            if rng.random() < 0.1:
+                word = word.capitalize()
+        if rng.random() < 0.1:
+            word += str(rng.choice(PUNCTUATION))
+        out.append(word + str(rng.choice(SPACES)))
+    return "".join(out)
+
+
+def library_merges(text: str, vocab_size: int) -> list[list[int]]:
+    from torchlight.train.tokenizers import BPETokenizer
+
+    return [[int(a), int(b)] for a, b in BPETokenizer.train(text, vocab_size).merges]
+
+
+def _as_pairs(value: Any) -> list[tuple[int, ...]] | None:
+    if not isinstance(value, list):
+        return None
+    if not all(isinstance(p, list) and len(p) == 2 and all(isinstance(v, int) for v in p)
+               for p in value):  # fmt: skip
+        return None
+    return [tuple(p) for p in value]
+
+
+def _show(ids: Any, merges: list[list[int]]) -> str:
+    """A pair of ids with the bytes each stands for."""
+    vocab = [bytes([b]) for b in range(256)]
+    for a, b in merges:
+        vocab.append(vocab[a] + vocab[b])
+    try:
+        return f"({ids[0]}, {ids[1]}) = {vocab[ids[0]]!r} + {vocab[ids[1]]!r}"
+    except (IndexError, TypeError):
+        return repr(ids)
+
+
+# ------------------------------------------------------------------------------ training
+def train_case(rng: np.random.Generator, trial: int) -> Case:
+    text = random_text(rng, int(rng.integers(300, 500)))
+    size = 256 + int(rng.integers(40, 90))
+    return TextCase(
+        [text, size], names=("text", "vocab_size"), hidden={"expected": library_merges(text, size)}
+    )
+
+
+def pair_counts(text: str, merges: list[list[int]]) -> dict[tuple[int, ...], int]:
+    """How often each adjacent pair occurs after ``merges`` were applied (training's counts)."""
+    from collections import Counter
+
+    from torchlight.train.tokenizers import WORD, _merge
+
+    words = Counter(tuple(w.encode("utf-8")) for w in WORD.findall(text))
+    for k, (a, b) in enumerate(merges):
+        words = Counter({_merge(w, (a, b), 256 + k): c for w, c in words.items()})
+    counts: Counter[tuple[int, ...]] = Counter()
+    for word, count in words.items():
+        for pair in zip(word, word[1:], strict=False):
+            counts[pair] += count
+    return dict(counts)
+
+
+@dataclass
+class TokensCheck(Check):
+    """Calls a tokenizer function on text, ids and merges; compares its result exactly."""
+
+    hint: str = ""
+
+    def spec(self) -> dict[str, Any]:
+        return {"runner": "tokens", "entry": self.entry}
+
+    def expected(self, case: Case) -> dict[str, Any]:
+        return {"value": case.hidden["expected"]}
+
+    def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
+        exp, got = expected["value"], received.get("value")
+        trial = f"on inputs ({case.describe()})"
+        if self.entry == "train_merges":
+            return self._judge_merges(case, exp, got, trial)
+        if isinstance(exp, str):
+            if not isinstance(got, str):
+                return f"{self.entry} must return a str, got {received.get('type')} {trial}"
+            if got == exp:
+                return None
+            at = next((i for i, (e, g) in enumerate(zip(exp, got, strict=False)) if e != g),
+                      min(len(exp), len(got)))  # fmt: skip
+            return (
+                f"{self.entry} returned a text of {len(got)} characters, expected {len(exp)}; "
+                f"they differ from character {at}: expected {exp[at : at + 12]!r}, got "
+                f"{got[at : at + 12]!r} {trial}"
+            )
+        if not isinstance(got, list) or not all(isinstance(v, int) for v in got):
+            return f"{self.entry} must return a list of ints, got {received.get('type')} {trial}"
+        if got == exp:
+            return None
+        at = next((i for i, (e, g) in enumerate(zip(exp, got, strict=False)) if e != g),
+                  min(len(exp), len(got)))  # fmt: skip
+        return (
+            f"{self.entry} returned {len(got)} ids, expected {len(exp)}; they differ from "
+            f"position {at}: expected {exp[at : at + 8]}, got {got[at : at + 8]}"
+            f"{self.hint} {trial}"
+        )
+
+    def _judge_merges(self, case: Case, exp: list[list[int]], got: Any, trial: str) -> str | None:
+        pairs = _as_pairs(got)
+        if pairs is None:
+            return f"train_merges must return a list of pairs of ints, got {got!r:.80} {trial}"
+        want = [tuple(p) for p in exp]
+        if pairs == want:
+            return None
+        at = next((k for k, (e, g) in enumerate(zip(want, pairs, strict=False)) if e != g),
+                  min(len(want), len(pairs)))  # fmt: skip
+        if at >= len(pairs) or at >= len(want):
+            return f"train_merges returned {len(pairs)} merges, expected {len(want)} {trial}"
+        counts = pair_counts(case.args[0], exp[:at])
+        e, g = want[at], pairs[at]
+        message = (
+            f"merge {at} (token {256 + at}) should be {_show(e, exp)}, which occurs "
+            f"{counts.get(e, 0)} times, but yours is {_show(g, exp)}, which occurs "
+            f"{counts.get(g, 0)} times (merges 0..{at - 1} agree)"
+        )
+        if counts.get(e, 0) == counts.get(g, 0):
+            message += ": a tie, which goes to the smallest pair (compare the tuples)"
+        return f"{message} {trial}"
+
+
+# ------------------------------------------------------------------------------ encode, decode
+def encode_case(rng: np.random.Generator, trial: int) -> Case:
+    from torchlight.train.tokenizers import BPETokenizer
+
+    corpus = random_text(rng, 400)
+    merges = library_merges(corpus, 256 + int(rng.integers(40, 90)))
+    text = random_text(rng, int(rng.integers(60, 120)), unseen=True)
+    ids = BPETokenizer([(m[0], m[1]) for m in merges]).encode(text)
+    return TextCase([text, merges], names=("text", "merges"), hidden={"expected": ids})
+
+
+def decode_case(rng: np.random.Generator, trial: int) -> Case:
+    from torchlight.train.tokenizers import BPETokenizer
+
+    corpus = random_text(rng, 400)
+    merges = library_merges(corpus, 256 + int(rng.integers(40, 90)))
+    tokenizer = BPETokenizer([(m[0], m[1]) for m in merges])
+    if trial % 2 == 0:  # a round trip: ids of a text with characters the merges never saw
+        text = random_text(rng, int(rng.integers(60, 120)), unseen=True)
+        ids = tokenizer.encode(text)
+    else:  # any ids: merged tokens and lone bytes, invalid UTF-8 among them
+        ids = [int(i) for i in rng.integers(0, tokenizer.vocab_size, size=60)]
+        ids += [int(i) for i in rng.integers(128, 256, size=6)]
+        rng.shuffle(ids)
+    text = tokenizer.decode(ids)
+    return TextCase([ids, merges], names=("ids", "merges"), hidden={"expected": text})
+
+
+# ------------------------------------------------------------------------------ embedding
+EMBEDDING_SHAPES = [((3, 4), 5, 3), ((9,), 4, 2), ((2, 3, 2), 6, 4)]  # ids' shape, V, D
+
+
+def embedding(weight: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    return weight[ids]
+
+
+def embedding_vjp(g: np.ndarray, weight: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray]:
+    grad = np.zeros_like(weight)
+    np.add.at(grad, ids.reshape(-1), g.reshape(-1, weight.shape[1]))
+    return (grad,)
+
+
+def embedding_case(rng: np.random.Generator, trial: int) -> Case:
+    shape, rows, dim = EMBEDDING_SHAPES[trial % len(EMBEDDING_SHAPES)]
+    ids = rng.integers(0, rows, size=shape)  # more ids than rows: some repeat
+    weight = rng.uniform(-2, 2, size=(rows, dim))
+    return Case([weight, ids], rng.standard_normal((*shape, dim)), (0,), ("weight", "ids"))
+
+
+# ------------------------------------------------------------------------------ positions
+def sinusoidal(length: int, dim: int) -> np.ndarray:
+    from torchlight.nn import SinusoidalPositionalEncoding
+
+    return np.asarray(SinusoidalPositionalEncoding(length, dim)._buffers["pe"].numpy())
+
+
+def sinusoidal_case(rng: np.random.Generator, trial: int) -> Case:
+    length = int(rng.integers(5, 40))
+    dim = int(rng.integers(2, 12)) * 2 + (1 if trial == 1 else 0)  # one odd dim
+    return Case([length, dim], names=("length", "dim"))
+
+
+EMBED_SHAPES = [(2, 5, 7, 3, 8), (3, 4, 5, 2, 4), (1, 6, 4, 4, 9)]  # N, T, V, D, block_size
+
+
+def embed(ids: np.ndarray, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    return tokens[ids] + positions[: ids.shape[1]]
+
+
+def embed_vjp(g: np.ndarray, ids: np.ndarray, tokens: np.ndarray, positions: np.ndarray) -> Any:
+    grad_tokens = np.zeros_like(tokens)
+    np.add.at(grad_tokens, ids.reshape(-1), g.reshape(-1, tokens.shape[1]))
+    grad_positions = np.zeros_like(positions)
+    grad_positions[: ids.shape[1]] = g.sum(0)
+    return grad_tokens, grad_positions
+
+
+def embed_case(rng: np.random.Generator, trial: int) -> Case:
+    n, t, rows, dim, block = EMBED_SHAPES[trial % len(EMBED_SHAPES)]
+    ids = rng.integers(0, rows, size=(n, t))
+    tokens, positions = rng.uniform(-2, 2, size=(rows, dim)), rng.uniform(-2, 2, size=(block, dim))
+    return Case(
+        [ids, tokens, positions],
+        rng.standard_normal((n, t, dim)),
+        (1, 2),
+        ("ids", "tokens", "positions"),
+    )
+
+
+@dataclass
+class EmbedCheck(FunctionCheck):
+    """A graph check (``entry(*args).backward(G)``) run with the grader's ``Embedding`` in
+    place of the notebook's (:mod:`torchlight_grader.sandbox.inside.language`)."""
+
+    call: str = "graph"
+    stand_ins: tuple[str, ...] = ("Embedding",)
+
+    def spec(self) -> dict[str, Any]:
+        return {"runner": "graph_with", "entry": self.entry, "stand_ins": list(self.stand_ins)}
+
+
+# ------------------------------------------------------------------------------ authorship
+#: The library's tokenizer, embedding and position names an answer must not reach for.
+LIBRARY = {
+    "BPETokenizer", "CharTokenizer", "tokenizer_from_dict", "tokenizers", "_merge", "_encode_word",
+    "Embedding", "embedding", "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding", "sparse",
+}  # fmt: skip
+
+
+def library_tokens(sources: Iterable[str]) -> list[str]:
+    """The integrity findings of a notebook that reaches for the library's tokenizer,
+    embedding or positions (an import of one of their names from torchlight, an attribute of
+    that name, ``getattr`` with it as a constant); the notebook's own ``Embedding`` class is
+    not one of them."""
+    found = []
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torchlight"):
+                found += [f"imports {a.name} from {node.module}" for a in node.names
+                          if a.name in LIBRARY | {"*"}]  # fmt: skip
+            elif isinstance(node, ast.Attribute) and node.attr in LIBRARY:
+                found.append(f"uses .{node.attr}")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "getattr"
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in LIBRARY
+            ):
+                found.append(f"names {node.args[1].value!r} through getattr")
+    if not found:
+        return []
+    return [f"reaches for the library's tokenizer, embedding or positions "
+            f"({', '.join(dict.fromkeys(found))}): review by hand whether the student wrote "
+            "them"]  # fmt: skip
+
+
+FINDINGS = library_tokens
+
+
+def checks() -> dict[str, Check]:
+    return {
+        "test_train_merges": TokensCheck(
+            "train_merges",
+            ("train_merges",),
+            train_case,
+            trials=3,
+            timeout=30.0,
+            what="train_merges (the library's merges, ties to the smallest pair)",
+        ),
+        "test_encode": TokensCheck(
+            "encode",
+            ("train_merges", "encode"),
+            encode_case,
+            trials=3,
+            timeout=30.0,
+            what="encode (the library's ids, with characters the merges never saw)",
+            hint=(
+                ". Within a piece, merge the pair learned earliest first (the lowest rank), "
+                "not the first learned pair from the left"
+            ),
+        ),
+        "test_decode": TokensCheck(
+            "decode",
+            ("decode",),
+            decode_case,
+            trials=4,
+            timeout=30.0,
+            what="decode (round trips, and ids that are not valid UTF-8)",
+        ),
+        "test_embedding": FunctionCheck(
+            "Embedding",
+            ("embedding",),
+            embedding_case,
+            forward_ref=embedding,
+            vjp_ref=embedding_vjp,
+            what="Embedding forward and backward (repeated ids)",
+        ),
+        "test_sinusoidal": ValueCheck(
+            "sinusoidal_positions",
+            ("sinusoidal",),
+            sinusoidal_case,
+            reference=sinusoidal,
+            what="sinusoidal_positions (an odd dim too)",
+        ),
+        "test_embed": EmbedCheck(
+            "embed",
+            ("embed",),
+            embed_case,
+            forward_ref=embed,
+            vjp_ref=embed_vjp,
+            what="embed: token and learned position embeddings, both tables' gradients",
+        ),
+    }
+
+
+CHECKS = checks()
