@@ -20,6 +20,7 @@ _MODULES = {
     "a3_networks": "torchlight_grader.checks.a3_networks",
     "a4_convolutions": "torchlight_grader.checks.a4_convolutions",
     "a5_attention": "torchlight_grader.checks.a5_attention",
+    "a8_inference": "torchlight_grader.checks.a8_inference",
 }
 
 
