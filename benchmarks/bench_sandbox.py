@@ -41,6 +41,7 @@ ASSIGNMENTS = (
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
+    "a8_inference",
 )
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 HIDDEN = re.compile(r"^### BEGIN HIDDEN TESTS.*?^### END HIDDEN TESTS\n?", re.M | re.S)

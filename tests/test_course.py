@@ -24,6 +24,7 @@ from submissions import (
     a3_networks,
     a4_convolutions,
     a5_attention,
+    a8_inference,
 )
 from submissions.catalog import Submission, build
 from submissions.pipeline import (
@@ -48,6 +49,7 @@ ASSIGNMENTS = (
     "a3_networks",
     "a4_convolutions",
     "a5_attention",
+    "a8_inference",
 )
 MODULES = (
     a1_functions,
@@ -57,6 +59,7 @@ MODULES = (
     a3_networks,
     a4_convolutions,
     a5_attention,
+    a8_inference,
 )
 CATALOG: list[Submission] = [s for module in MODULES for s in module.CATALOG]
 # Short timeouts keep the hazards cheap; the seed makes a failure reproducible.
@@ -165,11 +168,11 @@ def test_feedback_shows_messages_but_no_hidden_test_or_solution(graded: Graded) 
             assert "HiddenCheckFailed" in text and "NotImplementedError" in text, sub.student
 
 
-@pytest.mark.parametrize("module", [a1b_engine, a2b_strided], ids=lambda m: m.A)
+@pytest.mark.parametrize("module", [a1b_engine, a2b_strided, a8_inference], ids=lambda m: m.A)
 def test_answers_that_reach_for_the_librarys_own_code_are_flagged(
     graded: Graded, module: Any
 ) -> None:
-    """a1b and a2b: every answer that calls the library's engine or index arithmetic (by an
+    """a1b, a2b and a8: every answer that calls the library's engine, index arithmetic or sampler (by an
     imported name, a method, a name built at run time) is in the integrity findings; no honest
     answer or planted mistake is."""
     for sub in module.CATALOG:

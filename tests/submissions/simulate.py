@@ -29,6 +29,7 @@ from submissions import (  # noqa: E402
     a3_networks,
     a4_convolutions,
     a5_attention,
+    a8_inference,
 )
 from submissions.catalog import build  # noqa: E402
 from submissions.pipeline import (  # noqa: E402
@@ -48,6 +49,7 @@ CATALOGS = {
     "a3_networks": a3_networks.CATALOG,
     "a4_convolutions": a4_convolutions.CATALOG,
     "a5_attention": a5_attention.CATALOG,
+    "a8_inference": a8_inference.CATALOG,
 }
 WEIGHTS = {"solution": 6.0, "mistake": 3.0, "release": 1.0, "cheat": 0.5, "hazard": 0.5}
 

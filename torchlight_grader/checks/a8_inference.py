@@ -41,12 +41,12 @@ KV_CASES = [(13, 8, 2, 2, 0, 6), (11, 12, 3, 1, 7, 3), (17, 8, 2, 2, 0, 5), (9, 
 BLOCK_SIZE = 16
 
 
-def gpt_config(vocab: int, d_model: int, nhead: int, layers: int) -> dict[str, int]:
+def gpt_config(vocab: int, d_model: int, nhead: int, layers: int) -> dict[str, Any]:
     return {"vocab_size": vocab, "block_size": BLOCK_SIZE, "d_model": d_model, "nhead": nhead,
             "num_layers": layers}  # fmt: skip
 
 
-def gpt_state(rng: np.random.Generator, config: dict[str, int]) -> dict[str, np.ndarray]:
+def gpt_state(rng: np.random.Generator, config: dict[str, Any]) -> dict[str, np.ndarray]:
     """Random weights for every entry of the library GPT's state dict (the head tied to the
     token embedding, as the GPT ties them), large enough that attention is far from uniform."""
     import torchlight as tl
@@ -60,7 +60,7 @@ def gpt_state(rng: np.random.Generator, config: dict[str, int]) -> dict[str, np.
     return state
 
 
-def gpt_model(config: dict[str, int], state: dict[str, np.ndarray]) -> Any:
+def gpt_model(config: dict[str, Any], state: dict[str, np.ndarray]) -> Any:
     import torchlight as tl
 
     model = tl.nn.GPT(**config)
@@ -73,7 +73,8 @@ def prefix_cache(model: Any, tokens: list[int]) -> dict[str, list[np.ndarray]]:
     import torchlight as tl
     from torchlight.nn import functional as F
 
-    keys, values = [], []
+    keys: list[np.ndarray] = []
+    values: list[np.ndarray] = []
     with tl.no_grad():
         x = model.token_embedding(tl.tensor([tokens])) + model.position(tl.tensor([tokens]))
         for i in range(model.num_layers):
@@ -81,7 +82,10 @@ def prefix_cache(model: Any, tokens: list[int]) -> dict[str, list[np.ndarray]]:
             attn, e = block.attn, block.attn.embed_dim
             h = block.ln1(x)
             for j, out in ((1, keys), (2, values)):
-                w, b = attn.in_proj_weight[j * e : (j + 1) * e], attn.in_proj_bias[j * e : (j + 1) * e]
+                w, b = (
+                    attn.in_proj_weight[j * e : (j + 1) * e],
+                    attn.in_proj_bias[j * e : (j + 1) * e],
+                )
                 t = F.linear(h, w, b).reshape(1, len(tokens), attn.num_heads, attn.head_dim)
                 out.append(t.transpose(1, 2).numpy().copy())
             x = block(x)
@@ -240,7 +244,9 @@ class DrawsCheck(Check):
         return None
 
     def passed(self, cases: Any) -> str:
-        return f"{self.what}: the same {cases[0].args[2]} draws as the reference, {len(cases)} seeds."
+        return (
+            f"{self.what}: the same {cases[0].args[2]} draws as the reference, {len(cases)} seeds."
+        )
 
 
 # -------------------------------------------------------------------------- quantization
@@ -280,7 +286,9 @@ class TypedCheck(ValueCheck):
         trial = f"on inputs ({case.describe()})"
         exp, got = expected["value"], received.get("value") or ()
         if received.get("count") != len(exp):
-            return f"{self.entry} must return {len(exp)} value(s), got {received.get('count')} {trial}"
+            return (
+                f"{self.entry} must return {len(exp)} value(s), got {received.get('count')} {trial}"
+            )
         for k, (e, g, dtype) in enumerate(zip(exp, got, self.dtypes, strict=True)):
             what = f"value {k} of {self.entry}" if len(exp) > 1 else f"the result of {self.entry}"
             if received["dtypes"][k] != dtype:
@@ -450,7 +458,9 @@ class CheckpointCheck(FunctionCheck):
             return problem
         calls, saved = received.get("calls") or {}, received.get("saved") or []
         if not all(saved) or received.get("extra"):
-            kept = [f"saved tensor {i} (not one of the inputs)" for i, s in enumerate(saved) if not s]
+            kept = [
+                f"saved tensor {i} (not one of the inputs)" for i, s in enumerate(saved) if not s
+            ]
             kept += [f"ctx.{name}" for name in received.get("extra") or []]
             return (f"{self.entry} keeps {', '.join(kept)}: a checkpoint saves only its inputs "
                     "and recomputes the block's activations in backward (that is the memory "
@@ -463,12 +473,15 @@ class CheckpointCheck(FunctionCheck):
 
 
 # ------------------------------------------------------------------------------ authorship
-LIBRARY = {"generate"}  # the library's own sampler (torchlight.train.generate)
+#: The library's own sampler (torchlight.train.generate) and checkpoint (torchlight.utils).
+LIBRARY = {"generate", "checkpoint", "CheckpointFunction"}
 
 
 def library_sampler(sources: Iterable[str]) -> list[str]:
-    """One line if the student code reaches for the library's sampler (``generate`` imported
-    from torchlight, ``torchlight.train.generate``, or named through ``getattr``)."""
+    """One line if the student code reaches for the library's sampler or checkpoint
+    (``generate`` or ``checkpoint`` imported from torchlight, ``torchlight.train`` or
+    ``torchlight.utils.checkpoint`` imported, an attribute of those names, or named through
+    ``getattr``)."""
     found: list[str] = []
     for source in sources:
         try:
@@ -481,7 +494,7 @@ def library_sampler(sources: Iterable[str]) -> list[str]:
                           if a.name in LIBRARY | {"*"}]  # fmt: skip
             elif isinstance(node, ast.Import):
                 found += [f"imports {a.name}" for a in node.names
-                          if a.name.startswith("torchlight.train")]  # fmt: skip
+                          if a.name.startswith(("torchlight.train", "torchlight.utils"))]  # fmt: skip
             elif isinstance(node, ast.Attribute) and node.attr in LIBRARY:
                 found.append(f"uses .{node.attr}")
             elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
@@ -490,8 +503,8 @@ def library_sampler(sources: Iterable[str]) -> list[str]:
                 found.append(f"names {node.args[1].value!r} through getattr")
     if not found:
         return []
-    return [f"reaches for the library's sampler ({', '.join(dict.fromkeys(found))}): review by "
-            "hand whether the student wrote it"]  # fmt: skip
+    return [f"reaches for the library's sampler or checkpoint ({', '.join(dict.fromkeys(found))}): "
+            "review by hand whether the student wrote them"]  # fmt: skip
 
 
 FINDINGS = library_sampler

@@ -1,6 +1,6 @@
 """The homework for a learner without a course: ``make homework`` and ``make homework-check``.
 
-``release`` writes the student versions of the course's assignments (a1, a1b, a2, a2b, a3-a5), made by nbgrader's
+``release`` writes the student versions of the course's assignments (a1, a1b, a2, a2b, a3-a5, a8), made by nbgrader's
 ``generate_assignment`` from ``assignments/source``, into a learner's folder (``homework/`` by
 default, not committed), one folder per assignment, with the ``torchlight`` kernel. A notebook
 already there is never overwritten: it is the learner's work.
@@ -57,7 +57,7 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db") + "
 '''
 
 INSTRUCTIONS = """\
-# Your homework: the torchlight course's seven assignments
+# Your homework: the torchlight course's eight assignments
 
 Each folder holds one assignment's notebook, as a student of the course receives it (no
 solutions, no hidden tests). It is yours: `make homework` never overwrites it (delete a
@@ -72,7 +72,7 @@ notebook, then run `make homework` again, to start that assignment over).
 4. When the visible tests pass, grade your work with the **hidden tests**, from any terminal
    (JupyterLab's too: File > New > Terminal):
 
-       make -C {root} homework-check A=a1{folder}   # a1, a1b, a2, a2b, a3 ... a5
+       make -C {root} homework-check A=a1{folder}   # a1, a1b, a2, a2b, a3 ... a5, a8
 
    It grades your saved notebook (save first!) as the course would, prints the score of every
    test and writes the feedback page (each failing test's message, never its code) to
@@ -143,7 +143,7 @@ def find_assignment(into: Path, name: str) -> str:
     matches = [n for n in names if n == name or n.split("_")[0] == name]
     if len(matches) != 1:
         raise SystemExit(
-            f"homework-check: expected one of {', '.join(names)} (or a1, a1b, a2, a2b, a3 ... a5), got {name!r}"
+            f"homework-check: expected one of {', '.join(names)} (or a1, a1b, a2, a2b, a3 ... a5, a8), got {name!r}"
         )
     return matches[0]
 
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     into = Path(args.into).resolve()
     if args.command == "check":
         if not args.assignment:
-            parser.error("check needs an assignment: a1, a1b, a2, a2b, a3 ... a5")
+            parser.error("check needs an assignment: a1, a1b, a2, a2b, a3 ... a5, a8")
         return check(into, args.assignment)
     written = release(into)
     for path in written:

@@ -35,7 +35,9 @@ def _plain(value: Any) -> tuple[Any, str]:
     return f"<{type(value).__name__}>", type(value).__name__
 
 
-def run(spec: dict[str, Any], obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+def run(
+    spec: dict[str, Any], obj: Any, namespace: dict[str, Any], case: dict[str, Any]
+) -> dict[str, Any]:
     """Call the student's answer ``obj`` for one trial of ``spec``'s runner; return its raw
     outputs."""
     import importlib
@@ -78,9 +80,10 @@ def _token(value: Any) -> Any:
 
 def _kv_cache(step: Any, cache_class: Any, case: dict[str, Any], raw: Any) -> dict[str, Any]:
     import torchlight as tl
+    from torchlight import nn
 
     config, state, prefix, tokens = case["args"]
-    model = tl.nn.GPT(**config)
+    model = nn.GPT(**config)
     model.load_state_dict({name: tl.tensor(array) for name, array in state.items()})
     model.eval()
     cache = cache_class(config["num_layers"])
@@ -124,7 +127,7 @@ def _checkpoint(checkpoint: Any, case: dict[str, Any], runners: Any) -> dict[str
     ctx = getattr(history, "ctx", None)
     saved = [any(s is a for a in args) for s in getattr(ctx, "_saved", ())]
     extra = []
-    for name, value in (vars(ctx).items() if ctx is not None else ()):
+    for name, value in vars(ctx).items() if ctx is not None else ():
         if name in ("forward_args", "_saved", "_versions"):
             continue
         values = value if isinstance(value, list | tuple) else [value]
