@@ -34,6 +34,7 @@ TUTORIALS = [
     "05_convolutions",
     "06_attention_and_transformers",
     "07_recurrent_networks",
+    "09_inference_and_efficiency",
 ]
 
 #: The headings of the published docs page "Tutorial 2: Autograd", in order
