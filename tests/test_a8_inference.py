@@ -119,7 +119,8 @@ def test_the_inference_notebooks_library_has_no_sampler_and_no_checkpoint() -> N
         "model = tl.nn.GPT(vocab_size=5, block_size=4, d_model=8, nhead=2, num_layers=1)\n"
         "x = tl.randn(2, 3, requires_grad=True)\n"
         "for call in (lambda: generate(model, [1], 1, 4),\n"
-        "             lambda: checkpoint(lambda t: t.tanh(), x).sum().backward()):\n"
+        "             lambda: checkpoint(lambda t: t.tanh(), x).sum().backward(),\n"
+        "             lambda: tl.amp.GradScaler().update()):\n"
         "    try:\n"
         "        call()\n"
         "    except RuntimeError as exc:\n"
@@ -132,6 +133,7 @@ def test_the_inference_notebooks_library_has_no_sampler_and_no_checkpoint() -> N
     assert run.stdout.splitlines() == [
         "write it yourself: generate",
         "write it yourself: CheckpointFunction",
+        "write it yourself: GradScaler.update",
         "(1, 2, 5)",
         "(2, 3)",
     ], run.stdout + run.stderr
@@ -144,6 +146,8 @@ def test_the_findings_name_the_librarys_sampler_and_checkpoint() -> None:
         "import torchlight.utils.checkpoint": "imports torchlight.utils.checkpoint",
         "tl.utils.checkpoint.checkpoint(f, x)": "uses .checkpoint",
         "getattr(module, 'generate')": "names 'generate' through getattr",
+        "from torchlight.amp import GradScaler": "imports GradScaler",
+        "scaler = tl.amp.GradScaler()": "uses .GradScaler",
     }.items():
         lines = checks.library_sampler([source])
         assert len(lines) == 1 and words in lines[0], (source, lines)

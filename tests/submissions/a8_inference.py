@@ -200,6 +200,6 @@ CATALOG = [
 
 #: What the integrity report says of the answers that reach for the library's sampler.
 FLAGGED = {
-    "library-sampler": "reaches for the library's sampler or checkpoint (imports generate from",
-    "library-checkpoint": "reaches for the library's sampler or checkpoint (imports checkpoint",
+    "library-sampler": "reaches for the library's sampler, checkpoint or loss scaler (imports generate",
+    "library-checkpoint": "reaches for the library's sampler, checkpoint or loss scaler (imports checkpoint",
 }

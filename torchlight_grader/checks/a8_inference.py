@@ -473,8 +473,9 @@ class CheckpointCheck(FunctionCheck):
 
 
 # ------------------------------------------------------------------------------ authorship
-#: The library's own sampler (torchlight.train.generate) and checkpoint (torchlight.utils).
-LIBRARY = {"generate", "checkpoint", "CheckpointFunction"}
+#: The library's own sampler (torchlight.train.generate), checkpoint (torchlight.utils) and
+#: loss scaler (torchlight.amp).
+LIBRARY = {"generate", "checkpoint", "CheckpointFunction", "GradScaler"}
 
 
 def library_sampler(sources: Iterable[str]) -> list[str]:
@@ -493,8 +494,8 @@ def library_sampler(sources: Iterable[str]) -> list[str]:
                 found += [f"imports {a.name} from {node.module}" for a in node.names
                           if a.name in LIBRARY | {"*"}]  # fmt: skip
             elif isinstance(node, ast.Import):
-                found += [f"imports {a.name}" for a in node.names
-                          if a.name.startswith(("torchlight.train", "torchlight.utils"))]  # fmt: skip
+                found += [f"imports {a.name}" for a in node.names if a.name.startswith(
+                    ("torchlight.train", "torchlight.utils", "torchlight.amp"))]  # fmt: skip
             elif isinstance(node, ast.Attribute) and node.attr in LIBRARY:
                 found.append(f"uses .{node.attr}")
             elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
@@ -503,7 +504,8 @@ def library_sampler(sources: Iterable[str]) -> list[str]:
                 found.append(f"names {node.args[1].value!r} through getattr")
     if not found:
         return []
-    return [f"reaches for the library's sampler or checkpoint ({', '.join(dict.fromkeys(found))}): "
+    return [f"reaches for the library's sampler, checkpoint or loss scaler "
+            f"({', '.join(dict.fromkeys(found))}): "
             "review by hand whether the student wrote them"]  # fmt: skip
 
 

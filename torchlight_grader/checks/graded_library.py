@@ -82,7 +82,11 @@ GRADED_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "torchlight.backends.strided.backend:StridedBackend.zip",
         "torchlight.backends.strided.backend:StridedBackend.reduce",
     ),
-    "a8_inference": ("torchlight.train.generate:generate",),  # the library's sampler
+    "a8_inference": (  # the library's sampler and its loss scaler's unscaling and update
+        "torchlight.train.generate:generate",
+        "torchlight.amp:GradScaler.unscale_",
+        "torchlight.amp:GradScaler.update",
+    ),
 }
 
 #: Packages of the environment no hidden check needs that carry an autograd of their own.
