@@ -256,8 +256,8 @@ def histograms(panels):
 small = int(np.argmin(np.abs(weight).max(axis=1)))
 histograms([
     histogram(weight[small], 24, "#1a73e8", f"row {small}: float weights"),
-    histogram(q[small], np.arange(-127.5, 128.5, 8), "#d93025", "int8 codes, one scale"),
-    histogram(rows[small][0], np.arange(-127.5, 128.5, 8), "#188038", "int8 codes, its own scale"),
+    histogram(q[small], np.arange(-128, 129, 8), "#d93025", "int8 codes, one scale"),
+    histogram(rows[small][0], np.arange(-128, 129, 8), "#188038", "int8 codes, its own scale"),
 ])  # fmt: skip
 
 # %% [markdown]
