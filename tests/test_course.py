@@ -39,7 +39,9 @@ from submissions.pipeline import (
     submit,
 )
 
-pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
+# The shared fixture grades every catalog submission of every assignment (~110 students): 9 min
+# at load 7-8 on 2 cores, past pytest-timeout's default of 600 s for the first test.
+pytestmark = [pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ASSIGNMENTS = (
     "a1_functions",
