@@ -139,6 +139,23 @@ def test_the_inference_notebooks_library_has_no_sampler_and_no_checkpoint() -> N
     ], run.stdout + run.stderr
 
 
+def test_the_checkpoints_backward_may_drive_autograd_in_a8_only() -> None:
+    """A checkpoint recomputes with a graph by design: the structure check that flags a
+    backward driving autograd leaves a8's Checkpoint alone, and flags the same class elsewhere."""
+    from torchlight_grader.checks.structure import library_autograd
+
+    source = jupytext.read(SOURCE)
+    answer = next(
+        c.source
+        for c in source.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "checkpoint"
+    )
+    assert library_autograd([answer], registry.autograd_backwards("a8_inference")) == []
+    assert registry.autograd_backwards("a5_attention") == frozenset()
+    (line,) = library_autograd([answer], registry.autograd_backwards("a5_attention"))
+    assert "Checkpoint.backward drives torchlight's own autograd" in line
+
+
 def test_the_findings_name_the_librarys_sampler_and_checkpoint() -> None:
     for source, words in {
         "from torchlight.train.generate import generate": "imports generate",

@@ -182,8 +182,11 @@ def test_answers_that_reach_for_the_librarys_own_code_are_flagged(
         if sub.name in module.FLAGGED:
             assert module.FLAGGED[sub.name] in findings, (sub.name, findings)
         else:
-            for words in ("reaches for", "called a part of torchlight"):
-                assert words not in findings, (sub.name, findings)
+            words = ("reaches for", "called a part of torchlight")
+            if module is a8_inference:  # its Checkpoint's backward recomputes, by design
+                words += ("drives torchlight's own autograd",)
+            for word in words:
+                assert word not in findings, (sub.name, findings)
 
 
 def _assert_no_secrets(text: str, source_nb: Any, where: str, solutions: bool = True) -> None:

@@ -511,6 +511,10 @@ def library_sampler(sources: Iterable[str]) -> list[str]:
 
 FINDINGS = library_sampler
 
+#: A checkpoint's backward runs its block again with a graph and backpropagates through it:
+#: the structure check's "drives torchlight's own autograd" does not apply to it.
+AUTOGRAD_BACKWARDS = ("Checkpoint",)
+
 
 CHECKS: dict[str, Check] = {
     "test_kv_cache": KVCacheCheck(

@@ -50,6 +50,17 @@ def findings(notebook: str, sources: Iterable[str]) -> list[str]:
     return list(flag(sources)) if flag is not None else []
 
 
+def autograd_backwards(notebook: str) -> frozenset[str]:
+    """The classes whose ``backward`` ``notebook`` asks to drive autograd (its check module's
+    ``AUTOGRAD_BACKWARDS``, if any): the structure check does not flag them."""
+    import importlib
+
+    name = _MODULES.get(notebook)
+    return frozenset(
+        getattr(importlib.import_module(name), "AUTOGRAD_BACKWARDS", ()) if name else ()
+    )
+
+
 def load_all() -> None:
     """Import every assignment's checks (the grader does this before any student code runs)."""
     for notebook in _MODULES:
