@@ -44,6 +44,7 @@ ASSIGNMENTS = (
     "a5_attention",
     "a6_tokens",
     "a7_gpt",
+    "a8_inference",
 )
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 HIDDEN = re.compile(r"^### BEGIN HIDDEN TESTS.*?^### END HIDDEN TESTS\n?", re.M | re.S)

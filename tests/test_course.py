@@ -27,6 +27,7 @@ from submissions import (
     a5_attention,
     a6_tokens,
     a7_gpt,
+    a8_inference,
 )
 from submissions.catalog import Submission, build
 from submissions.pipeline import (
@@ -41,7 +42,9 @@ from submissions.pipeline import (
     submit,
 )
 
-pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
+# The shared fixture grades every catalog submission of every assignment (~110 students): 9 min
+# at load 7-8 on 2 cores, past pytest-timeout's default of 600 s for the first test.
+pytestmark = [pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ASSIGNMENTS = (
     "a1_functions",
@@ -54,6 +57,7 @@ ASSIGNMENTS = (
     "a5_attention",
     "a6_tokens",
     "a7_gpt",
+    "a8_inference",
 )
 MODULES = (
     a1_functions,
@@ -66,6 +70,7 @@ MODULES = (
     a5_attention,
     a6_tokens,
     a7_gpt,
+    a8_inference,
 )
 CATALOG: list[Submission] = [s for module in MODULES for s in module.CATALOG]
 # Short timeouts keep the hazards cheap; the seed makes a failure reproducible.
@@ -175,22 +180,27 @@ def test_feedback_shows_messages_but_no_hidden_test_or_solution(graded: Graded) 
 
 
 @pytest.mark.parametrize(
-    "module", [a1b_engine, a2b_strided, a2c_kernels, a6_tokens, a7_gpt], ids=lambda m: m.A
+    "module",
+    [a1b_engine, a2b_strided, a2c_kernels, a6_tokens, a7_gpt, a8_inference],
+    ids=lambda m: m.A,
 )
 def test_answers_that_reach_for_the_librarys_own_code_are_flagged(
     graded: Graded, module: Any
 ) -> None:
-    """a1b, a2b, a2c, a6 and a7: every answer that calls the library's engine, index
-    arithmetic, kernels, tokenizer, attention or AdamW (by an imported name, a method, a name
-    built at run time; a2c: numpy's product from numba.objmode) is in the integrity findings; no
-    honest answer or planted mistake is."""
+    """a1b, a2b, a2c, a6, a7 and a8: every answer that calls the library's engine, index
+    arithmetic, kernels, tokenizer, attention, AdamW or sampler (by an imported name, a method, a
+    name built at run time; a2c: numpy's product from numba.objmode) is in the integrity
+    findings; no honest answer or planted mistake is."""
     for sub in module.CATALOG:
         findings = " ".join(_autograded(graded.course, sub).metadata["torchlight"]["findings"])
         if sub.name in module.FLAGGED:
             assert module.FLAGGED[sub.name] in findings, (sub.name, findings)
         else:
-            for words in ("reaches for", "called a part of torchlight"):
-                assert words not in findings, (sub.name, findings)
+            words = ("reaches for", "called a part of torchlight")
+            if module is a8_inference:  # its Checkpoint's backward recomputes, by design
+                words += ("drives torchlight's own autograd",)
+            for word in words:
+                assert word not in findings, (sub.name, findings)
 
 
 def _assert_no_secrets(text: str, source_nb: Any, where: str, solutions: bool = True) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
-from submissions import a1b_engine, a2b_strided
+from submissions import a1b_engine, a2b_strided, a8_inference
 from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS, TEX_MARK
 from submissions.catalog import build
 from submissions.pipeline import (
@@ -47,14 +47,16 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix)
 A = "a1_functions"
 BATCH = [HONEST[0], *ATTACKS, HONEST[1]]
-#: Answers that hand what a1b and a2b grade back to the library (a1b's engine by name and by a
-#: name built at run time; a2b's to_index, and its contiguous() through the library's map),
-#: graded in the same run: nothing for those items, flagged, in both deployments.
+#: Answers that hand what a1b, a2b and a8 grade back to the library (a1b's engine by name and by
+#: a name built at run time; a2b's to_index, and its contiguous() through the library's map; a8's
+#: sampler and checkpoint), graded in the same run: nothing for those items, flagged, in both
+#: deployments.
 LIBRARY_USE = [
     *(s for s in a1b_engine.CATALOG if s.name in ("library-backward", "library-by-another-name")),
     *(s for s in a2b_strided.CATALOG if s.name in ("library-to-index", "library-contiguous")),
+    *(s for s in a8_inference.CATALOG if s.name in ("library-sampler", "library-checkpoint")),
 ]
-MODULES = {a1b_engine.A: a1b_engine, a2b_strided.A: a2b_strided}
+MODULES = {a1b_engine.A: a1b_engine, a2b_strided.A: a2b_strided, a8_inference.A: a8_inference}
 OUTPUTS = {
     "autograded",
     "feedback",
@@ -269,7 +271,7 @@ def test_attackers_gain_nothing_and_honest_grades_are_exact(batch: Batch) -> Non
 def test_answers_calling_the_librarys_own_code_score_nothing_for_it_and_are_flagged(
     batch: Batch,
 ) -> None:
-    """a1b and a2b: what the notebook grades is not in the hidden checks' library in either
+    """a1b, a2b and a8: what the notebook grades is not in the hidden checks' library in either
     deployment: the items that use the library's engine or index arithmetic score zero, the
     others keep their points, and the integrity report names each (a name built at run time by
     its effect)."""

@@ -86,6 +86,7 @@ def test_site_builds_and_has_every_page(site):
         "index", "install", "tutorials/index", "tutorials/01_tensors", "tutorials/02_autograd",
         "tutorials/03_neural_networks", "tutorials/04_backends_and_gpu", "tutorials/05_convolutions",
         "tutorials/06_attention_and_transformers", "tutorials/07_recurrent_networks",
+        "tutorials/09_inference_and_efficiency",
         "autograd", "api/index", "backends", "course", "pytorch", "changelog", "search",
     ):  # fmt: skip
         assert (site / f"{page}.html").exists(), f"{page}.html was not built"

@@ -36,6 +36,7 @@ ASSIGNMENTS = (
     "a5_attention",
     "a6_tokens",
     "a7_gpt",
+    "a8_inference",
     "a9_capstone",
 )
 TOOL = [sys.executable, "-m", "torchlight_grader.course.homework"]
@@ -125,6 +126,29 @@ def test_check_grades_the_learners_copy_with_the_hidden_tests(
     assert not [line for line in hidden if line in page]
 
 
+def test_check_grades_a8_with_its_hidden_tests(homework: Path) -> None:
+    """`make homework-check A=a8`: the released inference notebook scores 0 and is "not
+    started"; with the course's solution typed in, every hidden test passes."""
+    name = "a8_inference"
+    mine = homework / name / f"{name}.ipynb"
+    released = mine.read_text()
+    out = _check(homework, "a8")
+    got = re.search(r"a8_inference: (\S+) / (\S+) points", out)
+    assert got and float(got[1]) == 0 and float(got[2]) == 13 and "not started" in out, out
+    source = nbformat.read(homework / ".grader" / "source" / name / f"{name}.ipynb", 4)
+    release = nbformat.read(mine, as_version=4)
+    solved = build(Submission(name="me", assignment=name, kind="solution", base="solution"),
+                   source, release)  # fmt: skip
+    nbformat.write(solved, mine)
+    try:
+        out = _check(homework, "a8")
+    finally:
+        mine.write_text(released)
+    got = re.search(r"a8_inference: (\S+) / (\S+) points", out)
+    assert got and float(got[1]) == float(got[2]) == 13, out
+    assert "every hidden test passed" in out and "FAIL" not in out
+
+
 def test_check_finds_each_assignment_by_its_short_name(tmp_path: Path) -> None:
     """`homework-check A=a1` is assignment 1, `A=a1b` the engine, `A=a2b` the strided tensor,
     `A=a2c` the fast kernels (a short name is not a prefix match),
@@ -133,11 +157,13 @@ def test_check_finds_each_assignment_by_its_short_name(tmp_path: Path) -> None:
 
     assert [tool.find_assignment(tmp_path, n) for n in ("a1", "a1b", "a2")] == list(ASSIGNMENTS[:3])
     assert tool.find_assignment(tmp_path, "a1b_engine") == "a1b_engine"
+    assert tool.find_assignment(tmp_path, "a8") == "a8_inference"
     assert tool.find_assignment(tmp_path, "a2c") == "a2c_kernels"
+    assert tool.find_assignment(tmp_path, "a9") == "a9_capstone"
     with pytest.raises(
         SystemExit, match=r"a1_functions, a1b_engine, a2_broadcasting, a2b_strided, a2c_kernels"
     ):
-        tool.find_assignment(tmp_path, "a9")
+        tool.find_assignment(tmp_path, "a10")
 
 
 def _tool(*args: str) -> subprocess.CompletedProcess[str]:

@@ -35,6 +35,7 @@ TUTORIALS = [
     "06_attention_and_transformers",
     "07_recurrent_networks",
     "08_language_models",
+    "09_inference_and_efficiency",
 ]
 
 #: The headings of the published docs page "Tutorial 2: Autograd", in order

@@ -32,6 +32,7 @@ from submissions import (  # noqa: E402
     a5_attention,
     a6_tokens,
     a7_gpt,
+    a8_inference,
 )
 from submissions.catalog import build  # noqa: E402
 from submissions.pipeline import (  # noqa: E402
@@ -54,6 +55,7 @@ CATALOGS = {
     "a5_attention": a5_attention.CATALOG,
     "a6_tokens": a6_tokens.CATALOG,
     "a7_gpt": a7_gpt.CATALOG,
+    "a8_inference": a8_inference.CATALOG,
 }
 WEIGHTS = {"solution": 6.0, "mistake": 3.0, "release": 1.0, "cheat": 0.5, "hazard": 0.5}
 

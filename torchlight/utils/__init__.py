@@ -1,5 +1,6 @@
-"""``torch.utils``'s counterpart: :mod:`torchlight.utils.data` (Dataset, DataLoader, samplers)."""
+"""``torch.utils``'s counterpart: :mod:`torchlight.utils.data` (Dataset, DataLoader, samplers)
+and :mod:`torchlight.utils.checkpoint` (activation checkpointing)."""
 
-from torchlight.utils import data
+from torchlight.utils import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]

@@ -58,6 +58,7 @@ GRADED: dict[str, tuple[str, ...]] = {
         "LogSoftmaxFunction",
         "LSTMCellFunction",
     ),
+    "a8_inference": ("CheckpointFunction",),  # torchlight.utils.checkpoint's recomputing backward
 }
 
 #: notebook -> the library's own functions (``module:name``) the notebook asks students to
@@ -117,6 +118,11 @@ GRADED_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "torchlight.optim.lr_scheduler:CosineAnnealingLR.get_lr",
         "torchlight.nn.utils.clip_grad:clip_grad_norm_",
     ),
+    "a8_inference": (  # the library's sampler and its loss scaler's unscaling and update
+        "torchlight.train.generate:generate",
+        "torchlight.amp:GradScaler.unscale_",
+        "torchlight.amp:GradScaler.update",
+    ),
 }
 
 #: notebook -> files of the package (relative to it) left out of that notebook's copy: the
@@ -164,6 +170,7 @@ def library_functions() -> dict[str, list[type]]:
     import torchlight
     import torchlight.nn
     import torchlight.ops  # noqa: F401 - where the Functions live (imported for their classes)
+    import torchlight.utils  # noqa: F401 - (torchlight.utils.checkpoint's Function too)
     from torchlight.autograd import Function
 
     found: dict[str, list[type]] = {}

@@ -23,6 +23,7 @@ _MODULES = {
     "a5_attention": "torchlight_grader.checks.a5_attention",
     "a6_tokens": "torchlight_grader.checks.a6_tokens",
     "a7_gpt": "torchlight_grader.checks.a7_gpt",
+    "a8_inference": "torchlight_grader.checks.a8_inference",
     "a9_capstone": "torchlight_grader.checks.a9_capstone",
 }
 
@@ -51,6 +52,17 @@ def findings(notebook: str, sources: Iterable[str]) -> list[str]:
     name = _MODULES.get(notebook)
     flag = getattr(importlib.import_module(name), "FINDINGS", None) if name else None
     return list(flag(sources)) if flag is not None else []
+
+
+def autograd_backwards(notebook: str) -> frozenset[str]:
+    """The classes whose ``backward`` ``notebook`` asks to drive autograd (its check module's
+    ``AUTOGRAD_BACKWARDS``, if any): the structure check does not flag them."""
+    import importlib
+
+    name = _MODULES.get(notebook)
+    return frozenset(
+        getattr(importlib.import_module(name), "AUTOGRAD_BACKWARDS", ()) if name else ()
+    )
 
 
 def load_all() -> None:

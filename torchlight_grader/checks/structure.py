@@ -107,9 +107,12 @@ def _dump(nodes: list[ast.expr]) -> list[str]:
 REEVALUATES = {"forward", "apply"}
 
 
-def library_autograd(sources: Iterable[str]) -> list[str]:
+def library_autograd(sources: Iterable[str], allowed: Iterable[str] = ()) -> list[str]:
     """One line per ``backward`` in ``sources`` that drives autograd itself (directly or through
-    functions of the same code that it calls by name)."""
+    functions of the same code that it calls by name), except the backward of the classes in
+    ``allowed``: those a notebook asks to drive autograd (a8's ``Checkpoint`` recomputes its
+    forward with a graph, by design)."""
+    allowed = set(allowed)
     defs: dict[str, list[ast.AST]] = {}
     backwards: list[tuple[str, ast.AST]] = []
     for source in sources:
@@ -121,7 +124,7 @@ def library_autograd(sources: Iterable[str]) -> list[str]:
                 name = getattr(node, "name", "<lambda>")
                 defs.setdefault(name, []).append(node)
             if isinstance(node, ast.ClassDef):
-                for item in node.body:
+                for item in node.body if node.name not in allowed else ():
                     if isinstance(item, ast.FunctionDef) and item.name == "backward":
                         backwards.append((node.name, item))
     lines = []

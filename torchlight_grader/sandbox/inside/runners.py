@@ -21,6 +21,8 @@ Runners:
   items' paired timings (:mod:`kernels`);
 - the language models' items: tokenizers, graphs with the grader's stand-ins for other
   answers, batches of scalar calls, lists of gradients, a GPT's training (:mod:`language`);
+- inference and efficiency (a8): a KV cache on the library's GPT, seeded draws, typed arrays,
+  a mixed-precision step, a checkpointing Function (:mod:`inference`);
 - ``recipe``: the capstone's training recipe on a tiny GPT, its weights returned (:mod:`recipe`).
 """
 
@@ -173,6 +175,13 @@ def run(spec: dict[str, Any], namespace: dict[str, Any], case: dict[str, Any]) -
 
         language = importlib.import_module(f"{__package__}.language" if __package__ else "language")
         return language.run(spec, obj, namespace, case)
+    if runner in ("kv_cache", "draws", "arrays", "mixed_precision", "checkpoint"):
+        import importlib  # the sandbox runs this file as `runners`, the grader as a submodule
+
+        inference = importlib.import_module(
+            f"{__package__}.inference" if __package__ else "inference"
+        )
+        return inference.run(spec, obj, namespace, case)
     if runner in ("topological_sort", "backpropagate", "central_difference"):
         import importlib  # the sandbox runs this file as `runners`, the grader as a submodule
 
