@@ -732,7 +732,8 @@ def test_a_grader_installed_in_the_environment_is_masked(monkeypatch: pytest.Mon
 
 def test_answers_calling_the_librarys_own_a5_functions_are_flagged() -> None:
     """a5 asks for ops the library has: an answer calling them is flagged for review, while no
-    solution cell of any assignment is (a7 builds on those ops by design: not scanned)."""
+    solution cell of any assignment is (a7, a8 and the capstone build on those ops by design:
+    not scanned)."""
     import jupytext
 
     from torchlight_grader.nbgrader.plugins import BUILDS_ON_THE_LIBRARY, BUILT_IN

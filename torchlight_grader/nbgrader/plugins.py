@@ -199,8 +199,10 @@ BUILT_IN = re.compile(
 )
 
 #: Notebooks whose answers build on the library's ops by design (a7 writes a transformer from
-#: softmax and layer_norm, differentiated by the library): BUILT_IN flags nothing there.
-BUILDS_ON_THE_LIBRARY = frozenset({"a7_gpt"})
+#: softmax and layer_norm, differentiated by the library; a8's KV cache runs the library's GPT
+#: layers, softmax included; the capstone's recipe trains the library's GPT): BUILT_IN flags
+#: nothing there.
+BUILDS_ON_THE_LIBRARY = frozenset({"a7_gpt", "a8_inference", "a9_capstone"})
 
 
 def course_paths(resources: dict[str, Any]) -> list[str]:
