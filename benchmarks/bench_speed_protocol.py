@@ -80,7 +80,9 @@ def grade_once(name: str, seed: int) -> tuple[int, str]:
         elif found:
             notes.append(found.group(1))
         else:
-            notes.append("wrong" if "disagreed" in message else message[:60].replace("\n", " "))
+            notes.append(
+                "wrong" if "no speed credit" in message else message[:60].replace("\n", " ")
+            )
     return points, "/".join(notes)
 
 

@@ -54,9 +54,11 @@ KINDS = ("contiguous", "permuted", "sliced", "broadcast", "mixed")
 
 #: The speed items' thresholds, as the notebook states them, and what a shared grading machine
 #: may do to a measurement before it is held (measured here beside other graders: the
-#: reference's spread reached 36% and its CPU share 16% at a load of 7 on 2 cores).
-MAP_SPEED = timing.Thresholds(full=1.25, partial=3.0)
-MATMUL_SPEED = timing.Thresholds(full=1.5, partial=3.0)
+#: reference's spread reached 36% and its CPU share 16% at a load of 7 on 2 cores; a kernel
+#: as fast as the reference measured up to 1.35x there, a serial one 1.14-1.27x: the full
+#: threshold leaves room for that noise, and the prange rule, not the time, tells serial apart).
+MAP_SPEED = timing.Thresholds(full=1.6, partial=3.0)
+MATMUL_SPEED = timing.Thresholds(full=1.6, partial=3.0)
 FAIRNESS = timing.Fairness(max_spread=0.5, min_share=0.1)
 THREADS = 2  # NUMBA_NUM_THREADS in the sandbox
 OBJECT_MODE = (
@@ -368,7 +370,7 @@ def checks() -> dict[str, Check]:
             what="tiled_matmul",
         ),  # fmt: skip
         "test_map_speed": speed_check(
-            "fast_map", "map", 1000, "partial", MAP_SPEED, "your fast_map", 9
+            "fast_map", "map", 1000, "partial", MAP_SPEED, "your fast_map", 11
         ),  # fmt: skip
         "test_map_fast": speed_check(
             "fast_map",
@@ -377,7 +379,7 @@ def checks() -> dict[str, Check]:
             "full",
             MAP_SPEED,
             "your fast_map",
-            9,
+            11,
             same_run_as="test_map_speed",
         ),  # fmt: skip
         "test_matmul_speed": speed_check(
