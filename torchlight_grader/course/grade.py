@@ -834,6 +834,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"\ninterrupted by {exc}: the workers and their sandboxes are stopped. {kept}. "
                   "Rerun `make course-grade` to grade the rest (only what is not graded yet).",
                   file=sys.stderr)  # fmt: skip
+            if exc.signum == signal.SIGINT:
+                # Ctrl-C ends the process by the signal, as Python itself does, so that make (or
+                # a shell) knows it was interrupted ("Interrupt"), not that the recipe failed.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGINT)
             return 128 + exc.signum
         print(f"the gradebook database stopped answering: {exc}\n{kept}. Rerun `make "
               "course-grade` when the database is back: only what is left is graded.",
