@@ -11,7 +11,7 @@
 #
 # In assignment 2b you wrote the strided loops in plain Python: correct, and about a thousand
 # times slower than numpy. Here you write them again as **compiled, parallel kernels** with
-# [Numba](https://numba.readthedocs.io): `@njit(parallel=True)` compiles a Python function to
+# [Numba](https://numba.readthedocs.io): the decorator `njit` with `parallel=True` compiles a Python function to
 # machine code the first time it is called, and a `prange` loop splits its iterations over the
 # CPU's cores. Tutorial 4 (*Writing kernels*) shows both.
 #
@@ -126,7 +126,7 @@ def seconds(kernel, *args, repeat=5):
 # (it need not be contiguous). The helpers above do the index arithmetic of 2b, compiled:
 # `position(ordinal, shape, strides)` and `broadcast_position(ordinal, out_shape, shape,
 # strides)`; `size(shape)` counts the elements. Each factory receives a compiled scalar
-# function `fn` and returns a kernel decorated with `@njit(parallel=True)` whose loop over the
+# function `fn` and returns a kernel decorated with `njit(parallel=True)` whose loop over the
 # output's elements is a `prange`:
 #
 # - `fast_map(fn)` returns `kernel(out, out_shape, out_strides, a, a_shape, a_strides)`:
@@ -244,7 +244,7 @@ self_check("a2c_kernels", "test_reduce", globals())
 # Split `out` into `TILE x TILE` tiles, one `prange` iteration per tile; each accumulates its
 # tile over blocks of `k`, so that the pieces of `a` and `b` it reads stay in the cache while
 # they are used. Sizes are not multiples of `TILE`: the last tiles are smaller. Decorate
-# `tiled_matmul` itself with `@njit(parallel=True)`. (Numba compiles numpy's `@` and
+# `tiled_matmul` itself with `njit(parallel=True)`. (Numba compiles numpy's `@` and
 # `np.dot` only with SciPy, which the grader's sandbox does not have: write the loops.)
 
 # %% nbgrader={"grade": false, "grade_id": "tiled_matmul", "locked": false, "schema_version": 3, "solution": true}
