@@ -45,6 +45,7 @@ from torchlight_grader.checks.a2b_strided import (
     values,
 )
 from torchlight_grader.checks.check import Case, Check
+from torchlight_grader.checks.structure import references
 
 # One scalar function per item: each one is one more compile (seconds) in every sandbox.
 MAP_OPS = {"softsign": lambda x: x / (1.0 + np.abs(x))}
@@ -284,40 +285,24 @@ LIBRARY = {"matmul_kernel", "map_kernels", "zip_kernels", "reduce_kernels", "_ma
 def library_kernels(sources: Iterable[str]) -> list[str]:
     """One line if the student code reaches for a kernel it should write, numpy's product (``@``,
     ``np.dot``, ``matmul``, ...), ``numba.objmode``, or the grader's clocks: an import or an
-    attribute of one of :data:`LIBRARY`, the ``@`` operator, or ``getattr`` with such a name."""
-    found: list[str] = []
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                ("torchlight.backends", "numpy", "numba", "time")
-            ):
-                found += [f"imports {a.name} from {node.module}" for a in node.names
-                          if a.name in LIBRARY | {"*"}]  # fmt: skip
-            elif isinstance(node, ast.Import):
-                found += [f"imports {a.name}" for a in node.names
-                          if a.name.startswith("torchlight.backends")]  # fmt: skip
-            elif isinstance(node, ast.Attribute) and node.attr in LIBRARY:
-                found.append(f"uses .{node.attr}")
-            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-                found.append("uses @")
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "getattr"
-                and len(node.args) > 1
-                and isinstance(node.args[1], ast.Constant)
-                and node.args[1].value in LIBRARY
-            ):
-                found.append(f"names {node.args[1].value!r} through getattr")
+    attribute of one of :data:`LIBRARY`, the ``@`` operator, or ``getattr`` with such a name
+    (:func:`~torchlight_grader.checks.structure.references`)."""
+    modules = ("torchlight.backends", "numpy", "numba", "time")
+    found = references(sources, LIBRARY, modules, extra=_product_or_backend)
     if not found:
         return []
     return [f"reaches for a kernel it should write, numpy's product or the grader's clocks "
-            f"({', '.join(dict.fromkeys(found))}): review by hand whether the student wrote "
-            "the kernels"]  # fmt: skip
+            f"({', '.join(found)}): review by hand whether the student wrote the kernels"]  # fmt: skip
+
+
+def _product_or_backend(node: ast.AST) -> str | None:
+    """The ``@`` operator, or ``import torchlight.backends...``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return "uses @"
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names if a.name.startswith("torchlight.backends")]
+        return ", ".join(f"imports {n}" for n in names) or None
+    return None
 
 
 FINDINGS = library_kernels

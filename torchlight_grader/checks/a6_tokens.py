@@ -18,7 +18,6 @@ and position tables: an answer that calls them scores nothing for that item.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ import numpy as np
 
 from torchlight_grader.checks.check import Case, Check
 from torchlight_grader.checks.kinds import FunctionCheck, ValueCheck
+from torchlight_grader.checks.structure import references
 
 SYLLABLES = ["th", "e", "an", "in", "er", "o", "re", "s", "t", "a", "ou", "ing", "l", "y", "w"]
 OTHER = ["é", "ü", "ñ", "naïve", "über", "中文", "日本", "🙂", "👍🏽", "Ω", "—", "…", "€5"]
@@ -302,34 +302,14 @@ LIBRARY = {
 def library_tokens(sources: Iterable[str]) -> list[str]:
     """The integrity findings of a notebook that reaches for the library's tokenizer,
     embedding or positions (an import of one of their names from torchlight, an attribute of
-    that name, ``getattr`` with it as a constant); the notebook's own ``Embedding`` class is
-    not one of them."""
-    found = []
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torchlight"):
-                found += [f"imports {a.name} from {node.module}" for a in node.names
-                          if a.name in LIBRARY | {"*"}]  # fmt: skip
-            elif isinstance(node, ast.Attribute) and node.attr in LIBRARY:
-                found.append(f"uses .{node.attr}")
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "getattr"
-                and len(node.args) > 1
-                and isinstance(node.args[1], ast.Constant)
-                and node.args[1].value in LIBRARY
-            ):
-                found.append(f"names {node.args[1].value!r} through getattr")
+    that name, ``getattr`` with it as a constant:
+    :func:`~torchlight_grader.checks.structure.references`); the notebook's own ``Embedding``
+    class is not one of them."""
+    found = references(sources, LIBRARY)
     if not found:
         return []
     return [f"reaches for the library's tokenizer, embedding or positions "
-            f"({', '.join(dict.fromkeys(found))}): review by hand whether the student wrote "
-            "them"]  # fmt: skip
+            f"({', '.join(found)}): review by hand whether the student wrote them"]  # fmt: skip
 
 
 FINDINGS = library_tokens

@@ -16,7 +16,6 @@ and the logits before the replaced part unchanged (a model that reads ahead fail
 
 from __future__ import annotations
 
-import ast
 import functools
 import math
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ import numpy as np
 
 from torchlight_grader.checks.check import Case, Check
 from torchlight_grader.checks.kinds import FunctionCheck, ValueCheck
+from torchlight_grader.checks.structure import references
 
 LN_EPS = 1e-5
 STEPS = 200  # the notebook's graded training run
@@ -349,33 +349,12 @@ LIBRARY = {
 def library_transformer(sources: Iterable[str]) -> list[str]:
     """The integrity findings of a notebook that reaches for the library's attention,
     transformer layers, optimizers or schedulers (by an imported name, an attribute, a
-    ``getattr`` with a constant)."""
-    found = []
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torchlight"):
-                found += [f"imports {a.name} from {node.module}" for a in node.names
-                          if a.name in LIBRARY | {"*"}]  # fmt: skip
-            elif isinstance(node, ast.Attribute) and node.attr in LIBRARY:
-                found.append(f"uses .{node.attr}")
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "getattr"
-                and len(node.args) > 1
-                and isinstance(node.args[1], ast.Constant)
-                and node.args[1].value in LIBRARY
-            ):
-                found.append(f"names {node.args[1].value!r} through getattr")
+    ``getattr`` with a constant: :func:`~torchlight_grader.checks.structure.references`)."""
+    found = references(sources, LIBRARY)
     if not found:
         return []
     return [f"reaches for the library's attention, transformer or optimizer "
-            f"({', '.join(dict.fromkeys(found))}): review by hand whether the student wrote "
-            "them"]  # fmt: skip
+            f"({', '.join(found)}): review by hand whether the student wrote them"]  # fmt: skip
 
 
 FINDINGS = library_transformer

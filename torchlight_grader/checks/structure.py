@@ -17,7 +17,7 @@ built at run time, ``eval`` of a string) is not covered: see assignments/README.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 AUTOGRAD_CALLS = {"backward", "requires_grad_", "enable_grad", "set_grad_enabled"}
 DYNAMIC = {"eval", "exec", "compile", "__import__"}
@@ -28,6 +28,40 @@ def _parse(source: str) -> ast.Module | None:
         return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def references(
+    sources: Iterable[str],
+    names: set[str],
+    modules: tuple[str, ...] = ("torchlight",),
+    extra: Callable[[ast.AST], str | None] | None = None,
+) -> list[str]:
+    """How the code in ``sources`` reaches for ``names``, each way once and in order: an import of
+    one of them (or ``*``) from a module under ``modules``, an attribute of that name, ``getattr``
+    with it as a constant; ``extra(node)`` names what else a notebook looks for (the ``@``
+    operator, say). The notebooks that ask students to write what the library has flag these
+    (a2c's kernels, a6's tokenizer, a7's attention and optimizers)."""
+    found: list[str] = []
+    for source in sources:
+        tree = _parse(source)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(modules):
+                found += [f"imports {a.name} from {node.module}" for a in node.names
+                          if a.name in names or a.name == "*"]  # fmt: skip
+            elif isinstance(node, ast.Attribute) and node.attr in names:
+                found.append(f"uses .{node.attr}")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "getattr"
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in names
+            ):
+                found.append(f"names {node.args[1].value!r} through getattr")
+            elif extra is not None and (more := extra(node)):
+                found.append(more)
+    return list(dict.fromkeys(found))
 
 
 def _name(node: ast.AST) -> str | None:
