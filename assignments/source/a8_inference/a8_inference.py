@@ -60,7 +60,7 @@ tl.manual_seed(0)
 #
 # - $x$ = `model.token_embedding.weight[token]` + `model.position.weight[position]`, where the
 #   new token's **position is the number of tokens already in the cache**, as a $(1, 1, d)$ tensor;
-# - for each `block = model._modules[f"block{i}"]`: $h$ = `block.ln1(x)`; the query, key and value
+# - for each block `model._modules[f"block{i}"]`: $h$ = `block.ln1(x)`; the query, key and value
 #   are the three $d$-row slices of `F.linear(h, attn.in_proj_weight, attn.in_proj_bias)`
 #   (`attn = block.attn`; queries first, then keys, then values), each split into heads as
 #   $(1, H, 1, d_h)$; append $k, v$ to the cache; attend with the one query over *all* cached
