@@ -58,6 +58,29 @@ def test_a_tensor_backward_does_need_still_refuses_an_in_place_change(fw):
         y.sum().backward()
 
 
+@pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.__name__)
+def test_version_counts_in_place_changes_shared_by_views(fw):
+    """``x._version`` (PyTorch's int) counts in-place changes of the storage, shared by every
+    view: torchlight makes the counter only when a view or a change first needs it (issue 38)."""
+    x = fw.tensor([1.0, 2.0, 3.0], dtype=fw.float64, requires_grad=True)
+    w = fw.tensor([4.0, 5.0, 6.0], dtype=fw.float64)
+    assert w._version == 0
+    y = w * x  # saves w before w has a view
+    row = w[1:]  # a view made after the save shares the storage's count
+    row.mul_(2)
+    assert (w._version, row._version) == (1, 1)
+    with pytest.raises(RuntimeError, match="modified by an in-?place operation"):
+        y.sum().backward()
+    e = x * 1.0
+    v = e.view(3)
+    e.add_(1)
+    e.add_(1)
+    assert (e._version, v._version, e.detach()._version) == (2, 2, 2)
+    f = x * 1.0
+    f.data = fw.zeros(3, dtype=fw.float64)  # a new storage: its own count
+    assert f._version == 0
+
+
 # ---------------------------------------------------------------- mark_non_differentiable
 def _sort_function(fw, calls):
     class Sort(fw.autograd.Function):

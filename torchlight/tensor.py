@@ -81,7 +81,7 @@ class Tensor(TensorOps):
     # What every tensor has; the rest (below) is set on the few that need it, such as leaves
     # with a gradient, and until then read from the class (a step makes dozens of tensors).
     __slots__ = (
-        "__dict__", "__weakref__", "_version", "backend", "history", "requires_grad", "shape",
+        "__dict__", "__weakref__", "_version_counter", "backend", "history", "requires_grad", "shape",
         "storage",
     )  # fmt: skip
     __array_priority__ = 1000  # numpy scalars defer to Tensor's operators
@@ -108,16 +108,29 @@ class Tensor(TensorOps):
         self.backend = backend
         self.history = history
         self.requires_grad = requires_grad
-        # How many in-place changes this storage has seen: shared by every view of it.
-        self._version = _Version() if version is None else version
+        # How many in-place changes this storage has seen, shared by every view of it: made by
+        # the first view or change (``_counter``); most tensors never need one.
+        self._version_counter = version
 
     # ------------------------------------------------------------------ properties
+    @property
+    def _counter(self) -> _Version:
+        """The storage's in-place counter, shared with its views, made when first asked for."""
+        if self._version_counter is None:
+            self._version_counter = _Version()
+        return self._version_counter
+
+    @property
+    def _version(self) -> int:
+        """How many in-place changes the storage has seen (PyTorch's ``x._version``)."""
+        return 0 if self._version_counter is None else self._version_counter.value
+
     @property
     def data(self) -> Tensor:
         """This tensor's elements as a tensor cut out of the graph, on the same storage (as in
         PyTorch): ``with tl.no_grad(): p.data -= lr * p.grad`` or ``p.data.sub_(...)`` update
         ``p``. Assigning a tensor (``p.data = other``) makes ``p`` use ``other``'s storage."""
-        return Tensor(self.storage, self.backend, version=self._version)
+        return Tensor(self.storage, self.backend, version=self._counter)
 
     @data.setter
     def data(self, value: Tensor) -> None:
@@ -127,7 +140,7 @@ class Tensor(TensorOps):
                 "tl.tensor(...)"
             )
         if value.storage is not self.storage:  # (``p.data -= g`` assigns p's own storage back)
-            self._version = _Version()
+            self._version_counter = None
         self.storage, self.shape, self.backend = value.storage, value.shape, value.backend
 
     def size(self, dim: int | None = None) -> Any:
@@ -297,7 +310,7 @@ class Tensor(TensorOps):
 
     def detach(self) -> Tensor:
         """A new tensor on the same storage, cut out of the graph (no history, no grad)."""
-        return Tensor(self.storage, self.backend, version=self._version)
+        return Tensor(self.storage, self.backend, version=self._counter)
 
     def clone(self) -> Tensor:
         """A copy into fresh storage that stays in the graph (gradients flow back through it)."""
@@ -426,7 +439,7 @@ class Tensor(TensorOps):
     def _view(self, shape: tuple[int, ...], *, copy_ok: bool) -> Tensor:
         out = self.backend.view(self.storage, shape)
         if out is not None:
-            return Tensor(out, self.backend, version=self._version)
+            return Tensor(out, self.backend, version=self._counter)
         if not copy_ok:
             raise RuntimeError(
                 f"view{shape}: the strides {self.stride()} of this {self.shape} tensor do not "
@@ -435,10 +448,10 @@ class Tensor(TensorOps):
         return self._new(self.backend.view(self.backend.contiguous(self.storage), shape))
 
     def _permute(self, dims: tuple[int, ...]) -> Tensor:
-        return Tensor(self.backend.permute(self.storage, dims), self.backend, version=self._version)
+        return Tensor(self.backend.permute(self.storage, dims), self.backend, version=self._counter)
 
     def _expand(self, shape: tuple[int, ...]) -> Tensor:
-        return Tensor(self.backend.expand(self.storage, shape), self.backend, version=self._version)
+        return Tensor(self.backend.expand(self.storage, shape), self.backend, version=self._counter)
 
     def _getitem(self, index: tuple[Any, ...]) -> Tensor:
         basic = all(
@@ -446,7 +459,7 @@ class Tensor(TensorOps):
         )
         data = self.backend.getitem(self.storage, index)
         # basic indexing is a view of the same storage, as in PyTorch
-        return Tensor(data, self.backend, version=self._version if basic else None)
+        return Tensor(data, self.backend, version=self._counter if basic else None)
 
     def _index_add(self, shape: tuple[int, ...], index: tuple[Any, ...]) -> Tensor:
         return self._new(self.backend.index_add(shape, index, self.storage))

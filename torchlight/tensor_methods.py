@@ -705,7 +705,7 @@ class TensorOps:
         self._check_backend(other, what)
         _check_writable(self, what)
         backend.zip(op, a, b, a)
-        self._version.value += 1
+        self._counter.value += 1
         return self
 
     def __setitem__(self: Tensor, index: Any, value: Any) -> None:
@@ -839,7 +839,7 @@ def _setitem(self: Tensor, index: Any, value: Any, what: str) -> Tensor:
         value = value.storage
     _check_writable(self, what)
     self.backend.setitem(self.storage, index, value)
-    self._version.value += 1
+    self._counter.value += 1
     return self
 
 

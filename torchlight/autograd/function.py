@@ -89,7 +89,7 @@ class Context:
         """Keep ``tensors``, with their version counters, until backward has run."""
         if self.needs_input_grad is not None:  # (None: not recorded, backward never runs)
             self._saved = tensors
-            self._versions = [t._version.value if hasattr(t, "_version") else -1 for t in tensors]
+            self._versions = tuple([getattr(t, "_version", -1) for t in tensors])
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
         """These outputs of forward (an index, a mask) get no history (backward gets zeros)."""
@@ -108,11 +108,11 @@ class Context:
         if self._holds_output:  # forward's result is held weakly (apply): the node itself
             saved = tuple([t() if type(t) is weakref.ref else t for t in saved])
         for i, version in enumerate(self._versions):
-            if version >= 0 and (t := saved[i])._version.value != version:
+            if version >= 0 and (t := saved[i])._version != version:
                 raise RuntimeError(
                     f"one of the tensors saved for {self._fn_name}.backward (saved tensor {i}, "
                     f"shape {tuple(t.shape)}) was modified by an in-place operation: it was at "
-                    f"version {version} when saved and is now at version {t._version.value}. "
+                    f"version {version} when saved and is now at version {t._version}. "
                     "The gradient would be wrong; use an out-of-place op (x = x + 1, not "
                     "x.add_(1)) or .clone() the tensor before changing it."
                 )
@@ -238,7 +238,7 @@ class Function:
             return result
         if result.requires_grad or _among(result, args):  # not made by forward:
             result = result.detach()  # the node is a new tensor on its storage
-        elif _among(result, ctx._saved):  # a saved output, held weakly: no cycle
+        elif ctx._saved and _among(result, ctx._saved):  # a saved output, held weakly: no cycle
             ctx._saved = tuple([weakref.ref(t) if t is result else t for t in ctx._saved])
             ctx._holds_output = True
         result.history = History(cls, ctx, tuple([a for a in args if hasattr(a, "requires_grad")]))
