@@ -31,6 +31,7 @@ import nbformat
 
 from torchlight_grader import sandbox
 from torchlight_grader.checks.grader import Cell, grade
+from torchlight_grader.sandbox import items
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = (
@@ -113,7 +114,7 @@ def margins(busy: int) -> None:
 
     use(False)
     rows: list[tuple[float, str, float, float]] = []  # (fraction, what, seconds, limit)
-    collect = sandbox._collect
+    collect = items._collect  # (an item's frames, read by the grader's items layer)
     receive = sandbox.Sandbox.receive
 
     def timed_collect(box, item, nonce, timeout, limits, deadline):  # type: ignore[no-untyped-def]
@@ -123,7 +124,7 @@ def margins(busy: int) -> None:
         rows.append((took / float(item["timeout"]), f"item {item['id']}", took, item["timeout"]))
         return outcome
 
-    sandbox._collect = timed_collect  # (measuring only: the grader itself is unchanged)
+    items._collect = timed_collect  # (measuring only: the grader itself is unchanged)
     burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(busy)]
     for b in burners:
         b.start()
@@ -155,7 +156,7 @@ def margins(busy: int) -> None:
     finally:
         for b in burners:
             b.terminate()
-        sandbox._collect = collect
+        items._collect = collect
     load = os.getloadavg()
     print(f"\nload average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} ({os.cpu_count()} CPUs, "
           f"{busy} extra spinning processes); slowest against its timeout first:")  # fmt: skip
