@@ -9,6 +9,18 @@ compared with numpy and central differences; sinusoidal positions against the li
 :class:`~torchlight.nn.SinusoidalPositionalEncoding`; token plus learned position embeddings as
 a graph, with the grader's own ``Embedding`` in place of the notebook's while it runs.
 
+**Speed.** ``test_train_speed``/``test_train_fast`` time ``train_merges`` on a fresh corpus of
+about 1 MB (:data:`SPEED_CHARS` characters, :data:`SPEED_VOCAB` ``- 256`` merges) against the
+reference trainer in the sandbox (:mod:`torchlight_grader.sandbox.inside.language`), with the
+paired protocol of :mod:`torchlight_grader.checks.timing` (fresh corpus per pair, the merges
+compared after every pair); ``*_speed`` passes at the partial threshold, ``*_fast`` at the full
+one, and both show the measured ratio. Training is what a naive tokenizer loses on: recounting
+every pair of the whole corpus after every merge costs the corpus's length per merge, where
+counts over the distinct pieces, updated per merge in the pieces that hold the merged pair,
+cost next to nothing per merge. A student's call is cut after :data:`SPEED_CUT` times the
+reference's time: a naive trainer earns no speed credit and costs the grader seconds, not
+minutes.
+
 ``encode`` is graded with merges the grader trained and ``decode`` with ids the grader encoded,
 so a mistake in training costs only its own item. The texts an item encodes contain characters
 the merges never saw (their bytes stay single tokens). The grader's library for this notebook
@@ -18,12 +30,14 @@ and position tables: an answer that calls them scores nothing for that item.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from torchlight_grader.checks import timing
 from torchlight_grader.checks.check import Case, Check
 from torchlight_grader.checks.kinds import FunctionCheck, ValueCheck
 from torchlight_grader.checks.structure import references
@@ -189,6 +203,68 @@ class TokensCheck(Check):
         return f"{message} {trial}"
 
 
+# ------------------------------------------------------------------------------ speed
+#: The speed items, as the notebook states them: ``train_merges`` on :data:`SPEED_CHARS`
+#: characters (about 1 MB) learning ``SPEED_VOCAB - 256`` merges. Measured on the 2-core
+#: development machine beside other graders, in the sandbox: the reference trains in about
+#: 0.5 s, the notebook's solution at 1.05x; recounting the pairs over the distinct pieces per
+#: merge at 10.6x; recounting the whole corpus per merge about 0.85 s per merge (some 170x: cut
+#: at SPEED_CUT, after 24 s).
+SPEED = timing.Thresholds(full=3.0, partial=25.0)
+SPEED_CHARS = 1_000_000
+SPEED_VOCAB = 356
+SPEED_CUT = 50.0
+SPEED_PAIRS = 3
+FAIRNESS = timing.Fairness(max_spread=0.5, min_share=0.1)
+PROTOCOL = Path(timing.__file__).read_text(encoding="utf-8")
+
+
+def speed_case(rng: np.random.Generator, trial: int) -> Case:
+    seed = int(rng.integers(2**31))
+    fairness = [FAIRNESS.max_spread, FAIRNESS.min_share]
+    return TextCase([seed, SPEED_CHARS, SPEED_VOCAB, SPEED_PAIRS, 3, SPEED_CUT, fairness,
+                     PROTOCOL], names=("seed", "chars", "vocab_size", "pairs", "attempts",
+                                       "cut", "fairness", "protocol"))  # fmt: skip
+
+
+@dataclass
+class TrainSpeedCheck(Check):
+    """``train_merges`` against the reference trainer in the paired protocol (see the module)."""
+
+    level: str = "partial"
+    same_run_as: str | None = None
+    """The other level's item: judged from that item's measurement (one timing, two levels)."""
+
+    def spec(self) -> dict[str, Any]:
+        return {"runner": "bpe_speed", "entry": self.entry}
+
+    def expected(self, case: Case) -> dict[str, Any]:
+        return {}
+
+    def verdict(self, received: dict[str, Any]) -> timing.SpeedVerdict:
+        cut = received.get("cut")
+        if isinstance(cut, int | float):
+            return timing.SpeedVerdict("slow", None, (
+                f"{self.what} was stopped after {cut:.1f} s, {SPEED_CUT:g}x the reference "
+                f"trainer's time on the same corpus of {SPEED_CHARS:,} characters: no speed "
+                f"credit (full credit at <= {SPEED.full:g}x, partial at <= {SPEED.partial:g}x). "
+                "Recounting every pair of the whole corpus after every merge is the usual "
+                "cause: count over the distinct pieces, and update the counts per merge"))  # fmt: skip
+        return timing.judge(received, SPEED, threads=1, fairness=FAIRNESS, what=self.what)
+
+    def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
+        verdict = self.verdict(received)
+        if timing.points(verdict, self.level):
+            return None
+        if verdict.status in ("partial", "slow") and verdict.ratio is not None:
+            needed = SPEED.full if self.level == "full" else SPEED.partial
+            return f"{verdict.message}: this item needs a ratio of at most {needed:g}"
+        return verdict.message
+
+    def passed_on(self, cases: Any, received: Sequence[dict[str, Any]]) -> str:
+        return self.verdict(received[0]).message
+
+
 # ------------------------------------------------------------------------------ encode, decode
 def encode_case(rng: np.random.Generator, trial: int) -> Case:
     from torchlight.train.tokenizers import BPETokenizer
@@ -324,6 +400,25 @@ def checks() -> dict[str, Check]:
             trials=3,
             timeout=30.0,
             what="train_merges (the library's merges, ties to the smallest pair)",
+        ),
+        "test_train_speed": TrainSpeedCheck(
+            "train_merges",
+            ("train_merges",),
+            speed_case,
+            trials=1,
+            timeout=240.0,
+            what="your train_merges",
+            level="partial",
+        ),
+        "test_train_fast": TrainSpeedCheck(
+            "train_merges",
+            ("train_merges",),
+            speed_case,
+            trials=1,
+            timeout=240.0,
+            what="your train_merges",
+            level="full",
+            same_run_as="test_train_speed",
         ),
         "test_encode": TokensCheck(
             "encode",
