@@ -132,17 +132,25 @@ def test_the_tokens_findings_leave_the_students_own_embedding_alone() -> None:
 
 
 # ------------------------------------------------------------------------------ speed
-def _speed_verdicts(received: dict[str, object]) -> dict[str, str | None]:
+EXPECTED = {"reference_cpu": 0.5, "first_merges": [[101, 32]]}
+
+
+def _speed_verdicts(received: dict[str, object], expected: dict[str, object] = EXPECTED
+                    ) -> dict[str, str | None]:  # fmt: skip
     checks = a6_tokens.CHECKS
     case = checks["test_train_speed"].cases(np.random.default_rng(0))[0]
-    return {grade_id: checks[grade_id].judge(case, received, {})
+    return {grade_id: checks[grade_id].judge(case, received, expected)
             for grade_id in ("test_train_speed", "test_train_fast")}  # fmt: skip
 
 
-def _measurement(ratio: float) -> dict[str, object]:
-    pairs = [{"student": ratio * r, "reference": r, "student_cpu": ratio * r, "reference_cpu": r,
-              "agree": True, "order": "SR"} for r in (0.50, 0.52, 0.49)]  # fmt: skip
-    return {"pairs": pairs, "failed": None, "cut": None}
+def _measurement(ratio: float, cpu_ratio: float | None = None) -> dict[str, object]:
+    cpu_ratio = ratio if cpu_ratio is None else cpu_ratio
+    pairs = [{"student": ratio * r, "reference": r, "student_cpu": cpu_ratio * r,
+              "reference_cpu": r, "agree": True, "order": "SR"}
+             for r in (0.50, 0.52, 0.49)]  # fmt: skip
+    spent = 0.5 + sum(p["student_cpu"] + p["reference_cpu"] for p in pairs)  # type: ignore[operator]
+    return {"pairs": pairs, "failed": None, "cut": None, "reported_cpu": spent,
+            "counted_cpu": spent + 0.3, "first_merges": [[101, 32]]}  # fmt: skip
 
 
 def test_one_training_timing_two_levels_a_cut_and_a_held_measurement() -> None:
@@ -166,6 +174,16 @@ def test_one_training_timing_two_levels_a_cut_and_a_held_measurement() -> None:
                       zip(noisy["pairs"], [0.2, 1.0, 3.0], strict=True)]  # fmt: skip
     held = _speed_verdicts(noisy)
     assert all((v or "").startswith(timing.HELD) for v in held.values()), held
+    # what the sandbox reports is checked against what the student's code cannot reach
+    faked_wall = _speed_verdicts(_measurement(1.0, cpu_ratio=10.0))  # graded on CPU time too
+    assert faked_wall["test_train_speed"] is None
+    assert "in CPU time 10.00x" in (faked_wall["test_train_fast"] or ""), faked_wall
+    hidden_work = _speed_verdicts({**_measurement(1.0), "counted_cpu": 40.0})
+    assert all("the grader's clocks were changed" in (v or "") for v in hidden_work.values())
+    drifted = _speed_verdicts(_measurement(1.0), {**EXPECTED, "reference_cpu": 0.2})
+    assert all((v or "").startswith(timing.HELD) for v in drifted.values()), drifted
+    forged = _speed_verdicts({**_measurement(1.0), "first_merges": [[32, 101]]})
+    assert all("not the reference's" in (v or "") for v in forged.values()), forged
     source = Path(a6_tokens.__file__).parents[2] / "assignments/source/a6_tokens/a6_tokens.py"
     stated = source.read_text(encoding="utf-8")
     assert "| `test_train_speed` | ratio <= 25 |" in stated
@@ -190,7 +208,8 @@ def test_the_speed_corpora_are_fresh_and_the_reference_trainer_is_the_librarys()
     assert language.reference_merges("aaab aaab ab", 259)[0] == (97, 97)
 
 
-SPEED_SUBMISSIONS = ("solution", "naive-trainer", "recount-over-pieces", "cached-trainer")
+SPEED_SUBMISSIONS = ("solution", "naive-trainer", "recount-over-pieces", "cached-trainer",
+                     "faked-wall-clock", "faked-clocks")  # fmt: skip
 
 
 @pytest.mark.slow
@@ -199,7 +218,9 @@ def test_training_speed_in_the_sandbox_naive_recount_cache_and_solution() -> Non
     the trainer that recounts the whole corpus is cut and earns neither (its merges are right:
     test_train_merges passes); recounting over the distinct pieces earns the partial item only;
     a cache keyed on the input's length gives a stale answer on the second corpus and earns
-    neither."""
+    neither; replacing the grader's wall clock in the sandbox gains nothing (CPU time is graded
+    too), replacing both clocks earns nothing (the CPU time counted outside the student's
+    process does not match)."""
     import jupytext
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -228,5 +249,7 @@ def test_training_speed_in_the_sandbox_naive_recount_cache_and_solution() -> Non
             assert "was stopped after" in speed, speed
         elif sub.name == "cached-trainer":
             assert "disagreed with the reference's" in speed, speed
+        elif sub.name == "faked-clocks":
+            assert "the grader's clocks were changed" in speed, speed
         else:
             assert "x the reference" in speed and "partial at <= 25x" in speed, speed

@@ -4,7 +4,7 @@ pass the visible tests in the student's kernel and score nothing for that item (
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, replace, substitute
+from submissions.catalog import Submission, append, replace, substitute
 
 A = "a6_tokens"
 
@@ -123,6 +123,24 @@ def slow_train_merges(text, vocab_size):
 """,
 )
 
+#: The grader's wall clock in the sandbox (bound before any cell ran, in a dict a cell can still
+#: reach) replaced by one that ticks once per reading: every call then takes "1 s".
+FAKE_WALL = """
+import sys as _sys
+
+_ticks = iter(range(10**9))
+if "runners" in _sys.modules:
+    _sys.modules["runners"].PROTECTED["wall"] = lambda: float(next(_ticks))
+"""
+
+#: Both clocks replaced: the timed calls then report almost no CPU time at all.
+FAKE_CLOCKS = (
+    FAKE_WALL
+    + """
+    _sys.modules["runners"].PROTECTED["cpu"] = lambda: float(next(_ticks)) / 1000
+"""
+)
+
 CATALOG = [
     Submission("solution", A, "solution", "solution"),
     Submission("release", A, "release", "release"),
@@ -167,6 +185,26 @@ CATALOG = [
         (replace("train_merges", CACHED_TRAIN),),
         zero=("test_train_speed", "test_train_fast"),
         note="answers from the input's length: the next corpus gets the last one's merges",
+    ),
+    Submission(
+        "faked-wall-clock",
+        A,
+        "cheat",
+        "solution",
+        (replace("train_merges", RECOUNT_TRAIN), append("train_merges", FAKE_WALL)),
+        zero=("test_train_fast",),
+        note="the recount over pieces with the grader's wall clock ticking once per reading: "
+        "graded on CPU time too, it gains nothing",
+    ),
+    Submission(
+        "faked-clocks",
+        A,
+        "cheat",
+        "solution",
+        (append("train_merges", FAKE_CLOCKS),),
+        zero=("test_train_speed", "test_train_fast"),
+        note="the solution with both of the grader's clocks replaced: the CPU time the sandbox "
+        "counts from outside does not match, no speed credit",
     ),
     Submission(
         "leftmost-learned-pair",

@@ -217,6 +217,14 @@ SPEED_CUT = 50.0
 SPEED_PAIRS = 3
 FAIRNESS = timing.Fairness(max_spread=0.5, min_share=0.1)
 PROTOCOL = Path(timing.__file__).read_text(encoding="utf-8")
+#: What the sandbox reports is checked against what the student's code cannot reach: the timed
+#: calls' CPU times must add up to the CPU time the sandbox counted from outside the student's
+#: process (within CPU_SLACK seconds or CPU_SHARE of it: the corpora are drawn and the pieces
+#: compared outside the timed calls), and the reference's CPU time there must be within
+#: REFERENCE_DRIFT of the grader's own run of it on the same corpus.
+CPU_SLACK = 1.5
+CPU_SHARE = 0.2
+REFERENCE_DRIFT = 2.0
 
 
 def speed_case(rng: np.random.Generator, trial: int) -> Case:
@@ -235,13 +243,36 @@ class TrainSpeedCheck(Check):
     same_run_as: str | None = None
     """The other level's item: judged from that item's measurement (one timing, two levels)."""
 
+    counted_cpu: bool = True
+    """The grader hands :meth:`judge` the CPU time the sandbox counted outside the student's
+    process (``received["counted_cpu"]``)."""
+
     def spec(self) -> dict[str, Any]:
         return {"runner": "bpe_speed", "entry": self.entry}
 
     def expected(self, case: Case) -> dict[str, Any]:
-        return {}
+        """The reference trainer's CPU time on the first pair's corpus, measured here, in the
+        grader's process (once per case: both levels share it)."""
+        if "reference_cpu" not in case.hidden:
+            import time
 
-    def verdict(self, received: dict[str, Any]) -> timing.SpeedVerdict:
+            from torchlight_grader.sandbox.inside.language import fresh_corpus, reference_merges
+
+            seed, chars, vocab_size = case.args[:3]
+            text = fresh_corpus(seed, 0, chars)
+            start = time.process_time()
+            merges = reference_merges(text, vocab_size)
+            case.hidden["reference_cpu"] = time.process_time() - start
+            case.hidden["first_merges"] = [list(p) for p in merges]
+        return {k: case.hidden[k] for k in ("reference_cpu", "first_merges")}
+
+    def verdict(self, received: dict[str, Any], expected: dict[str, Any] | None = None
+                ) -> timing.SpeedVerdict:  # fmt: skip
+        """The protocol's verdict, once what the sandbox reported agrees with what was measured
+        where the student's code cannot reach: the CPU time the sandbox counted from outside
+        the student's process (every timed call's CPU time must add up to it), and the
+        reference trainer's CPU time in the grader (the sandbox's may differ by 2x at most),
+        and the merges of the first timed corpus, compared here with the grader's own."""
         cut = received.get("cut")
         if isinstance(cut, int | float):
             return timing.SpeedVerdict("slow", None, (
@@ -250,10 +281,60 @@ class TrainSpeedCheck(Check):
                 f"credit (full credit at <= {SPEED.full:g}x, partial at <= {SPEED.partial:g}x). "
                 "Recounting every pair of the whole corpus after every merge is the usual "
                 "cause: count over the distinct pieces, and update the counts per merge"))  # fmt: skip
-        return timing.judge(received, SPEED, threads=1, fairness=FAIRNESS, what=self.what)
+        problem = self.tampered(received, expected or {})
+        if problem is not None:
+            return problem
+        wall = timing.judge(received, SPEED, threads=1, fairness=FAIRNESS, what=self.what)
+        if wall.ratio is None:
+            return wall
+        on_cpu = {**received, "pairs": [{**p, "student": p["student_cpu"],
+                                         "reference": p["reference_cpu"]}
+                                        for p in received["pairs"]]}  # fmt: skip
+        cpu = timing.judge(on_cpu, SPEED, threads=1, fairness=FAIRNESS, what=self.what)
+        if cpu.ratio is None:
+            return cpu
+        worse = max(wall, cpu, key=lambda v: v.ratio or 0.0)
+        return timing.SpeedVerdict(worse.status, worse.ratio, (
+            f"{wall.message}; in CPU time {cpu.ratio:.2f}x (the larger of the two is graded)"))  # fmt: skip
+
+    def tampered(self, received: dict[str, Any], expected: dict[str, Any]
+                 ) -> timing.SpeedVerdict | None:  # fmt: skip
+        pairs = received.get("pairs") or []
+        if received.get("failed") or not pairs:
+            return None  # nothing was timed: judge says so
+        if "first_merges" in expected and received.get("first_merges") != expected["first_merges"]:
+            return timing.SpeedVerdict("wrong", None, (
+                f"{self.what} earns no speed credit: the merges it returned for the first "
+                "timed corpus are not the reference's (checked by the grader itself)"))  # fmt: skip
+        counted, reported = received.get("counted_cpu"), received.get("reported_cpu")
+        if not isinstance(counted, int | float):
+            return timing.SpeedVerdict("untimed", None, (
+                f"{timing.HELD} the sandbox could not count your process's CPU time from "
+                "outside it. This item scores nothing for now and is held for a re-run"))  # fmt: skip
+        if not isinstance(reported, int | float) or abs(counted - reported) > max(
+            CPU_SLACK, CPU_SHARE * counted
+        ):
+            shown = f"{reported:.1f} s" if isinstance(reported, int | float) else "nothing"
+            return timing.SpeedVerdict("wrong", None, (
+                f"{self.what} earns no speed credit: the timed calls' CPU times add up to "
+                f"{shown}, but the sandbox counted {counted:.1f} s from outside your process: "
+                "the grader's clocks were changed while your code ran"))  # fmt: skip
+        mine = expected.get("reference_cpu")
+        theirs = sorted(float(p["reference_cpu"]) for p in pairs)[len(pairs) // 2]
+        if (
+            isinstance(mine, int | float)
+            and mine > 0
+            and not (1 / REFERENCE_DRIFT <= theirs / mine <= REFERENCE_DRIFT)
+        ):
+            return timing.SpeedVerdict("untimed", None, (
+                f"{timing.HELD} the reference trainer took {theirs:.2f} s of CPU time in your "
+                f"sandbox and {mine:.2f} s in the grader (at most {REFERENCE_DRIFT:g}x apart is "
+                "fair). This item scores nothing for now and is held for a re-run"))  # fmt: skip
+        return None
 
     def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
-        verdict = self.verdict(received)
+        verdict = self.verdict(received, expected)
+        case.hidden["shown"] = verdict.message  # passed_on reads it (with the CPU counted)
         if timing.points(verdict, self.level):
             return None
         if verdict.status in ("partial", "slow") and verdict.ratio is not None:
@@ -262,7 +343,7 @@ class TrainSpeedCheck(Check):
         return verdict.message
 
     def passed_on(self, cases: Any, received: Sequence[dict[str, Any]]) -> str:
-        return self.verdict(received[0]).message
+        return str(cases[0].hidden.get("shown", ""))
 
 
 # ------------------------------------------------------------------------------ encode, decode

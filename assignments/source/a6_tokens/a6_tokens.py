@@ -68,7 +68,8 @@ print(WORD.findall("Hi there,  héllo 世界!\n"))
 # pairs of runs (yours, then the reference's, then the other way round), each pair on a **fresh
 # corpus**, your merges compared with the reference's after every pair (a trainer that skips work
 # or remembers an earlier answer earns no speed credit). The grade is the **median** of the
-# per-pair ratios *your time / reference time*:
+# per-pair ratios *your time / reference time*, taken on wall time and on CPU time (the larger
+# counts; train in the process that calls you, without subprocesses):
 #
 # | item | needs |
 # |---|---|
