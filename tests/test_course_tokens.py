@@ -253,3 +253,26 @@ def test_training_speed_in_the_sandbox_naive_recount_cache_and_solution() -> Non
             assert "the grader's clocks were changed" in speed, speed
         else:
             assert "x the reference" in speed and "partial at <= 25x" in speed, speed
+
+
+def test_the_speed_items_self_check_in_the_students_kernel() -> None:
+    """``self_check`` (the student's kernel, ``make homework-check``) times the solution in its
+    own process, the CPU time counted around the run: full credit, the ratio shown."""
+    import contextlib
+    import io
+
+    import jupytext
+
+    from torchlight_grader import self_check
+
+    source = jupytext.read(Path(a6_tokens.__file__).parents[2]
+                           / "assignments/source/a6_tokens/a6_tokens.py")  # fmt: skip
+    namespace: dict[str, object] = {}
+    for cell in source.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if cell.cell_type == "code" and not grade_id.startswith("test"):
+            exec(compile(cell.source, f"<{grade_id}>", "exec"), namespace)
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        self_check("a6_tokens", "test_train_fast", namespace)
+    assert "in CPU time" in shown.getvalue(), shown.getvalue()
