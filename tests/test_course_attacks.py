@@ -31,6 +31,7 @@ import psutil
 import pytest
 from submissions import a1b_engine, a2b_strided, a8_inference
 from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS, TEX_MARK
+from submissions.attacks_lm import LM_ATTACKS, LM_FLAGGED, LM_HONEST
 from submissions.catalog import build
 from submissions.pipeline import (
     max_points,
@@ -208,6 +209,13 @@ def _prepare(deployment: str, where: Path) -> Prepared:
             folder = course / "submitted" / sub.student
             for path in [folder, *folder.rglob("*")]:
                 os.lchown(path, uid, gid)
+    for sub in [*LM_ATTACKS, *LM_HONEST]:  # a6, a7 and a8 (issue 36): attackers, then honest
+        sub_source, sub_release = notebooks(course, sub.assignment)
+        submit(course, sub.student, sub.assignment, build(sub, sub_source, sub_release, paths))
+        if prefix:
+            folder = course / "submitted" / sub.student
+            for path in [folder, *folder.rglob("*")]:
+                os.lchown(path, uid, gid)
     return Prepared(where, course, prefix, source)
 
 
@@ -286,6 +294,38 @@ def test_answers_calling_the_librarys_own_code_score_nothing_for_it_and_are_flag
         found = " ".join(finding for student, finding in rows if student == sub.student)
         flagged = MODULES[sub.assignment].FLAGGED[sub.name]
         assert flagged in found, (batch.deployment, sub.student, found)
+
+
+def test_language_model_attackers_gain_nothing_and_honest_grades_are_exact(batch: Batch) -> None:
+    """a6, a7 and a8 (issue 36): attackers on the release that read the hidden checks, the
+    solutions, the library's sources or a7's validation text, print a fake score and loss,
+    rewrite the sandbox's runner and clocks, or call the library's tokenizer and attention,
+    score zero on every item; honest a6 and a8 notebooks graded after them score full marks;
+    nothing the attackers tried to read or write got through (in the grading sandbox and in
+    the feedback kernel), and the library answers are flagged."""
+    import csv
+
+    wrong = {}
+    for sub in [*LM_ATTACKS, *LM_HONEST]:
+        points = max_points(notebooks(batch.course, sub.assignment)[0])
+        got = batch.items.get((sub.student, sub.assignment))
+        if got != sub.expected(points):
+            wrong[f"{sub.student}/{sub.assignment}"] = got
+    assert not wrong, f"{batch.deployment}: {wrong}\n{batch.output[-3000:]}"
+    for sub in LM_ATTACKS:
+        path = (
+            batch.course / "autograded" / sub.student / sub.assignment / f"{sub.assignment}.ipynb"
+        )
+        printed = _printed(path)
+        assert "ESCAPED" not in printed, (sub.student, printed[:2000])
+        if "forge" in sub.name:
+            assert printed.count("blocked:") == 4, (sub.student, printed[:2000])
+    with open(batch.course / "integrity.csv", newline="", encoding="utf-8") as f:
+        rows = [(r["student"], r["finding"]) for r in csv.DictReader(f)]
+    for name, flagged in LM_FLAGGED.items():
+        student = next(s.student for s in LM_ATTACKS if s.name == name)
+        found = " ".join(finding for who, finding in rows if who == student)
+        assert flagged in found, (batch.deployment, student, found)
 
 
 def test_course_library_and_environment_are_unchanged(batch: Batch) -> None:

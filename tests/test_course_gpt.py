@@ -148,3 +148,24 @@ def test_the_gpt_findings_leave_an_honest_loop_alone() -> None:
         "scores = (q @ k.permute(0, 1, 3, 2)).softmax(-1)\n"
     )
     assert a7_gpt.library_transformer([honest]) == []
+
+
+def test_the_gpt_sandboxs_shakespeare_has_its_validation_part_shuffled() -> None:
+    """The hidden checks' copy of the library keeps Shakespeare's first 90% (the training
+    data) and its characters, and has the last 10% (where the grader's held-out windows come
+    from) in a random order: a notebook cannot look the windows up (the catalog's
+    reads-validation reaches 0.36 nats on the real text)."""
+    import gzip
+
+    from torchlight.data.text import load_text
+    from torchlight_grader.checks.graded_library import for_notebook
+
+    ((copy, _target),) = for_notebook("a7_gpt")
+    text = load_text("shakespeare")
+    shipped = gzip.decompress((Path(copy) / "data" / "shakespeare.txt.gz").read_bytes()).decode()
+    head = int(0.9 * len(text))
+    assert len(shipped) == len(text) and shipped[:head] == text[:head]
+    assert sorted(shipped[head:]) == sorted(text[head:])
+    windows = [text[s : s + 12] for s in range(head, len(text) - 12, 503)]
+    found = sum(window in shipped[head:] for window in windows)  # all 280 in the real tail
+    assert found < len(windows) // 10, (found, len(windows))

@@ -129,3 +129,150 @@ def test_the_tokens_findings_leave_the_students_own_embedding_alone() -> None:
         "    return Embedding.apply(tokens, ids) + Embedding.apply(positions, tl.arange(3))\n"
     )
     assert a6_tokens.library_tokens([honest]) == []
+
+
+# ------------------------------------------------------------------------------ speed
+EXPECTED = {"reference_cpu": 0.5, "first_merges": [[101, 32]]}
+
+
+def _speed_verdicts(received: dict[str, object], expected: dict[str, object] = EXPECTED
+                    ) -> dict[str, str | None]:  # fmt: skip
+    checks = a6_tokens.CHECKS
+    case = checks["test_train_speed"].cases(np.random.default_rng(0))[0]
+    return {grade_id: checks[grade_id].judge(case, received, expected)
+            for grade_id in ("test_train_speed", "test_train_fast")}  # fmt: skip
+
+
+def _measurement(ratio: float, cpu_ratio: float | None = None) -> dict[str, object]:
+    cpu_ratio = ratio if cpu_ratio is None else cpu_ratio
+    pairs = [{"student": ratio * r, "reference": r, "student_cpu": cpu_ratio * r,
+              "reference_cpu": r, "agree": True, "order": "SR"}
+             for r in (0.50, 0.52, 0.49)]  # fmt: skip
+    spent = 0.5 + sum(p["student_cpu"] + p["reference_cpu"] for p in pairs)  # type: ignore[operator]
+    return {"pairs": pairs, "failed": None, "cut": None, "reported_cpu": spent,
+            "counted_cpu": spent + 0.3, "first_merges": [[101, 32]]}  # fmt: skip
+
+
+def test_one_training_timing_two_levels_a_cut_and_a_held_measurement() -> None:
+    """test_train_fast is judged from test_train_speed's run; the thresholds the notebook
+    states (3x, 25x); a trainer cut at 50x the reference's time earns nothing at either level
+    and is told why; a measurement too noisy to grade from is held, never a silent zero."""
+    from torchlight_grader.checks import timing
+
+    assert a6_tokens.CHECKS["test_train_fast"].same_run_as == "test_train_speed"  # type: ignore[attr-defined]
+    assert _speed_verdicts(_measurement(1.1)) == {"test_train_speed": None, "test_train_fast": None}
+    middle = _speed_verdicts(_measurement(10.0))
+    assert middle["test_train_speed"] is None
+    assert "10.00x" in (middle["test_train_fast"] or "")
+    assert "needs a ratio of at most 3" in (middle["test_train_fast"] or "")
+    slow = _speed_verdicts(_measurement(30.0))
+    assert all("needs a ratio" in (v or "") for v in slow.values()), slow
+    cut = _speed_verdicts({"pairs": [], "failed": None, "cut": 24.5})
+    assert all("stopped after 24.5 s, 50x" in (v or "") for v in cut.values()), cut
+    noisy = _measurement(1.0)
+    noisy["pairs"] = [dict(p, reference=r) for p, r in  # type: ignore[call-overload]
+                      zip(noisy["pairs"], [0.2, 1.0, 3.0], strict=True)]  # fmt: skip
+    held = _speed_verdicts(noisy)
+    assert all((v or "").startswith(timing.HELD) for v in held.values()), held
+    # what the sandbox reports is checked against what the student's code cannot reach
+    faked_wall = _speed_verdicts(_measurement(1.0, cpu_ratio=10.0))  # graded on CPU time too
+    assert faked_wall["test_train_speed"] is None
+    assert "in CPU time 10.00x" in (faked_wall["test_train_fast"] or ""), faked_wall
+    hidden_work = _speed_verdicts({**_measurement(1.0), "counted_cpu": 40.0})
+    assert all("the grader's clocks were changed" in (v or "") for v in hidden_work.values())
+    drifted = _speed_verdicts(_measurement(1.0), {**EXPECTED, "reference_cpu": 0.2})
+    assert all((v or "").startswith(timing.HELD) for v in drifted.values()), drifted
+    forged = _speed_verdicts({**_measurement(1.0), "first_merges": [[32, 101]]})
+    assert all("not the reference's" in (v or "") for v in forged.values()), forged
+    source = Path(a6_tokens.__file__).parents[2] / "assignments/source/a6_tokens/a6_tokens.py"
+    stated = source.read_text(encoding="utf-8")
+    assert "| `test_train_speed` | ratio <= 25 |" in stated
+    assert "| `test_train_fast` | ratio <= 3 |" in stated
+    assert "stopped at 50x" in stated
+    assert (a6_tokens.SPEED.full, a6_tokens.SPEED.partial, a6_tokens.SPEED_CUT) == (3, 25, 50)
+
+
+def test_the_speed_corpora_are_fresh_and_the_reference_trainer_is_the_librarys() -> None:
+    """Every pair's corpus has exactly 1,000,000 characters (so a cache keyed on the length is
+    fooled into a stale answer) and other merges; the sandbox's reference trainer learns the
+    library's merges."""
+    from torchlight.train.tokenizers import BPETokenizer
+    from torchlight_grader.sandbox.inside import language
+
+    corpora = [language.fresh_corpus(7, k, a6_tokens.SPEED_CHARS) for k in (0, 1)]
+    assert [len(c) for c in corpora] == [a6_tokens.SPEED_CHARS] * 2
+    small = [c[:60_000] for c in corpora]
+    merges = [language.reference_merges(c, 300) for c in small]
+    assert merges[0] != merges[1]
+    assert merges[0] == BPETokenizer.train(small[0], 300).merges
+    assert language.reference_merges("aaab aaab ab", 259)[0] == (97, 97)
+
+
+SPEED_SUBMISSIONS = ("solution", "naive-trainer", "recount-over-pieces", "cached-trainer",
+                     "faked-wall-clock", "faked-clocks")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_training_speed_in_the_sandbox_naive_recount_cache_and_solution() -> None:
+    """Graded for real in the sandbox (about a minute): the solution earns both speed items;
+    the trainer that recounts the whole corpus is cut and earns neither (its merges are right:
+    test_train_merges passes); recounting over the distinct pieces earns the partial item only;
+    a cache keyed on the input's length gives a stale answer on the second corpus and earns
+    neither; replacing the grader's wall clock in the sandbox gains nothing (CPU time is graded
+    too), replacing both clocks earns nothing (the CPU time counted outside the student's
+    process does not match)."""
+    import jupytext
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from submissions import a6_tokens as catalog
+    from submissions.catalog import build
+
+    from torchlight_grader.checks.grader import Cell, grade
+
+    source = jupytext.read(Path(a6_tokens.__file__).parents[2]
+                           / "assignments/source/a6_tokens/a6_tokens.py")  # fmt: skip
+    items = ["test_train_merges", "test_train_speed", "test_train_fast"]
+    for sub in (s for s in catalog.CATALOG if s.name in SPEED_SUBMISSIONS):
+        cells = []
+        for cell in build(sub, source, source).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            grade_id = meta.get("grade_id")
+            if cell.cell_type == "code" and not (grade_id or "").startswith("test"):
+                cells.append(Cell("answer" if meta.get("solution") else "locked", grade_id,
+                                  cell.source))  # fmt: skip
+        verdicts = grade("a6_tokens", cells, items, seed=1)
+        failed = {item for item in items if not verdicts[item].passed}
+        assert failed == set(sub.zero) & set(items), (sub.name, {
+            item: verdicts[item].message[:300] for item in items})  # fmt: skip
+        speed = verdicts["test_train_speed"].message
+        if sub.name == "naive-trainer":
+            assert "was stopped after" in speed, speed
+        elif sub.name == "cached-trainer":
+            assert "disagreed with the reference's" in speed, speed
+        elif sub.name == "faked-clocks":
+            assert "the grader's clocks were changed" in speed, speed
+        else:
+            assert "x the reference" in speed and "partial at <= 25x" in speed, speed
+
+
+def test_the_speed_items_self_check_in_the_students_kernel() -> None:
+    """``self_check`` (the student's kernel, ``make homework-check``) times the solution in its
+    own process, the CPU time counted around the run: full credit, the ratio shown."""
+    import contextlib
+    import io
+
+    import jupytext
+
+    from torchlight_grader import self_check
+
+    source = jupytext.read(Path(a6_tokens.__file__).parents[2]
+                           / "assignments/source/a6_tokens/a6_tokens.py")  # fmt: skip
+    namespace: dict[str, object] = {}
+    for cell in source.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if cell.cell_type == "code" and not grade_id.startswith("test"):
+            exec(compile(cell.source, f"<{grade_id}>", "exec"), namespace)
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        self_check("a6_tokens", "test_train_fast", namespace)
+    assert "in CPU time" in shown.getvalue(), shown.getvalue()

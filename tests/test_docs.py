@@ -363,3 +363,66 @@ for name, examples in pages:
         failures.append(f"{name}:\n" + "\n".join(found))
 print(json.dumps(failures))
 """
+
+
+@pytest.mark.browser
+def test_tutorial_8_and_9_viewers_change_what_is_shown_on_a_click(site, tmp_path):
+    """Tutorials 8 and 9's viewers (torchlight/viz/frames.py: the attention pattern of each
+    head, the KV cache step by step, a row's weights before and after quantization) are plain
+    HTML, so they work on the built docs page: one picture shown at first; a real click on
+    another label shows that picture (a different one) and hides the first."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)")
+    from playwright.sync_api import expect, sync_playwright
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
+         str(site)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(base, timeout=2).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "http.server did not start"
+                time.sleep(0.2)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1300, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            for name, viewers in (("08_language_models", 1), ("09_inference_and_efficiency", 2)):
+                page.goto(f"{base}/tutorials/{name}.html")
+                found = page.locator(".tl-frames")
+                assert found.count() == viewers, (name, found.count())
+                for k in range(viewers):
+                    frames = found.nth(k).locator("details.tl-frame")
+                    n = frames.count()
+                    assert n >= 4, (name, k, n)
+
+                    def shown(frames=frames, n=n) -> list[int]:
+                        return [i for i in range(n) if frames.nth(i).evaluate("d => d.open")]
+
+                    assert shown() == [0], (name, k)
+                    first = frames.nth(0).locator("img").first
+                    first.scroll_into_view_if_needed()
+                    expect(first).to_be_visible()
+                    before = first.get_attribute("src")
+                    frames.nth(n - 1).locator("summary").click()
+                    assert shown() == [n - 1], (name, k, shown())
+                    last = frames.nth(n - 1).locator("img").first
+                    expect(last).to_be_visible()
+                    expect(first).to_be_hidden()
+                    assert last.get_attribute("src") != before, "the same picture again"
+                    found.nth(k).screenshot(path=str(tmp_path / f"{name}-{k}.png"))
+            browser.close()
+        assert not errors, f"page errors: {errors}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    print(f"\nscreenshots in {tmp_path}")

@@ -34,7 +34,7 @@ import numpy as np
 
 import torchlight as tl
 from torchlight.utils.checkpoint import checkpoint
-from torchlight.viz import Picture  # an SVG that JupyterLab shows before the cell runs
+from torchlight.viz import Frames, Picture  # HTML and SVG that show before the cell runs
 
 tl.manual_seed(0)
 rng = np.random.default_rng(0)
@@ -83,7 +83,8 @@ print("largest difference, cache vs recomputation:",
 # %% [markdown]
 # The same numbers, to the last few bits. Here is the cache growing token by token: at step
 # $t$ the new token brings one key and one value (orange), and its single query (blue) is
-# compared with every key in the cache (grey: computed at earlier steps, never again).
+# compared with every key in the cache (grey: computed at earlier steps, never again). Click
+# the steps in turn to step through it (plain HTML: it works on the docs site too).
 
 # %% jupyter={"source_hidden": true}
 def cache_picture(steps, cell=16):
@@ -106,7 +107,10 @@ def cache_picture(steps, cell=16):
                    alt="the KV cache growing token by token")
 
 
-cache_picture(8)
+prompt = "To be, or"
+Frames([(f"step {t}: {prompt[t - 1]!r} arrives; the cache holds {t} keys and values, the query "
+         f"is compared with {t}", cache_picture(t)) for t in range(1, len(prompt) + 1)],
+       title="the KV cache, token by token")  # fmt: skip
 
 # %% [markdown]
 # What it buys, per generated token, as the prefix grows (one layer, $d = 16$; time of the
@@ -226,7 +230,8 @@ print(f"bytes: float64 {weight.nbytes}, int8 {q.nbytes} + {len(rows) * 8} for th
 # With one scale, the small rows use only a few of the 255 codes (the biggest row sets the
 # step), so their relative error is large; with a scale per row, every row uses the whole
 # range. The histograms show it for the smallest row: its float weights, then its codes with
-# one scale for the matrix, then with its own scale.
+# one scale for the matrix, then with its own scale, then the weights those codes give back.
+# Click a label to switch between them.
 
 # %% jupyter={"source_hidden": true}
 def histogram(values, bins, colour, title, width=230, height=110):
@@ -243,22 +248,25 @@ def histogram(values, bins, colour, title, width=230, height=110):
     return f'<g>{"".join(parts)}</g>', width
 
 
-def histograms(panels):
-    parts, x = [], 0
-    for g, width in panels:
-        parts.append(f'<g transform="translate({x},0)">{g}</g>')
-        x += width + 10
-    return Picture(f'<svg xmlns="http://www.w3.org/2000/svg" width="{x}" height="110" '
-                   f'font-family="sans-serif" font-size="10">{"".join(parts)}</svg>',
-                   alt="a row's weights before and after int8 quantization")
+def histogram_picture(panel):
+    g, width = panel
+    return Picture(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="110" '
+                   f'font-family="sans-serif" font-size="10">{g}</svg>',
+                   alt="a row's weights before or after int8 quantization")
 
 
 small = int(np.argmin(np.abs(weight).max(axis=1)))
-histograms([
-    histogram(weight[small], 24, "#1a73e8", f"row {small}: float weights"),
-    histogram(q[small], np.arange(-128, 129, 8), "#d93025", "int8 codes, one scale"),
-    histogram(rows[small][0], np.arange(-128, 129, 8), "#188038", "int8 codes, its own scale"),
-])  # fmt: skip
+codes, scale = rows[small]
+Frames([
+    ("before: the float weights", histogram_picture(
+        histogram(weight[small], 24, "#1a73e8", f"row {small}: float weights"))),
+    ("after, one scale for the matrix: few of the 255 codes used", histogram_picture(
+        histogram(q[small], np.arange(-128, 129, 8), "#d93025", "int8 codes, one scale"))),
+    ("after, a scale per row: the whole range used", histogram_picture(
+        histogram(codes, np.arange(-128, 129, 8), "#188038", "int8 codes, its own scale"))),
+    ("after, decoded: codes x scale, next to the float weights", histogram_picture(
+        histogram(codes * scale, 24, "#188038", f"row {small}: int8 x its scale"))),
+], title=f"row {small}'s weights before and after int8 quantization")  # fmt: skip
 
 # %% [markdown]
 # The layer's output moves by at most $\tfrac{s_i}{2}\sum_j |x_j|$ in output $i$; in practice

@@ -4,7 +4,7 @@ pass the visible tests in the student's kernel and score nothing for that item (
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, replace, substitute
+from submissions.catalog import Submission, append, replace, substitute
 
 A = "a6_tokens"
 
@@ -49,6 +49,98 @@ def sinusoidal_positions(length, dim):
     return table._buffers["pe"]
 """
 
+MERGE_PAIR = """
+def merge_pair(word, pair, new):
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(new)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+"""
+
+#: Right merges, slowly: every pair of the whole corpus recounted after every merge.
+NAIVE_TRAIN = (
+    MERGE_PAIR
+    + """
+
+def train_merges(text, vocab_size):
+    pieces = [tuple(w.encode("utf-8")) for w in WORD.findall(text)]
+    merges = []
+    for new in range(256, vocab_size):
+        pairs = Counter()
+        for piece in pieces:
+            pairs.update(zip(piece, piece[1:]))
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        merges.append(best)
+        pieces = [merge_pair(piece, best, new) for piece in pieces]
+    return merges
+"""
+)
+
+#: Right merges, counted over the distinct pieces but all of them again after every merge.
+RECOUNT_TRAIN = (
+    MERGE_PAIR
+    + """
+
+def train_merges(text, vocab_size):
+    words = words_of(text)
+    merges = []
+    for new in range(256, vocab_size):
+        pairs = Counter()
+        for word, count in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] += count
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        merges.append(best)
+        words = Counter({merge_pair(w, best, new): c for w, c in words.items()})
+    return merges
+"""
+)
+
+#: A cache keyed on what identifies the input cheaply (its length and the vocabulary size):
+#: the second corpus of the same length gets the first one's merges.
+CACHED_TRAIN = RECOUNT_TRAIN.replace(
+    "def train_merges(text, vocab_size):\n",
+    """_seen = {}
+
+
+def train_merges(text, vocab_size):
+    key = (len(text), vocab_size)
+    if key not in _seen:
+        _seen[key] = slow_train_merges(text, vocab_size)
+    return _seen[key]
+
+
+def slow_train_merges(text, vocab_size):
+""",
+)
+
+#: The grader's wall clock in the sandbox (bound before any cell ran, in a dict a cell can still
+#: reach) replaced by one that ticks once per reading: every call then takes "1 s".
+FAKE_WALL = """
+import sys as _sys
+
+_ticks = iter(range(10**9))
+if "runners" in _sys.modules:
+    _sys.modules["runners"].PROTECTED["wall"] = lambda: float(next(_ticks))
+"""
+
+#: Both clocks replaced: the timed calls then report almost no CPU time at all.
+FAKE_CLOCKS = (
+    FAKE_WALL
+    + """
+    _sys.modules["runners"].PROTECTED["cpu"] = lambda: float(next(_ticks)) / 1000
+"""
+)
+
 CATALOG = [
     Submission("solution", A, "solution", "solution"),
     Submission("release", A, "release", "release"),
@@ -64,8 +156,56 @@ CATALOG = [
                 "best = max(pairs, key=pairs.get)",
             ),
         ),
-        zero=("test_train_merges",),
-        note="a tie goes to the pair counted first, not the smallest pair",
+        zero=("test_train_merges", "test_train_speed", "test_train_fast"),
+        note="a tie goes to the pair counted first, not the smallest pair (speed credit needs "
+        "the right merges)",
+    ),
+    Submission(
+        "naive-trainer",
+        A,
+        "mistake",
+        "solution",
+        (replace("train_merges", NAIVE_TRAIN),),
+        zero=("test_train_speed", "test_train_fast"),
+        note="right merges, but every pair of the whole corpus recounted after every merge",
+    ),
+    Submission(
+        "recount-over-pieces",
+        A,
+        "mistake",
+        "solution",
+        (replace("train_merges", RECOUNT_TRAIN),),
+        zero=("test_train_fast",),
+        note="counts over the distinct pieces, but all of them again after every merge",
+    ),
+    Submission(
+        "cached-trainer",
+        A,
+        "cheat",
+        "solution",
+        (replace("train_merges", CACHED_TRAIN),),
+        zero=("test_train_speed", "test_train_fast"),
+        note="answers from the input's length: the next corpus gets the last one's merges",
+    ),
+    Submission(
+        "faked-wall-clock",
+        A,
+        "cheat",
+        "solution",
+        (replace("train_merges", RECOUNT_TRAIN), append("train_merges", FAKE_WALL)),
+        zero=("test_train_fast",),
+        note="the recount over pieces with the grader's wall clock ticking once per reading: "
+        "graded on CPU time too, it gains nothing",
+    ),
+    Submission(
+        "faked-clocks",
+        A,
+        "cheat",
+        "solution",
+        (append("train_merges", FAKE_CLOCKS),),
+        zero=("test_train_speed", "test_train_fast"),
+        note="the solution with both of the grader's clocks replaced: the CPU time the sandbox "
+        "counts from outside does not match, no speed credit",
     ),
     Submission(
         "leftmost-learned-pair",
@@ -161,9 +301,10 @@ CATALOG = [
         "cheat",
         "solution",
         (replace("train_merges", LIBRARY_TRAIN),),
-        zero=("test_train_merges",),
+        zero=("test_train_merges", "test_train_speed", "test_train_fast"),
         fools_kernel=("test_train_merges",),
-        note="BPETokenizer.train: the library's, not the student's",
+        note="BPETokenizer.train: the library's, not the student's (not in the grader's "
+        "library, so it times nothing either)",
     ),
     Submission(
         "library-embedding",

@@ -9,6 +9,8 @@ The pipeline, one file per step:
 - :mod:`~torchlight.viz.widgets`, :mod:`~torchlight.viz.training`, :mod:`~torchlight.viz.modules`:
   the ipywidgets viewers for JupyterLab.
 - :mod:`~torchlight.viz.heatmap`: attention weights as grey squares, head by head (Tutorial 8).
+- :mod:`~torchlight.viz.frames`: pictures to choose from or step through, in plain HTML that
+  works without a kernel, on the docs site too (Tutorials 8 and 9).
 
 Example:
     >>> import torchlight as tl
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from torchlight.viz.frames import Frames
 from torchlight.viz.graph import Edge, Graph, Node, trace
 from torchlight.viz.layout import LayoutResult, count_crossings, layered_layout
 from torchlight.viz.replay import BackwardReplay, BackwardStep, replay_backward
@@ -31,7 +34,7 @@ from torchlight.viz.svg import Picture, layout_graph, render_svg, svg_img_html
 from torchlight.viz.view import GraphPicture, GraphView, draw, to_svg
 
 __all__ = [
-    "BackwardReplay", "BackwardStep", "Edge", "Graph", "GraphPicture", "GraphView", "GraphViewer",
+    "BackwardReplay", "BackwardStep", "Edge", "Frames", "Graph", "GraphPicture", "GraphView", "GraphViewer",
     "LayoutResult", "ModuleViewer", "Node", "Picture", "TrainingViewer", "count_crossings", "draw",
     "in_jupyter_kernel", "layered_layout", "layout_graph", "render_svg", "replay_backward", "show",
     "svg_img_html", "to_svg", "trace",

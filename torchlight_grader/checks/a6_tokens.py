@@ -9,6 +9,18 @@ compared with numpy and central differences; sinusoidal positions against the li
 :class:`~torchlight.nn.SinusoidalPositionalEncoding`; token plus learned position embeddings as
 a graph, with the grader's own ``Embedding`` in place of the notebook's while it runs.
 
+**Speed.** ``test_train_speed``/``test_train_fast`` time ``train_merges`` on a fresh corpus of
+about 1 MB (:data:`SPEED_CHARS` characters, :data:`SPEED_VOCAB` ``- 256`` merges) against the
+reference trainer in the sandbox (:mod:`torchlight_grader.sandbox.inside.language`), with the
+paired protocol of :mod:`torchlight_grader.checks.timing` (fresh corpus per pair, the merges
+compared after every pair); ``*_speed`` passes at the partial threshold, ``*_fast`` at the full
+one, and both show the measured ratio. Training is what a naive tokenizer loses on: recounting
+every pair of the whole corpus after every merge costs the corpus's length per merge, where
+counts over the distinct pieces, updated per merge in the pieces that hold the merged pair,
+cost next to nothing per merge. A student's call is cut after :data:`SPEED_CUT` times the
+reference's time: a naive trainer earns no speed credit and costs the grader seconds, not
+minutes.
+
 ``encode`` is graded with merges the grader trained and ``decode`` with ids the grader encoded,
 so a mistake in training costs only its own item. The texts an item encodes contain characters
 the merges never saw (their bytes stay single tokens). The grader's library for this notebook
@@ -18,12 +30,14 @@ and position tables: an answer that calls them scores nothing for that item.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from torchlight_grader.checks import timing
 from torchlight_grader.checks.check import Case, Check
 from torchlight_grader.checks.kinds import FunctionCheck, ValueCheck
 from torchlight_grader.checks.structure import references
@@ -189,6 +203,158 @@ class TokensCheck(Check):
         return f"{message} {trial}"
 
 
+# ------------------------------------------------------------------------------ speed
+#: The speed items, as the notebook states them: ``train_merges`` on :data:`SPEED_CHARS`
+#: characters (about 1 MB) learning ``SPEED_VOCAB - 256`` merges. Measured on the 2-core
+#: development machine beside other graders, in the sandbox: the reference trains in about
+#: 0.5 s, the notebook's solution at 1.05x; recounting the pairs over the distinct pieces per
+#: merge at 10.6x; recounting the whole corpus per merge about 0.85 s per merge (some 170x: cut
+#: at SPEED_CUT, after 24 s).
+SPEED = timing.Thresholds(full=3.0, partial=25.0)
+SPEED_CHARS = 1_000_000
+SPEED_VOCAB = 356
+SPEED_CUT = 50.0
+SPEED_PAIRS = 3
+FAIRNESS = timing.Fairness(max_spread=0.5, min_share=0.1)
+PROTOCOL = Path(timing.__file__).read_text(encoding="utf-8")
+#: What the sandbox reports is checked against what the student's code cannot reach: the timed
+#: calls' CPU times must add up to the CPU time the sandbox counted from outside the student's
+#: process (within CPU_SLACK seconds or CPU_SHARE of it: the corpora are drawn and the pieces
+#: compared outside the timed calls), and the reference's CPU time there must be within
+#: REFERENCE_DRIFT of the grader's own run of it on the same corpus.
+CPU_SLACK = 1.5
+CPU_SHARE = 0.2
+REFERENCE_DRIFT = 2.0
+
+
+def speed_case(rng: np.random.Generator, trial: int) -> Case:
+    seed = int(rng.integers(2**31))
+    fairness = [FAIRNESS.max_spread, FAIRNESS.min_share]
+    return TextCase([seed, SPEED_CHARS, SPEED_VOCAB, SPEED_PAIRS, 3, SPEED_CUT, fairness,
+                     PROTOCOL], names=("seed", "chars", "vocab_size", "pairs", "attempts",
+                                       "cut", "fairness", "protocol"))  # fmt: skip
+
+
+@dataclass
+class TrainSpeedCheck(Check):
+    """``train_merges`` against the reference trainer in the paired protocol (see the module)."""
+
+    level: str = "partial"
+    same_run_as: str | None = None
+    """The other level's item: judged from that item's measurement (one timing, two levels)."""
+
+    counted_cpu: bool = True
+    """The grader hands :meth:`judge` the CPU time the sandbox counted outside the student's
+    process (``received["counted_cpu"]``)."""
+
+    def spec(self) -> dict[str, Any]:
+        return {"runner": "bpe_speed", "entry": self.entry}
+
+    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
+        """In this process (``self_check``, the student's own kernel): the CPU time is counted
+        here, around the whole run, as the sandbox's broker counts it when grading."""
+        import time
+
+        start = time.process_time()
+        received = super().run(namespace, case)
+        return {**received, "counted_cpu": time.process_time() - start}
+
+    def expected(self, case: Case) -> dict[str, Any]:
+        """The reference trainer's CPU time on the first pair's corpus, measured here, in the
+        grader's process (once per case: both levels share it)."""
+        if "reference_cpu" not in case.hidden:
+            import time
+
+            from torchlight_grader.sandbox.inside.language import fresh_corpus, reference_merges
+
+            seed, chars, vocab_size = case.args[:3]
+            text = fresh_corpus(seed, 0, chars)
+            start = time.process_time()
+            merges = reference_merges(text, vocab_size)
+            case.hidden["reference_cpu"] = time.process_time() - start
+            case.hidden["first_merges"] = [list(p) for p in merges]
+        return {k: case.hidden[k] for k in ("reference_cpu", "first_merges")}
+
+    def verdict(self, received: dict[str, Any], expected: dict[str, Any] | None = None
+                ) -> timing.SpeedVerdict:  # fmt: skip
+        """The protocol's verdict, once what the sandbox reported agrees with what was measured
+        where the student's code cannot reach: the CPU time the sandbox counted from outside
+        the student's process (every timed call's CPU time must add up to it), and the
+        reference trainer's CPU time in the grader (the sandbox's may differ by 2x at most),
+        and the merges of the first timed corpus, compared here with the grader's own."""
+        cut = received.get("cut")
+        if isinstance(cut, int | float):
+            return timing.SpeedVerdict("slow", None, (
+                f"{self.what} was stopped after {cut:.1f} s, {SPEED_CUT:g}x the reference "
+                f"trainer's time on the same corpus of {SPEED_CHARS:,} characters: no speed "
+                f"credit (full credit at <= {SPEED.full:g}x, partial at <= {SPEED.partial:g}x). "
+                "Recounting every pair of the whole corpus after every merge is the usual "
+                "cause: count over the distinct pieces, and update the counts per merge"))  # fmt: skip
+        problem = self.tampered(received, expected or {})
+        if problem is not None:
+            return problem
+        wall = timing.judge(received, SPEED, threads=1, fairness=FAIRNESS, what=self.what)
+        if wall.ratio is None:
+            return wall
+        on_cpu = {**received, "pairs": [{**p, "student": p["student_cpu"],
+                                         "reference": p["reference_cpu"]}
+                                        for p in received["pairs"]]}  # fmt: skip
+        cpu = timing.judge(on_cpu, SPEED, threads=1, fairness=FAIRNESS, what=self.what)
+        if cpu.ratio is None:
+            return cpu
+        worse = max(wall, cpu, key=lambda v: v.ratio or 0.0)
+        return timing.SpeedVerdict(worse.status, worse.ratio, (
+            f"{wall.message}; in CPU time {cpu.ratio:.2f}x (the larger of the two is graded)"))  # fmt: skip
+
+    def tampered(self, received: dict[str, Any], expected: dict[str, Any]
+                 ) -> timing.SpeedVerdict | None:  # fmt: skip
+        pairs = received.get("pairs") or []
+        if received.get("failed") or not pairs:
+            return None  # nothing was timed: judge says so
+        if "first_merges" in expected and received.get("first_merges") != expected["first_merges"]:
+            return timing.SpeedVerdict("wrong", None, (
+                f"{self.what} earns no speed credit: the merges it returned for the first "
+                "timed corpus are not the reference's (checked by the grader itself)"))  # fmt: skip
+        counted, reported = received.get("counted_cpu"), received.get("reported_cpu")
+        if not isinstance(counted, int | float):
+            return timing.SpeedVerdict("untimed", None, (
+                f"{timing.HELD} the sandbox could not count your process's CPU time from "
+                "outside it. This item scores nothing for now and is held for a re-run"))  # fmt: skip
+        if not isinstance(reported, int | float) or abs(counted - reported) > max(
+            CPU_SLACK, CPU_SHARE * counted
+        ):
+            shown = f"{reported:.1f} s" if isinstance(reported, int | float) else "nothing"
+            return timing.SpeedVerdict("wrong", None, (
+                f"{self.what} earns no speed credit: the timed calls' CPU times add up to "
+                f"{shown}, but the sandbox counted {counted:.1f} s from outside your process: "
+                "the grader's clocks were changed while your code ran"))  # fmt: skip
+        mine = expected.get("reference_cpu")
+        theirs = sorted(float(p["reference_cpu"]) for p in pairs)[len(pairs) // 2]
+        if (
+            isinstance(mine, int | float)
+            and mine > 0
+            and not (1 / REFERENCE_DRIFT <= theirs / mine <= REFERENCE_DRIFT)
+        ):
+            return timing.SpeedVerdict("untimed", None, (
+                f"{timing.HELD} the reference trainer took {theirs:.2f} s of CPU time in your "
+                f"sandbox and {mine:.2f} s in the grader (at most {REFERENCE_DRIFT:g}x apart is "
+                "fair). This item scores nothing for now and is held for a re-run"))  # fmt: skip
+        return None
+
+    def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
+        verdict = self.verdict(received, expected)
+        case.hidden["shown"] = verdict.message  # passed_on reads it (with the CPU counted)
+        if timing.points(verdict, self.level):
+            return None
+        if verdict.status in ("partial", "slow") and verdict.ratio is not None:
+            needed = SPEED.full if self.level == "full" else SPEED.partial
+            return f"{verdict.message}: this item needs a ratio of at most {needed:g}"
+        return verdict.message
+
+    def passed_on(self, cases: Any, received: Sequence[dict[str, Any]]) -> str:
+        return str(cases[0].hidden.get("shown", ""))
+
+
 # ------------------------------------------------------------------------------ encode, decode
 def encode_case(rng: np.random.Generator, trial: int) -> Case:
     from torchlight.train.tokenizers import BPETokenizer
@@ -324,6 +490,25 @@ def checks() -> dict[str, Check]:
             trials=3,
             timeout=30.0,
             what="train_merges (the library's merges, ties to the smallest pair)",
+        ),
+        "test_train_speed": TrainSpeedCheck(
+            "train_merges",
+            ("train_merges",),
+            speed_case,
+            trials=1,
+            timeout=240.0,
+            what="your train_merges",
+            level="partial",
+        ),
+        "test_train_fast": TrainSpeedCheck(
+            "train_merges",
+            ("train_merges",),
+            speed_case,
+            trials=1,
+            timeout=240.0,
+            what="your train_merges",
+            level="full",
+            same_run_as="test_train_speed",
         ),
         "test_encode": TokensCheck(
             "encode",

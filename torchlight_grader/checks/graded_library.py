@@ -132,6 +132,17 @@ LEFT_OUT_FILES: dict[str, tuple[str, ...]] = {
     "a9_capstone": ("data/shakespeare.txt.gz",),
 }
 
+#: notebook -> gzipped text files of the package whose tail, from the given share of their
+#: characters on, that notebook's copy has shuffled (the same characters in a random order,
+#: drawn anew in every grading process): a7 trains on Shakespeare's first 90% in the sandbox
+#: and the grader computes the loss on windows of the last 10%, which a notebook could
+#: otherwise look up in the shipped text (issue 36's attack batch: a loss of 0.36 nats without
+#: training). The notebook's own cells still load the text; its head, the training data, is
+#: unchanged, and so is its set of characters.
+SHUFFLED_TAILS: dict[str, tuple[tuple[str, float], ...]] = {
+    "a7_gpt": (("data/shakespeare.txt.gz", 0.9),),
+}
+
 #: Packages of the environment no hidden check needs that carry an autograd of their own.
 AUTOGRAD_PACKAGES = ("torch", "functorch", "jax", "autograd")
 
@@ -350,6 +361,7 @@ def build(
     names: frozenset[str],
     functions: frozenset[str] = frozenset(),
     files: frozenset[str] = frozenset(),
+    shuffled: frozenset[tuple[str, float]] = frozenset(),
 ) -> Path:
     """A read-only copy of the torchlight package without the backward of ``names``, without
     the module-level ``functions`` (``module:name``) and without the data ``files`` (cached for
@@ -381,7 +393,7 @@ def build(
         Path(importlib.util.cache_from_source(str(rel))) for rel in rewritten
     }  # the rewritten sources and their byte code are written anew; nothing else changes
     dst = _fresh_folder() / src.name
-    left = {Path(f) for f in files}
+    left = {Path(f) for f in files} | {Path(f) for f, _ in shuffled}
 
     def link(source: str, target: str) -> None:
         # A hard link to the compiled copy's file (read-only already, same bytes and mtime):
@@ -398,9 +410,25 @@ def build(
     shutil.copytree(base, dst, copy_function=link)
     for rel, text in rewritten.items():
         (dst / rel).write_text(text, encoding="utf-8")
+    for name, share in shuffled:
+        _write_shuffled_tail(src / name, dst / name, share)
     _compile(dst / rel for rel in rewritten)
     _read_only(dst)
     return dst
+
+
+def _write_shuffled_tail(source: Path, target: Path, share: float) -> None:
+    """``source`` (gzipped UTF-8 text) written to ``target`` with its characters from
+    ``int(share * len(text))`` on in a random order (a seed from the operating system)."""
+    import gzip
+
+    import numpy as np
+
+    text = gzip.decompress(source.read_bytes()).decode("utf-8")
+    head = int(share * len(text))
+    tail = np.array(list(text[head:]))
+    np.random.default_rng(int.from_bytes(os.urandom(8), "little")).shuffle(tail)
+    target.write_bytes(gzip.compress((text[:head] + "".join(tail)).encode("utf-8"), mtime=0))
 
 
 def _function_files(src: Path, functions: Iterable[str]) -> dict[Path, set[str]]:
@@ -440,10 +468,12 @@ def for_notebook(notebook: str) -> tuple[tuple[str, str], ...]:
 
     names, functions = GRADED.get(notebook, ()), GRADED_FUNCTIONS.get(notebook, ())
     files = LEFT_OUT_FILES.get(notebook, ())
-    if not names and not functions and not files:
+    shuffled = SHUFFLED_TAILS.get(notebook, ())
+    if not names and not functions and not files and not shuffled:
         return ()
     target = str(Path(torchlight.__file__).resolve().parent)
-    return ((str(build(frozenset(names), frozenset(functions), frozenset(files))), target),)
+    copy = build(frozenset(names), frozenset(functions), frozenset(files), frozenset(shuffled))
+    return ((str(copy), target),)
 
 
 #: What the hidden-check sandbox may import from the environment (issue 39 item 4): these

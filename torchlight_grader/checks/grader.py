@@ -182,6 +182,8 @@ def judge(
         if "error" in got:
             message = f"calling {check.entry} on inputs ({case.describe()}) raised {got['error']}"
         else:
+            if getattr(check, "counted_cpu", False):  # a speed item checks what it was told
+                got = {**got, "counted_cpu": used}  # counted outside the student's process
             expected = check.expected(case)  # computed here, now that the sandbox is gone
             try:
                 message = check.judge(case, got, expected) or ""

@@ -24,7 +24,7 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 
 import numpy as np
 
@@ -62,6 +62,30 @@ print(WORD.findall("Hi there,  héllo 世界!\n"))
 #
 # Stop early when no pair is left (every piece is one token). `train_merges(text, vocab_size)`
 # returns the merges in order, a list of pairs `(a, b)` of token ids.
+#
+# **Speed.** Training is graded for speed too, on a corpus of about 1 MB (1,000,000 characters,
+# 100 merges), against the grader's reference trainer, inside the grading sandbox: alternating
+# pairs of runs (yours, then the reference's, then the other way round), each pair on a **fresh
+# corpus**, your merges compared with the reference's after every pair (a trainer that skips work
+# or remembers an earlier answer earns no speed credit). The grade is the **median** of the
+# per-pair ratios *your time / reference time*, taken on wall time and on CPU time (the larger
+# counts; train in the process that calls you, without subprocesses):
+#
+# | item | needs |
+# |---|---|
+# | `test_train_speed` | ratio <= 25 |
+# | `test_train_fast` | ratio <= 3 |
+#
+# Training is where a naive tokenizer loses, not encoding: recounting every pair of the **whole
+# corpus** after every merge reads a million tokens a hundred times (over 100x the reference,
+# no speed credit; each of your runs is stopped at 50x the reference's time). Counting over the
+# *distinct* pieces, weighted by how often each occurs (`words_of`), reads only the ~18,000
+# different pieces, but still all of them per merge (about 10x: `test_train_speed` only). Full
+# credit needs the reference's idea: count the pairs once, then after each merge **update** the
+# counts in the pieces that contain the merged pair, and only there (keep, for each pair, the set
+# of pieces it occurs in). A machine too busy to time fairly gives a retry; if it stays busy, the
+# item is held for a re-run, never silently zero. Your feedback shows your ratio and the
+# thresholds.
 
 # %% nbgrader={"grade": false, "grade_id": "train_merges", "locked": false, "schema_version": 3, "solution": true}
 def merge_pair(word, pair, new):
@@ -81,18 +105,31 @@ def merge_pair(word, pair, new):
 
 def train_merges(text, vocab_size):
     ### BEGIN SOLUTION
-    words = words_of(text)
+    pieces = words_of(text)
+    words = list(pieces)  # the distinct pieces, each a tuple of ids
+    freq = list(pieces.values())
+    pairs = Counter()  # pair -> how often it occurs in the corpus
+    where = defaultdict(set)  # pair -> the pieces (their index) that contain it
+    for i, word in enumerate(words):
+        for pair in zip(word, word[1:]):
+            pairs[pair] += freq[i]
+            where[pair].add(i)
     merges = []
     for new in range(256, vocab_size):
-        pairs = Counter()
-        for word, count in words.items():
-            for pair in zip(word, word[1:]):
-                pairs[pair] += count
         if not pairs:
             break
         best = min(pairs, key=lambda p: (-pairs[p], p))
         merges.append(best)
-        words = Counter({merge_pair(w, best, new): c for w, c in words.items()})
+        for i in where.pop(best):  # only the pieces that contain the pair change
+            old, count = words[i], freq[i]
+            for pair in zip(old, old[1:]):
+                pairs[pair] -= count
+                if pairs[pair] == 0:
+                    del pairs[pair]
+            words[i] = merge_pair(old, best, new)
+            for pair in zip(words[i], words[i][1:]):
+                pairs[pair] += count
+                where[pair].add(i)
     return merges
     ### END SOLUTION
 
@@ -108,6 +145,27 @@ print("train_merges: visible tests passed")
 from torchlight_grader import self_check
 
 self_check("a6_tokens", "test_train_merges", globals())
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_train_speed", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+import time
+
+corpus = "".join(f"word{i % 97} and the other {i % 13} words; " for i in range(4000))
+start = time.perf_counter()
+fast = train_merges(corpus, 306)
+print(f"train_merges: {time.perf_counter() - start:.2f} s for 50 merges on {len(corpus):,} characters")
+### BEGIN HIDDEN TESTS
+from torchlight_grader import self_check
+
+self_check("a6_tokens", "test_train_speed", globals())
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_train_fast", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+print("full credit: at most 3x the grader's reference trainer (see the table above)")
+### BEGIN HIDDEN TESTS
+from torchlight_grader import self_check
+
+self_check("a6_tokens", "test_train_fast", globals())
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "encode_md", "locked": true, "schema_version": 3, "solution": false}

@@ -17,6 +17,13 @@ sends back what came, as plain data.
   90% (rebuilt here, not taken from the notebook), with the stand-ins of the transformer in
   place, then the model's logits (no gradient) for the inputs the grader sent. The targets
   and the loss stay in the grader.
+- ``bpe_speed``: the student's ``train_merges`` against the reference trainer below (pair
+  counts over the distinct pieces, updated per merge) in the paired protocol of
+  ``torchlight_grader/checks/timing.py`` (its source comes with the spec), on a fresh corpus of
+  about 1 MB per pair: lines of the shipped Shakespeare drawn at random, its letters relabelled
+  by a fresh permutation (so every pair learns other merges). Every call of the student's is
+  cut after ``cut`` times the reference's time on a first corpus: a naive trainer stops there
+  (``"cut"`` comes back), it does not run for minutes.
 """
 
 from __future__ import annotations
@@ -112,11 +119,168 @@ def shakespeare_train_ids() -> np.ndarray:
     return data[: int(0.9 * len(data))]
 
 
+# ------------------------------------------------------------------------------ BPE speed
+#: GPT-2's pre-split, simplified (the notebook's ``WORD``).
+_WORD = r" ?[A-Za-z]+| ?[0-9]+| ?[^A-Za-z0-9\s]+|\s+"
+
+
+def _merge_pair(word: tuple[int, ...], pair: tuple[int, int], new: int) -> tuple[int, ...]:
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(new)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def reference_merges(text: str, vocab_size: int) -> list[tuple[int, int]]:
+    """The reference trainer, written as a student would: the pair counts over the distinct
+    pieces (weighted by how often each occurs), built once, then updated per merge in the
+    pieces that contain the merged pair only (``where``: which pieces hold each pair)."""
+    import re
+    from collections import Counter, defaultdict
+
+    pieces = Counter(re.findall(_WORD, text))
+    words = [tuple(p.encode("utf-8")) for p in pieces]
+    freq = list(pieces.values())
+    pairs: Counter[tuple[int, int]] = Counter()
+    where: defaultdict[tuple[int, int], set[int]] = defaultdict(set)
+    for i, word in enumerate(words):
+        for pair in zip(word, word[1:], strict=False):
+            pairs[pair] += freq[i]
+            where[pair].add(i)
+    merges: list[tuple[int, int]] = []
+    for new in range(256, vocab_size):
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        merges.append(best)
+        for i in where.pop(best):
+            old, count = words[i], freq[i]
+            for pair in zip(old, old[1:], strict=False):
+                pairs[pair] -= count
+                if pairs[pair] == 0:
+                    del pairs[pair]
+            words[i] = _merge_pair(old, best, new)
+            for pair in zip(words[i], words[i][1:], strict=False):
+                pairs[pair] += count
+                where[pair].add(i)
+    return merges
+
+
+_LINES: list[str] = []
+
+
+def fresh_corpus(seed: int, k: int, chars: int) -> str:
+    """Exactly ``chars`` characters: random lines of the shipped Shakespeare (drawn with
+    replacement), every letter relabelled by a random permutation of the alphabet."""
+    if not _LINES:
+        from torchlight.data.text import load_text
+
+        _LINES.extend(load_text("shakespeare").splitlines(keepends=True))
+    rng = np.random.default_rng([int(seed), k + 1000])
+    drawn = rng.integers(0, len(_LINES), size=2 * chars // 40 + 100)
+    out, total = [], 0
+    for i in drawn:
+        out.append(_LINES[i])
+        total += len(_LINES[i])
+        if total >= chars:
+            break
+    lower = "abcdefghijklmnopqrstuvwxyz"
+    shuffled = "".join(rng.permutation(list(lower)))
+    table = str.maketrans(lower + lower.upper(), shuffled + shuffled.upper())
+    return "".join(out)[:chars].translate(table)
+
+
+class _Cut(BaseException):
+    """Raised in a student's call that ran past its cut (a BaseException: ``except Exception``
+    in the student's code does not swallow it)."""
+
+
+def _as_merges(value: Any) -> list[tuple[int, int]] | None:
+    """The student's merges as a new list of pairs of ints (nothing of theirs is compared)."""
+    try:
+        out = [(int(a), int(b)) for a, b in value]
+    except (TypeError, ValueError):
+        return None
+    return out if len(out) <= MAX_ITEMS else None
+
+
+def bpe_speed(obj: Any, case: dict[str, Any]) -> dict[str, Any]:
+    """The paired protocol on the student's ``train_merges`` and :func:`reference_merges`."""
+    import importlib
+    import signal
+    import sys
+    import types
+
+    seed, chars, vocab_size, pairs, attempts, cut, (spread, share), source = case["args"]
+    runners = importlib.import_module(f"{__package__}.runners" if __package__ else "runners")
+    protected = runners.PROTECTED  # bound before any cell of the notebook ran
+    timing = types.ModuleType("torchlight_speed_protocol")
+    sys.modules[timing.__name__] = timing  # its dataclasses look their module up there
+    protected["exec"](protected["compile"](source, "timing.py", "exec"), timing.__dict__)
+    wall, cpu = protected["wall"], protected["cpu"]
+    first = fresh_corpus(seed, -1, int(chars))
+    start, start_cpu = wall(), cpu()
+    reference_merges(first, int(vocab_size))
+    limit = max(float(cut) * (wall() - start), 1.0)
+    spent = [cpu() - start_cpu]  # CPU seconds of every timed call: the grader checks the sum
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _Cut
+
+    def student(text: str) -> Any:
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, limit)
+        try:
+            return _as_merges(obj(text, int(vocab_size)))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    first_merges: list[Any] = []  # the student's merges on pair 0's corpus: checked in the grader
+
+    def fresh(k: int) -> tuple[Any, Any]:
+        text = fresh_corpus(seed, k, int(chars))
+
+        def call() -> Any:
+            out = student(text)
+            if k == 0 and not first_merges:
+                first_merges.append(out)
+            return out
+
+        return call, (lambda: reference_merges(text, int(vocab_size)))
+
+    def agree(mine: Any, theirs: Any) -> bool:
+        return mine is not None and mine == theirs
+
+    def measure() -> dict[str, Any]:
+        measured = timing.time_pairs(fresh, agree, pairs=int(pairs), warmup=0,
+                                     clocks=(wall, cpu))  # fmt: skip
+        spent.append(sum(p["student_cpu"] + p["reference_cpu"] for p in measured["pairs"]))
+        return measured
+
+    fairness = timing.Fairness(max_spread=float(spread), min_share=float(share))
+    try:
+        measured = timing.time_fairly(measure, threads=1, attempts=int(attempts),
+                                      fairness=fairness)  # fmt: skip
+    except _Cut:
+        return {"pairs": [], "failed": None, "cut": limit}
+    return {**measured, "cut": None, "limit": limit, "reported_cpu": sum(spent),
+            "calibration_cpu": spent[0],
+            "first_merges": [list(p) for p in (first_merges[0] or [])] if first_merges else None}  # fmt: skip
+
+
 def run(
     spec: dict[str, Any], obj: Any, namespace: dict[str, Any], case: dict[str, Any]
 ) -> dict[str, Any]:
     """One trial of a language-model item: call the student's ``obj``, return raw data."""
     runner = spec["runner"]
+    if runner == "bpe_speed":
+        return bpe_speed(obj, case)
     if runner == "tokens":
         args = [
             [tuple(int(v) for v in a) if isinstance(a, list | tuple) else int(a) for a in arg]

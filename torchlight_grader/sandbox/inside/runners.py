@@ -170,7 +170,7 @@ def run(spec: dict[str, Any], namespace: dict[str, Any], case: dict[str, Any]) -
 
         kernels = importlib.import_module(f"{__package__}.kernels" if __package__ else "kernels")
         return kernels.run(runner, obj, namespace, case, PROTECTED)
-    if runner in ("tokens", "graph_with", "calls", "list_value", "lm_training"):
+    if runner in ("tokens", "graph_with", "calls", "list_value", "lm_training", "bpe_speed"):
         import importlib  # the sandbox runs this file as `runners`, the grader as a submodule
 
         language = importlib.import_module(f"{__package__}.language" if __package__ else "language")
