@@ -79,6 +79,35 @@ def tiled_matmul(out, a, b):
         out[:, :] = a @ b
 """
 
+GLOBAL_MEMORY_CUDA = """
+@cuda.jit
+def shared_matmul(out, a, b):
+    i, j = cuda.grid(2)
+    n, depth = a.shape
+    m = b.shape[1]
+    if i < n and j < m:
+        acc = 0.0
+        for k in range(depth):
+            acc += a[i, k] * b[k, j]
+        out[i, j] = acc
+"""
+
+LIBRARY_CUDA = """
+from torchlight.backends.cuda.kernels import _tiled_matmul_source
+
+shared_matmul = _tiled_matmul_source(np.float64)
+"""
+
+NUMPY_IN_CUDA = """
+@cuda.jit
+def shared_matmul(out, a, b):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = np.dot(a[i, :], b[:, j])
+"""
+
+CUDA = ("test_cuda_matmul", "test_cuda_shared")
+
 CATALOG = [
     Submission("solution", A, "solution", "solution"),
     Submission("release", A, "release", "release"),
@@ -166,6 +195,62 @@ CATALOG = [
         note="fast on the timed sizes by computing half of the product: no speed credit",
     ),
     Submission(
+        "cuda-tile-guard-off-by-one",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute("shared_matmul", "ka < depth", "ka <= depth"),
+            substitute("shared_matmul", "kb < depth", "kb <= depth"),
+        ),
+        zero=("test_cuda_matmul",),
+        note="loads one element past the end of k: wrong on sizes that are no multiple of the tile",
+    ),
+    Submission(
+        "cuda-no-shared-memory",
+        A,
+        "mistake",
+        "solution",
+        (replace("shared_matmul", GLOBAL_MEMORY_CUDA),),
+        zero=("test_cuda_shared",),
+        note="one thread per output reading global memory: right numbers, no shared tiles",
+    ),
+    Submission(
+        "cuda-missing-syncthreads",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "shared_matmul",
+                "        cuda.syncthreads()  # every thread done with the tiles before they are "
+                "overwritten\n",
+                "",
+            ),
+        ),
+        zero=CUDA,
+        note="no barrier before the next tiles overwrite these: the PTX shows it, and the "
+        "simulator, which runs each thread until it blocks, gets wrong numbers too",
+    ),
+    Submission(
+        "library-cuda-matmul",
+        A,
+        "cheat",
+        "solution",
+        (replace("shared_matmul", LIBRARY_CUDA),),
+        zero=CUDA,
+        note="the library's own CUDA tiled matmul: not in the grader's library",
+    ),
+    Submission(
+        "numpy-in-cuda-kernel",
+        A,
+        "cheat",
+        "solution",
+        (replace("shared_matmul", NUMPY_IN_CUDA),),
+        zero=CUDA,
+        note="np.dot inside the kernel: right in the simulator (Python), no GPU code",
+    ),
+    Submission(
         "library-matmul",
         A,
         "cheat",
@@ -189,4 +274,6 @@ CATALOG = [
 FLAGGED = {
     "library-matmul": "imports matmul_kernel from torchlight.backends.numba.kernels",
     "objmode-matmul": "uses .objmode",
+    "library-cuda-matmul": "imports _tiled_matmul_source from torchlight.backends.cuda.kernels",
+    "numpy-in-cuda-kernel": "uses .dot",
 }
