@@ -73,7 +73,16 @@ def run_items(
         if not remaining or time.monotonic() >= deadline:
             break
         remaining = _one_sandbox(
-            notebook, cells, remaining, limits, forbidden, deadline, run, ahead, overlays, masks,
+            notebook,
+            cells,
+            remaining,
+            limits,
+            forbidden,
+            deadline,
+            run,
+            ahead,
+            overlays,
+            masks,
             environ,
         )
     for item in remaining:

@@ -142,6 +142,7 @@ def seconds(kernel, *args, repeat=5):
 # Iterations of a `prange` run at the same time on different cores: two iterations must never
 # write the same element (a *race*: one write is lost).
 
+
 # %% nbgrader={"grade": false, "grade_id": "fast_map", "locked": false, "schema_version": 3, "solution": true}
 def fast_map(fn):
     ### BEGIN SOLUTION
@@ -170,6 +171,7 @@ from torchlight_grader import self_check
 
 self_check("a2c_kernels", "test_map", globals())
 ### END HIDDEN TESTS
+
 
 # %% nbgrader={"grade": false, "grade_id": "fast_zip", "locked": false, "schema_version": 3, "solution": true}
 def fast_zip(fn):
@@ -201,6 +203,7 @@ from torchlight_grader import self_check
 
 self_check("a2c_kernels", "test_zip", globals())
 ### END HIDDEN TESTS
+
 
 # %% nbgrader={"grade": false, "grade_id": "fast_reduce", "locked": false, "schema_version": 3, "solution": true}
 def fast_reduce(fn):
@@ -348,7 +351,10 @@ CUDA_TILE = 8  # 8 x 8 = 64 threads a block: the simulator runs one Python threa
 def launch(kernel, out, a, b):
     """`kernel[grid, block](out, a, b)`: one block of CUDA_TILE x CUDA_TILE threads per tile
     of `out` (the grader launches your kernel the same way)."""
-    grid = ((out.shape[0] + CUDA_TILE - 1) // CUDA_TILE, (out.shape[1] + CUDA_TILE - 1) // CUDA_TILE)
+    grid = (
+        (out.shape[0] + CUDA_TILE - 1) // CUDA_TILE,
+        (out.shape[1] + CUDA_TILE - 1) // CUDA_TILE,
+    )
     kernel[grid, (CUDA_TILE, CUDA_TILE)](out, a, b)
 
 
@@ -393,8 +399,10 @@ self_check("a2c_kernels", "test_cuda_matmul", globals())
 
 # %% nbgrader={"grade": true, "grade_id": "test_cuda_shared", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 if SIMULATOR:  # the simulator's numba.cuda cannot compile for a GPU
-    print("the grader compiles shared_matmul for a real GPU and reads its PTX: start Jupyter "
-          "with NUMBA_ENABLE_CUDASIM=0 to see it here (compile_ptx needs the CUDA toolkit)")
+    print(
+        "the grader compiles shared_matmul for a real GPU and reads its PTX: start Jupyter "
+        "with NUMBA_ENABLE_CUDASIM=0 to see it here (compile_ptx needs the CUDA toolkit)"
+    )
 else:
     matrix = float64[:, :]
     ptx, _ = cuda.compile_ptx(shared_matmul.py_func, (matrix, matrix, matrix), cc=(7, 5))

@@ -204,7 +204,7 @@ def _not_gpu_code(fn: Any, seen: set[int] | None = None) -> list[str]:
                 continue
             value = fn.__globals__[name]
             if isinstance(value, pytypes.ModuleType):
-                if value is not math and not value.__name__.split(".")[0] in ("numba", "numpy"):
+                if value is not math and value.__name__.split(".")[0] not in ("numba", "numpy"):
                     found.append(f"the module `{name}`")
             elif isinstance(value, int | float | numba.types.Type) or value is None:
                 continue
@@ -223,7 +223,7 @@ def cuda_results(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> d
     """The student's kernel in numba's CUDA simulator, one block per ``CUDA_TILE`` square."""
     from numba import config
 
-    if not config.ENABLE_CUDASIM:
+    if not getattr(config, "ENABLE_CUDASIM", 0):
         raise RuntimeError("the grader meant to run this item in numba's CUDA simulator")
     if not (hasattr(obj, "fn") and hasattr(obj, "__getitem__")):
         raise TypeError(f"shared_matmul must be a kernel decorated with @cuda.jit, got "
@@ -247,7 +247,7 @@ def cuda_ptx(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> dict[
     import numba.cuda.dispatcher
     from numba import config, cuda, float64
 
-    if config.ENABLE_CUDASIM:
+    if getattr(config, "ENABLE_CUDASIM", 0):
         raise RuntimeError("the grader meant to compile this item without the CUDA simulator")
     fn = getattr(obj, "py_func", None)
     if fn is None or not hasattr(obj, "__getitem__"):
