@@ -4,7 +4,7 @@ the speed items), and answers that reach for the library's kernels or numpy's pr
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, replace, substitute
+from submissions.catalog import Submission, add_cell, replace, substitute
 
 A = "a2c_kernels"
 SPEED = ("test_matmul_speed", "test_matmul_fast")
@@ -277,3 +277,74 @@ FLAGGED = {
     "library-cuda-matmul": "imports _tiled_matmul_source from torchlight.backends.cuda.kernels",
     "numpy-in-cuda-kernel": "uses .dot",
 }
+
+
+# ------------------------------------------------------------------------------ attacks
+#: A slow kernel that rewrites the clocks and the comparisons a timing would use, after its own
+#: answer cell: the sandbox's clocks and comparison were bound before any cell ran.
+FAKE_CLOCKS = """
+import time
+
+import numpy as np
+
+_ticks = [0.0]
+
+
+def _fast_clock():
+    _ticks[0] += 1e-6  # every timed call seems to take a microsecond
+    return _ticks[0]
+
+
+time.perf_counter = time.process_time = time.monotonic = time.time = _fast_clock
+time.perf_counter_ns = time.process_time_ns = lambda: int(_fast_clock() * 1e9)
+np.allclose = np.array_equal = lambda *args, **kwargs: True
+np.testing.assert_allclose = lambda *args, **kwargs: None
+"""
+
+#: Reading the hidden checks and the protocol, importing the grader, and printing a score.
+READ_AND_BOAST = """
+import os
+import sys
+
+REPO = "@REPO@"
+for path in (f"{REPO}/torchlight_grader/checks/a2c_kernels.py",
+             f"{REPO}/torchlight_grader/checks/timing.py",
+             f"{REPO}/assignments/source/a2c_kernels/a2c_kernels.py"):
+    try:
+        print(open(path).read()[:200])
+        print("ESCAPED: read", path)
+    except Exception as exc:
+        print("blocked: read", path, type(exc).__name__)
+try:
+    import torchlight_grader.checks.a2c_kernels as hidden
+
+    print("ESCAPED: imported the checks", hidden.CHECKS)
+except Exception as exc:
+    print("blocked: import the checks", type(exc).__name__)
+print('{"score": 13.0, "max_score": 13.0}')
+print("Score: 13/13. All hidden tests passed.")
+sys.stdout.flush()
+"""
+
+#: Few students (each one compiles and times kernels): one honest notebook, a slow kernel that
+#: fakes the clocks, and a release that reads the checks and prints a score.
+ATTACKS = [
+    Submission("honest", A, "solution", "solution"),
+    Submission(
+        "attack-fake-clocks",
+        A,
+        "cheat",
+        "solution",
+        (replace("tiled_matmul", NAIVE_MATMUL), add_cell("tiled_matmul", FAKE_CLOCKS)),
+        zero=SPEED,
+        note="a serial triple loop that rewrites time.* and numpy's comparisons: no speed credit",
+    ),
+    Submission(
+        "attack-read-checks-and-boast",
+        A,
+        "cheat",
+        "release",
+        (add_cell("setup", READ_AND_BOAST),),
+        note="reads the hidden checks and the protocol, prints a full score: nothing",
+    ),
+]
