@@ -12,6 +12,16 @@ numpy. The output starts filled with NaN (the start value, for a reduction): an 
 kernel never writes shows. Matrix sizes are not multiples of any tile (and one operand is a
 transposed view).
 
+**CUDA.** ``shared_matmul`` is a ``@cuda.jit`` kernel with shared-memory tiles, graded as the
+library's own CUDA backend is tested without a GPU: ``test_cuda_matmul`` launches it in numba's
+CUDA simulator (a sandbox of its own, started with ``NUMBA_ENABLE_CUDASIM=1``: numba reads it
+once) on fresh odd sizes against numpy, and scores nothing if its code refers to what a GPU
+cannot run (numpy's product, a Python function: the simulator would run it as Python);
+``test_cuda_shared`` compiles it for a real GPU (``numba.cuda.compile_ptx``, sm_75, no GPU
+needed) in the other sandbox, and :func:`ptx_problems` reads the PTX: two tiles in shared memory
+read from there, barriers between storing and reading them and before overwriting them, no
+local memory.
+
 **Speed.** ``test_map_speed``/``test_map_fast`` and ``test_matmul_speed``/``test_matmul_fast``
 time the student's kernel against a reference kernel in the sandbox with the paired protocol of
 :mod:`torchlight_grader.checks.timing` (two CPU threads; fresh inputs and a comparison after
