@@ -224,7 +224,11 @@ def cuda_results(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> d
     from numba import config
 
     if not getattr(config, "ENABLE_CUDASIM", 0):
-        raise RuntimeError("the grader meant to run this item in numba's CUDA simulator")
+        raise RuntimeError(
+            "this check launches shared_matmul in numba's CUDA simulator, and numba.cuda here is "
+            "the real one: set NUMBA_ENABLE_CUDASIM=1 before numba.cuda is imported (the grader "
+            "runs this item in a sandbox of its own that does)"
+        )
     if not (hasattr(obj, "fn") and hasattr(obj, "__getitem__")):
         raise TypeError(f"shared_matmul must be a kernel decorated with @cuda.jit, got "
                         f"{type(obj).__name__}")  # fmt: skip
@@ -248,7 +252,11 @@ def cuda_ptx(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> dict[
     from numba import config, cuda, float64
 
     if getattr(config, "ENABLE_CUDASIM", 0):
-        raise RuntimeError("the grader meant to compile this item without the CUDA simulator")
+        raise RuntimeError(
+            "this check compiles shared_matmul for a real GPU (compile_ptx), which numba's CUDA "
+            "simulator cannot: start Python with NUMBA_ENABLE_CUDASIM=0 to run it here (the "
+            "grader runs this item in a sandbox without the simulator)"
+        )
     fn = getattr(obj, "py_func", None)
     if fn is None or not hasattr(obj, "__getitem__"):
         raise TypeError(f"shared_matmul must be a kernel decorated with @cuda.jit, got "
