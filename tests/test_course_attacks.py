@@ -29,7 +29,7 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
-from submissions import a1b_engine, a2b_strided, a8_inference
+from submissions import a1b_engine, a2b_strided, a2c_kernels, a8_inference
 from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS, TEX_MARK
 from submissions.attacks_lm import LM_ATTACKS, LM_FLAGGED, LM_HONEST
 from submissions.catalog import build
@@ -58,6 +58,10 @@ LIBRARY_USE = [
     *(s for s in a8_inference.CATALOG if s.name in ("library-sampler", "library-checkpoint")),
 ]
 MODULES = {a1b_engine.A: a1b_engine, a2b_strided.A: a2b_strided, a8_inference.A: a8_inference}
+#: a2c (fast kernels) in the same run: an honest notebook, a slow kernel that rewrites the clocks
+#: and numpy's comparisons, a release that reads the hidden checks and prints a full score. Few
+#: students: each compiles ~20 kernels and times two of them (the budget below is a2c's only).
+KERNELS = a2c_kernels.ATTACKS
 OUTPUTS = {
     "autograded",
     "feedback",
@@ -75,6 +79,7 @@ FLAGS = (
     "--IsolatedGrader.seed=20260115",
     "--IsolatedGrader.cell_timeout=10",
     "--IsolatedGrader.notebook_timeout=60",
+    "--IsolatedGrader.notebook_timeouts=a2c_kernels=300",  # numba compiles and times kernels
 )
 
 
@@ -202,16 +207,16 @@ def _prepare(deployment: str, where: Path) -> Prepared:
         if prefix:
             for path in [folder, *folder.rglob("*")]:
                 os.lchown(path, uid, gid)
-    for sub in LIBRARY_USE:
+    for sub in [*KERNELS, *LM_ATTACKS, *LM_HONEST]:  # a2c; a6, a7, a8: attackers, then honest
         sub_source, sub_release = notebooks(course, sub.assignment)
-        submit(course, sub.student, sub.assignment, build(sub, sub_source, sub_release))
+        submit(course, sub.student, sub.assignment, build(sub, sub_source, sub_release, paths))
         if prefix:
             folder = course / "submitted" / sub.student
             for path in [folder, *folder.rglob("*")]:
                 os.lchown(path, uid, gid)
-    for sub in [*LM_ATTACKS, *LM_HONEST]:  # a6, a7 and a8 (issue 36): attackers, then honest
+    for sub in LIBRARY_USE:
         sub_source, sub_release = notebooks(course, sub.assignment)
-        submit(course, sub.student, sub.assignment, build(sub, sub_source, sub_release, paths))
+        submit(course, sub.student, sub.assignment, build(sub, sub_source, sub_release))
         if prefix:
             folder = course / "submitted" / sub.student
             for path in [folder, *folder.rglob("*")]:
@@ -326,6 +331,25 @@ def test_language_model_attackers_gain_nothing_and_honest_grades_are_exact(batch
         student = next(s.student for s in LM_ATTACKS if s.name == name)
         found = " ".join(finding for who, finding in rows if who == student)
         assert flagged in found, (batch.deployment, student, found)
+
+
+def test_kernel_attackers_gain_nothing_and_the_honest_kernels_keep_every_point(
+    batch: Batch,
+) -> None:
+    """a2c: rewriting the clocks and numpy's comparisons earns a slow kernel no speed credit,
+    reading the hidden checks and printing a score earns nothing, the honest notebook gets full
+    marks (its speed items included), in both deployments."""
+    points = max_points(notebooks(batch.course, a2c_kernels.A)[0])
+    got = {sub.name: batch.items.get((sub.student, a2c_kernels.A)) for sub in KERNELS}
+    expected = {sub.name: sub.expected(points) for sub in KERNELS}
+    assert got == expected, (batch.deployment, batch.output[-3000:])
+    assert sum(expected["honest"].values()) == 13
+    for sub in KERNELS:  # what the attacks tried in the feedback kernel: all blocked
+        name = a2c_kernels.A
+        printed = _printed(batch.course / "autograded" / sub.student / name / f"{name}.ipynb")
+        assert "ESCAPED" not in printed, (batch.deployment, sub.student, printed[:2000])
+        if sub.name == "attack-read-checks-and-boast":
+            assert printed.count("blocked:") == 4, printed[:2000]
 
 
 def test_course_library_and_environment_are_unchanged(batch: Batch) -> None:

@@ -99,3 +99,46 @@ def test_findings_name_the_librarys_kernels_and_numpys_product_and_no_solution()
     assert len(objmode) == 1 and "uses .objmode" in objmode[0] and "uses @" in objmode[0]
     for honest in (catalog.NAIVE_MATMUL, catalog.SKIPS_WORK):  # no speed, but the student's own
         assert a2c_kernels.FINDINGS([honest]) == []
+
+
+def test_cuda_items_grade_the_catalog_in_the_sandbox() -> None:
+    """The CUDA kernel's two items on the solution and the five CUDA entries of the catalog, in
+    the real sandbox (one with numba's simulator, one compiling for sm_75): each loses exactly
+    the items the catalog names."""
+    import jupytext
+    from submissions.catalog import build
+
+    from torchlight_grader.checks.grader import Cell, grade
+
+    source = jupytext.read(ROOT / "assignments/source/a2c_kernels/a2c_kernels.py")
+    items = ("test_cuda_matmul", "test_cuda_shared")
+    names = ("solution", "cuda-tile-guard-off-by-one", "cuda-no-shared-memory",
+             "cuda-missing-syncthreads", "library-cuda-matmul", "numpy-in-cuda-kernel")  # fmt: skip
+    got, want = {}, {}
+    for sub in [s for s in catalog.CATALOG if s.name in names]:
+        cells = []
+        for cell in build(sub, source, source).cells:
+            meta = cell.metadata.get("nbgrader", {}) if cell.cell_type == "code" else None
+            if meta is not None:
+                role = (
+                    "test" if meta.get("grade") else "answer" if meta.get("solution") else "locked"
+                )
+                cells.append(Cell(role, meta.get("grade_id"), cell.source))
+        verdicts = grade("a2c_kernels", cells, list(items), seed=7)
+        got[sub.name] = sorted(i for i in items if not verdicts[i].passed)
+        want[sub.name] = sorted(i for i in items if i in sub.zero)
+    assert got == want
+    assert len(got) == len(names)
+
+
+def test_ptx_rules_name_what_is_missing() -> None:
+    ok = "\n".join([".visible .shared .align 8 .b8 s1[512];", ".visible .shared .align 8 .b8 s2[512];",
+                    "st.shared.f64 [a], b;", "bar.sync 0;", "ld.shared.f64 c, [a];", "bar.sync 0;"])  # fmt: skip
+    assert a2c_kernels.ptx_problems(ok, 8) == []
+    no_first = ok.replace("bar.sync 0;\nld", "ld", 1)
+    assert "not have stored yet" in " ".join(a2c_kernels.ptx_problems(no_first, 8))
+    no_second = ok.rsplit("\nbar.sync 0;", 1)[0]
+    assert "still reading" in " ".join(a2c_kernels.ptx_problems(no_second, 8))
+    assert "need 4096" in " ".join(a2c_kernels.ptx_problems(ok, 16))  # a quarter of it
+    spilled = ok + "\n.local .align 8 .b8 tile[512];"
+    assert "local memory" in " ".join(a2c_kernels.ptx_problems(spilled, 8))

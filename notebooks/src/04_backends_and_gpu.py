@@ -385,6 +385,55 @@ assert np.allclose(c.to("numpy").numpy(), a.numpy() @ b.numpy(), rtol=1e-12, ato
 print("cuda matmul agrees with numpy")
 
 # %% [markdown]
+# ### Shared memory and barriers (assignment 2c)
+#
+# The threads of one block share a small, fast memory, `cuda.shared.array(shape, dtype)` (its
+# shape a constant numba knows when it compiles), and wait for each other at a barrier,
+# `cuda.syncthreads()`: no thread of the block passes it before every thread has reached it.
+# A tiled matrix multiply (assignment 2c's `shared_matmul`) repeats one pattern for each tile
+# along `k`: every thread **stores** one element of the tile of `a` and one of `b` (0 where the
+# tile sticks out past the matrix), **waits**, **reads** the whole row and column it needs from
+# shared memory, and **waits again** before the next tiles overwrite these. The kernel below
+# shows the same pattern on one small job: each block sums its piece of an array through
+# shared memory. Thread 0 reads the elements every other thread stored, so without the barrier
+# it could read them before they are there.
+
+# %%
+from numba import float64
+
+TILE = 8
+
+
+@cuda.jit
+def block_sums(x, out):
+    piece = cuda.shared.array(TILE, float64)  # one per block, seen by all its threads
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * TILE + t
+    piece[t] = x[i] if i < x.size else 0.0  # store (0 past the end: the last block is partial)
+    cuda.syncthreads()  # every thread has stored its element
+    if t == 0:  # one thread reads what all the others stored
+        total = 0.0
+        for k in range(TILE):
+            total += piece[k]
+        out[cuda.blockIdx.x] = total
+
+
+x = np.arange(20.0)
+blocks = (x.size + TILE - 1) // TILE
+out = np.zeros(blocks)
+block_sums[blocks, TILE](x, out)
+print(out)
+assert np.array_equal(out, np.add.reduceat(x, np.arange(0, x.size, TILE)))
+
+# %% [markdown]
+# Numba's simulator runs each GPU thread as a Python thread until it blocks at a barrier, so a
+# missing barrier usually shows there as wrong numbers; but it cannot tell whether a kernel
+# uses shared memory at all, and it accepts code a GPU rejects. `numba.cuda.compile_ptx`
+# compiles a kernel for a real GPU without one (the CUDA toolkit's libNVVM does the work): the
+# GPU code (PTX) of `block_sums` declares its tile `.shared` and has the barrier as
+# `bar.sync`. The assignment's grader reads the same two things in the PTX of your kernel.
+
+# %% [markdown]
 # And the small network from section 2, trained for one step on the GPU (or the simulator),
 # gives the same loss and gradients as on numpy:
 

@@ -4,7 +4,7 @@ the speed items), and answers that reach for the library's kernels or numpy's pr
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, replace, substitute
+from submissions.catalog import Submission, add_cell, replace, substitute
 
 A = "a2c_kernels"
 SPEED = ("test_matmul_speed", "test_matmul_fast")
@@ -78,6 +78,35 @@ def tiled_matmul(out, a, b):
     with numba.objmode():
         out[:, :] = a @ b
 """
+
+GLOBAL_MEMORY_CUDA = """
+@cuda.jit
+def shared_matmul(out, a, b):
+    i, j = cuda.grid(2)
+    n, depth = a.shape
+    m = b.shape[1]
+    if i < n and j < m:
+        acc = 0.0
+        for k in range(depth):
+            acc += a[i, k] * b[k, j]
+        out[i, j] = acc
+"""
+
+LIBRARY_CUDA = """
+from torchlight.backends.cuda.kernels import _tiled_matmul_source
+
+shared_matmul = _tiled_matmul_source(np.float64)
+"""
+
+NUMPY_IN_CUDA = """
+@cuda.jit
+def shared_matmul(out, a, b):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = np.dot(a[i, :], b[:, j])
+"""
+
+CUDA = ("test_cuda_matmul", "test_cuda_shared")
 
 CATALOG = [
     Submission("solution", A, "solution", "solution"),
@@ -166,6 +195,62 @@ CATALOG = [
         note="fast on the timed sizes by computing half of the product: no speed credit",
     ),
     Submission(
+        "cuda-tile-guard-off-by-one",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute("shared_matmul", "ka < depth", "ka <= depth"),
+            substitute("shared_matmul", "kb < depth", "kb <= depth"),
+        ),
+        zero=("test_cuda_matmul",),
+        note="loads one element past the end of k: wrong on sizes that are no multiple of the tile",
+    ),
+    Submission(
+        "cuda-no-shared-memory",
+        A,
+        "mistake",
+        "solution",
+        (replace("shared_matmul", GLOBAL_MEMORY_CUDA),),
+        zero=("test_cuda_shared",),
+        note="one thread per output reading global memory: right numbers, no shared tiles",
+    ),
+    Submission(
+        "cuda-missing-syncthreads",
+        A,
+        "mistake",
+        "solution",
+        (
+            substitute(
+                "shared_matmul",
+                "        cuda.syncthreads()  # every thread done with the tiles before they are "
+                "overwritten\n",
+                "",
+            ),
+        ),
+        zero=CUDA,
+        note="no barrier before the next tiles overwrite these: the PTX shows it, and the "
+        "simulator, which runs each thread until it blocks, gets wrong numbers too",
+    ),
+    Submission(
+        "library-cuda-matmul",
+        A,
+        "cheat",
+        "solution",
+        (replace("shared_matmul", LIBRARY_CUDA),),
+        zero=CUDA,
+        note="the library's own CUDA tiled matmul: not in the grader's library",
+    ),
+    Submission(
+        "numpy-in-cuda-kernel",
+        A,
+        "cheat",
+        "solution",
+        (replace("shared_matmul", NUMPY_IN_CUDA),),
+        zero=CUDA,
+        note="np.dot inside the kernel: right in the simulator (Python), no GPU code",
+    ),
+    Submission(
         "library-matmul",
         A,
         "cheat",
@@ -189,4 +274,77 @@ CATALOG = [
 FLAGGED = {
     "library-matmul": "imports matmul_kernel from torchlight.backends.numba.kernels",
     "objmode-matmul": "uses .objmode",
+    "library-cuda-matmul": "imports _tiled_matmul_source from torchlight.backends.cuda.kernels",
+    "numpy-in-cuda-kernel": "uses .dot",
 }
+
+
+# ------------------------------------------------------------------------------ attacks
+#: A slow kernel that rewrites the clocks and the comparisons a timing would use, after its own
+#: answer cell: the sandbox's clocks and comparison were bound before any cell ran.
+FAKE_CLOCKS = """
+import time
+
+import numpy as np
+
+_ticks = [0.0]
+
+
+def _fast_clock():
+    _ticks[0] += 1e-6  # every timed call seems to take a microsecond
+    return _ticks[0]
+
+
+time.perf_counter = time.process_time = time.monotonic = time.time = _fast_clock
+time.perf_counter_ns = time.process_time_ns = lambda: int(_fast_clock() * 1e9)
+np.allclose = np.array_equal = lambda *args, **kwargs: True
+np.testing.assert_allclose = lambda *args, **kwargs: None
+"""
+
+#: Reading the hidden checks and the protocol, importing the grader, and printing a score.
+READ_AND_BOAST = """
+import os
+import sys
+
+REPO = "@REPO@"
+for path in (f"{REPO}/torchlight_grader/checks/a2c_kernels.py",
+             f"{REPO}/torchlight_grader/checks/timing.py",
+             f"{REPO}/assignments/source/a2c_kernels/a2c_kernels.py"):
+    try:
+        print(open(path).read()[:200])
+        print("ESCAPED: read", path)
+    except Exception as exc:
+        print("blocked: read", path, type(exc).__name__)
+try:
+    import torchlight_grader.checks.a2c_kernels as hidden
+
+    print("ESCAPED: imported the checks", hidden.CHECKS)
+except Exception as exc:
+    print("blocked: import the checks", type(exc).__name__)
+print('{"score": 13.0, "max_score": 13.0}')
+print("Score: 13/13. All hidden tests passed.")
+sys.stdout.flush()
+"""
+
+#: Few students (each one compiles and times kernels): one honest notebook, a slow kernel that
+#: fakes the clocks, and a release that reads the checks and prints a score.
+ATTACKS = [
+    Submission("honest", A, "solution", "solution"),
+    Submission(
+        "attack-fake-clocks",
+        A,
+        "cheat",
+        "solution",
+        (replace("tiled_matmul", NAIVE_MATMUL), add_cell("tiled_matmul", FAKE_CLOCKS)),
+        zero=SPEED,
+        note="a serial triple loop that rewrites time.* and numpy's comparisons: no speed credit",
+    ),
+    Submission(
+        "attack-read-checks-and-boast",
+        A,
+        "cheat",
+        "release",
+        (add_cell("setup", READ_AND_BOAST),),
+        note="reads the hidden checks and the protocol, prints a full score: nothing",
+    ),
+]

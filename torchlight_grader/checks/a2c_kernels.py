@@ -12,6 +12,16 @@ numpy. The output starts filled with NaN (the start value, for a reduction): an 
 kernel never writes shows. Matrix sizes are not multiples of any tile (and one operand is a
 transposed view).
 
+**CUDA.** ``shared_matmul`` is a ``@cuda.jit`` kernel with shared-memory tiles, graded as the
+library's own CUDA backend is tested without a GPU: ``test_cuda_matmul`` launches it in numba's
+CUDA simulator (a sandbox of its own, started with ``NUMBA_ENABLE_CUDASIM=1``: numba reads it
+once) on fresh odd sizes against numpy, and scores nothing if its code refers to what a GPU
+cannot run (numpy's product, a Python function: the simulator would run it as Python);
+``test_cuda_shared`` compiles it for a real GPU (``numba.cuda.compile_ptx``, sm_75, no GPU
+needed) in the other sandbox, and :func:`ptx_problems` reads the PTX: two tiles in shared memory
+read from there, barriers between storing and reading them and before overwriting them, no
+local memory.
+
 **Speed.** ``test_map_speed``/``test_map_fast`` and ``test_matmul_speed``/``test_matmul_fast``
 time the student's kernel against a reference kernel in the sandbox with the paired protocol of
 :mod:`torchlight_grader.checks.timing` (two CPU threads; fresh inputs and a comparison after
@@ -203,6 +213,145 @@ class MatmulCheck(Check):
         return f"tiled_matmul: right on {len(cases)} products ({'; '.join(c.describe() for c in cases)})."
 
 
+# ------------------------------------------------------------------------------ CUDA
+#: numba reads this once, when ``numba.cuda`` is first imported: the results item runs in a
+#: sandbox of its own with the simulator on, the other items in one without it.
+SIMULATOR = (("NUMBA_ENABLE_CUDASIM", "1"),)
+REAL_GPU = (("NUMBA_ENABLE_CUDASIM", "0"),)
+NOT_GPU_CODE = (
+    "; in the simulator every line is Python, so this would run there, but a GPU cannot run it: "
+    "the kernel itself must do the product, so this item scores nothing"
+)
+
+
+def cuda_case(rng: np.random.Generator, trial: int) -> Case:
+    """Small (the simulator runs one Python thread per GPU thread), odd sizes (no multiple of
+    an even tile), ``k`` over at least two tiles of 8 (so a missing barrier shows)."""
+    n, m = (int(x) for x in rng.choice(np.arange(9, 20, 2), size=2))
+    k = int(rng.choice(np.arange(17, 28, 2)))
+    a, b = rng.uniform(-1, 1, size=(n, k)), rng.uniform(-1, 1, size=(k, m))
+    transposed = trial % 2 == 1
+    what = f"a ({n}, {k}) and b ({k}, {m}){' read through a transposed view' if transposed else ''}"
+    return KernelCase([a, b, transposed], names=("a", "b", "transposed"), hidden={"what": what})
+
+
+@dataclass
+class CudaResultsCheck(Check):
+    """The kernel's numbers in numba's CUDA simulator against numpy."""
+
+    def spec(self) -> dict[str, Any]:
+        return {"runner": "cuda_results", "entry": self.entry}
+
+    def expected(self, case: Case) -> dict[str, Any]:
+        a, b, _ = case.args
+        return {"out": a @ b}
+
+    def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
+        trial = f"on {case.describe()}"
+        found = received.get("not_gpu_code")
+        if found:
+            return f"shared_matmul refers to {', '.join(map(str, found))}{NOT_GPU_CODE} ({trial})"
+        problem = self.compare("out", expected["out"], received.get("out"), trial)
+        if problem and isinstance(received.get("out"), np.ndarray):
+            got = received["out"]
+            bad = ~np.isclose(got, expected["out"], rtol=1e-9, atol=1e-9)
+            rows, cols = np.nonzero(bad)
+            tile = received.get("tile")
+            problem += (f" (wrong in rows {rows.min()}..{rows.max()}, columns {cols.min()}.."
+                        f"{cols.max()} of {expected['out'].shape}, tiles of {tile}: the last, "
+                        "partial tiles? a barrier missing?)")  # fmt: skip
+        return problem
+
+    def passed(self, cases: Any) -> str:
+        return (f"shared_matmul: right in the CUDA simulator on {len(cases)} products "
+                f"({'; '.join(c.describe() for c in cases)}).")  # fmt: skip
+
+
+def ptx_case(rng: np.random.Generator, trial: int) -> Case:
+    return KernelCase([[7, 5]], names=("cc",), hidden={"what": "sm_75 (Turing, a T4)"})
+
+
+def ptx_problems(ptx: str, tile: int) -> list[str]:
+    """What the PTX of a shared-memory tiled matmul must show, in words a student can act on:
+    two tiles declared in shared memory and read from there, a barrier (``bar.sync``) between
+    every store to shared memory and the next load of it and between the last load and the next
+    store (the loop's wrap-around), no tile in local memory."""
+    lines = [line.strip() for line in ptx.splitlines()]
+    problems = []
+    declared = 0
+    for line in lines:
+        if ".shared" in line and not line.startswith(("ld.", "st.", "atom.", "red.", "cvta")):
+            size = line.rsplit("[", 1)[-1].split("]")[0]
+            declared += int(size) if size.isdigit() else 0
+    if declared < 2 * tile * tile * 8:
+        problems.append(
+            f"it declares {declared} bytes of shared memory, and two float64 tiles of "
+            f"{tile} x {tile} need {2 * tile * tile * 8}: stage the tiles of a and of b in "
+            "cuda.shared.array((CUDA_TILE, CUDA_TILE), float64)"
+        )
+    order = "".join(
+        "B" if line.startswith(("bar.sync", "barrier.sync", "bar.cta.sync"))
+        else "L" if line.startswith("ld.shared") else "S" if line.startswith("st.shared")
+        else "" for line in lines
+    )  # fmt: skip
+    if declared and "L" not in order:
+        problems.append("it never reads shared memory: compute from the shared tiles")
+    if "B" not in order:
+        problems.append("it has no barrier (bar.sync): call cuda.syncthreads()")
+    else:
+        cyclic = order + order  # the tile loop comes round: its end runs before its start
+        if _unguarded(cyclic, "S", "L"):
+            problems.append("a thread reads a tile that other threads may not have stored yet: "
+                            "cuda.syncthreads() between loading a tile and using it")  # fmt: skip
+        if _unguarded(cyclic, "L", "S"):
+            problems.append("a thread may overwrite a tile that other threads are still reading: "
+                            "cuda.syncthreads() after using a tile, before loading the next")  # fmt: skip
+    local = [line for line in lines if line.startswith((".local", "ld.local", "st.local"))]
+    if local:
+        problems.append(f"it keeps data in local memory ({local[0]}): a tile belongs in shared "
+                        "memory (cuda.shared.array), not in cuda.local.array or a spill")  # fmt: skip
+    return problems
+
+
+def _unguarded(order: str, first: str, then: str) -> bool:
+    """Whether some ``first`` is followed by a ``then`` with no barrier (``B``) between them."""
+    pending = False
+    for op in order:
+        if op == "B":
+            pending = False
+        elif op == first:
+            pending = True
+        elif op == then and pending:
+            return True
+    return False
+
+
+@dataclass
+class CudaPtxCheck(Check):
+    """The kernel compiled for a real GPU; its PTX shows shared tiles and barriers."""
+
+    def spec(self) -> dict[str, Any]:
+        return {"runner": "cuda_ptx", "entry": self.entry}
+
+    def expected(self, case: Case) -> dict[str, Any]:
+        return {}
+
+    def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
+        ptx, tile = received.get("ptx"), received.get("tile")
+        if not isinstance(ptx, str) or not isinstance(tile, int):
+            return "the grader could not read the compiled kernel"
+        if ".target sm_75" not in ptx:
+            return "the compiled kernel is not for the GPU the grader asked for (sm_75)"
+        problems = ptx_problems(ptx, tile)
+        if problems:
+            return "compiled for a real GPU (sm_75), shared_matmul's code: " + "; ".join(problems)
+        return None
+
+    def passed(self, cases: Any) -> str:
+        return ("shared_matmul compiles for a real GPU (sm_75): two tiles in shared memory, "
+                "barriers between storing and reading them, no local memory.")  # fmt: skip
+
+
 # ------------------------------------------------------------------------------ speed
 PROTOCOL = Path(timing.__file__).read_text(encoding="utf-8")
 
@@ -279,7 +428,8 @@ def speed_check(entry: str, kind: str, size: int, level: str, thresholds: timing
 LIBRARY = {"matmul_kernel", "map_kernels", "zip_kernels", "reduce_kernels", "_make_map_kernels",
            "_make_zip_kernels", "_make_reduce_kernels", "matmul", "dot", "objmode", "einsum",
            "tensordot", "perf_counter", "process_time", "PROTECTED", "kernels",
-           "runners"}  # fmt: skip
+           "runners", "_tiled_matmul_source", "_blocked_matmul_source", "_small_matmul_source",
+           "_map_source", "_zip_source", "_reduce_source"}  # fmt: skip
 
 
 def library_kernels(sources: Iterable[str]) -> list[str]:
@@ -354,6 +504,24 @@ def checks() -> dict[str, Check]:
             timeout=60.0,
             what="tiled_matmul",
         ),  # fmt: skip
+        "test_cuda_matmul": CudaResultsCheck(
+            "shared_matmul",
+            ("shared_matmul",),
+            cuda_case,
+            trials=3,
+            timeout=90.0,
+            what="shared_matmul",
+            environ=SIMULATOR,
+        ),
+        "test_cuda_shared": CudaPtxCheck(
+            "shared_matmul",
+            ("shared_matmul",),
+            ptx_case,
+            trials=1,
+            timeout=60.0,
+            what="shared_matmul",
+            environ=REAL_GPU,
+        ),
         "test_map_speed": speed_check(
             "fast_map", "map", 1000, "partial", MAP_SPEED, "your fast_map", 11
         ),  # fmt: skip
@@ -383,6 +551,15 @@ def checks() -> dict[str, Check]:
     }
 
 
-CHECKS = checks()
+def _one_sandbox_without_the_simulator(items: dict[str, Check]) -> dict[str, Check]:
+    """Every item but the simulator's runs in one sandbox, with ``numba.cuda`` the real one (the
+    notebook's setup turns the simulator on unless told otherwise)."""
+    for check in items.values():
+        if not check.environ:
+            check.environ = REAL_GPU
+    return items
+
+
+CHECKS = _one_sandbox_without_the_simulator(checks())
 
 __all__ = ["CHECKS", "FINDINGS", "contiguous_strides"]

@@ -104,6 +104,11 @@ class Check:
     ``timeout`` bounds it, in wall-clock time."""
     processes: int | None = field(default=None, kw_only=True)
     """RLIMIT_NPROC of the item's process (1: it may start no process or thread)."""
+    environ: tuple[tuple[str, str], ...] = field(default=(), kw_only=True)
+    """Environment variables the sandbox sets before the notebook's first cell runs (a2c's CUDA
+    items: ``NUMBA_ENABLE_CUDASIM``, which numba reads once, when ``numba.cuda`` is imported).
+    Items of one notebook with different environments run in separate sandboxes, each running
+    the cells once."""
 
     # -- grader side ------------------------------------------------------------------
     def cases(self, rng: np.random.Generator) -> list[Case]:

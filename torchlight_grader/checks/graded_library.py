@@ -480,7 +480,10 @@ def for_notebook(notebook: str) -> tuple[tuple[str, str], ...]:
 #: distributions and what they require (extras left out). Everything else installed (sympy,
 #: scipy, jax, torch, nbgrader, the grader itself) is not in the sandbox at all. Numba (and its
 #: llvmlite) for a2c's kernels; without SciPy it cannot compile numpy's ``@`` or ``np.dot``.
-ALLOWED_DISTRIBUTIONS = ("numpy", "ipython", "traitlets", "torchlight-edu", "numba")
+#: NVIDIA's numba-cuda (its simulator, and ``compile_ptx`` with the system's libNVVM) and NVRTC
+#: for a2c's CUDA kernel.
+ALLOWED_DISTRIBUTIONS = ("numpy", "ipython", "traitlets", "torchlight-edu", "numba", "numba-cuda",
+                         "nvidia-cuda-nvrtc")  # fmt: skip
 
 
 def allowed_distributions(sites: Iterable[str]) -> list[Any]:

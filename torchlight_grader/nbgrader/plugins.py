@@ -31,7 +31,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import determine_grade
-from traitlets import Bool, Float, Integer
+from traitlets import Bool, Dict, Float, Integer, Unicode
 
 from torchlight_grader import sandbox
 from torchlight_grader.checks import graded_library, registry
@@ -402,19 +402,25 @@ class IsolatedGrader(NbGraderPreprocessor):
     notebook_timeout = Float(
         300.0, help="Wall-clock seconds for all hidden checks of one notebook, however many cells."
     ).tag(config=True)
+    notebook_timeouts = Dict(
+        key_trait=Unicode(),
+        value_trait=Float(),
+        help="notebook_timeout for the notebooks named here (e.g. a2c_kernels=300: numba "
+        "compiles and times kernels there); the others keep notebook_timeout.",
+    ).tag(config=True)
     start_ahead = Bool(
         True,
         help="Start the notebook's hidden-check sandbox (its imports done) while nbgrader "
         "sanitizes the notebook (RestoreGradedCells), before it is needed.",
     ).tag(config=True)
 
-    def limits(self) -> sandbox.Limits:
-        """The sandbox limits this preprocessor is configured with."""
+    def limits(self, notebook: str = "") -> sandbox.Limits:
+        """The sandbox limits this preprocessor is configured with (for ``notebook``)."""
         return sandbox.Limits(
             memory=self.memory_limit,
             output=self.output_limit,
             cell_timeout=self.cell_timeout,
-            budget=self.notebook_timeout,
+            budget=self.notebook_timeouts.get(notebook, self.notebook_timeout),
         )
 
     def prepare(self, resources: dict[str, Any]) -> None:
@@ -423,7 +429,8 @@ class IsolatedGrader(NbGraderPreprocessor):
         Not a spare started while the previous notebook ran: each notebook's checks see a
         library built for that notebook, and which notebook comes next is not known then."""
         if self.start_ahead:
-            prepare(resources["nbgrader"]["notebook"], self.limits(), course_paths(resources))
+            notebook = resources["nbgrader"]["notebook"]
+            prepare(notebook, self.limits(notebook), course_paths(resources))
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         start = time.perf_counter()
@@ -464,7 +471,7 @@ class IsolatedGrader(NbGraderPreprocessor):
             cells,
             list(tests),
             seed=seed,
-            limits=self.limits(),
+            limits=self.limits(notebook),
             timeout_cap=self.timeout_cap,
             forbidden=course_paths(resources),
         )  # its sandbox was started by prepare(), while nbgrader sanitized the notebook

@@ -55,6 +55,7 @@ def run_items(
     ahead: bool = False,
     overlays: Sequence[tuple[str, str]] = (),
     masks: Sequence[str] = (),
+    environ: Sequence[tuple[str, str]] = (),
 ) -> Run:
     """Run the cells once and then each item, in one sandbox, within ``limits.budget`` seconds.
 
@@ -62,7 +63,8 @@ def run_items(
     ``{"id", "spec", "cases", "timeout"}``. Items the sandbox never reached because it died get
     one more try in a fresh sandbox, within the same budget. ``ahead``: start the next
     notebook's sandbox now (:func:`open_sandbox`). ``overlays``, ``masks``: see :func:`command`
-    (the grader-built library the checks run against).
+    (the grader-built library the checks run against). ``environ``: environment variables the
+    sandbox sets before the first cell (``NUMBA_ENABLE_CUDASIM`` for a2c's CUDA items).
     """
     run = Run()
     deadline = time.monotonic() + limits.budget
@@ -71,7 +73,17 @@ def run_items(
         if not remaining or time.monotonic() >= deadline:
             break
         remaining = _one_sandbox(
-            notebook, cells, remaining, limits, forbidden, deadline, run, ahead, overlays, masks
+            notebook,
+            cells,
+            remaining,
+            limits,
+            forbidden,
+            deadline,
+            run,
+            ahead,
+            overlays,
+            masks,
+            environ,
         )
     for item in remaining:
         if item["id"] not in run.outcomes:
@@ -97,6 +109,7 @@ def _one_sandbox(
     ahead: bool,
     overlays: Sequence[tuple[str, str]] = (),
     masks: Sequence[str] = (),
+    environ: Sequence[tuple[str, str]] = (),
 ) -> list[dict[str, Any]]:
     """One sandbox over ``items``; returns the items it never reached."""
     box = open_sandbox(
@@ -107,6 +120,7 @@ def _one_sandbox(
             "notebook": notebook,
             "cells": list(cells),
             "budget": max(0.0, deadline - time.monotonic()),
+            "environ": dict(environ),
             "limits": {
                 "memory": limits.memory,
                 "output": limits.output,

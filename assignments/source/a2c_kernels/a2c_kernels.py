@@ -20,7 +20,9 @@
 # 1. `fast_map(fn)`, `fast_zip(fn)`, `fast_reduce(fn)`: each returns a parallel kernel over
 #    strided storage (any layout: permuted, sliced, broadcast);
 # 2. `tiled_matmul(out, a, b)`: a parallel matrix multiply that works on tiles that stay in the
-#    CPU's cache.
+#    CPU's cache;
+# 3. `shared_matmul`: a CUDA kernel that multiplies matrices with tiles in the GPU's shared
+#    memory (run in numba's CUDA simulator when there is no GPU, and compiled for a real one).
 #
 # **How you are graded.** The hidden checks call your kernels on fresh random storages with
 # every kind of layout (contiguous, permuted, sliced, broadcast, a strided output) and
@@ -140,6 +142,7 @@ def seconds(kernel, *args, repeat=5):
 # Iterations of a `prange` run at the same time on different cores: two iterations must never
 # write the same element (a *race*: one write is lost).
 
+
 # %% nbgrader={"grade": false, "grade_id": "fast_map", "locked": false, "schema_version": 3, "solution": true}
 def fast_map(fn):
     ### BEGIN SOLUTION
@@ -168,6 +171,7 @@ from torchlight_grader import self_check
 
 self_check("a2c_kernels", "test_map", globals())
 ### END HIDDEN TESTS
+
 
 # %% nbgrader={"grade": false, "grade_id": "fast_zip", "locked": false, "schema_version": 3, "solution": true}
 def fast_zip(fn):
@@ -199,6 +203,7 @@ from torchlight_grader import self_check
 
 self_check("a2c_kernels", "test_zip", globals())
 ### END HIDDEN TESTS
+
 
 # %% nbgrader={"grade": false, "grade_id": "fast_reduce", "locked": false, "schema_version": 3, "solution": true}
 def fast_reduce(fn):
@@ -288,8 +293,128 @@ from torchlight_grader import self_check
 self_check("a2c_kernels", "test_tiled_matmul", globals())
 ### END HIDDEN TESTS
 
+# %% [markdown] nbgrader={"grade": false, "grade_id": "cuda_md", "locked": true, "schema_version": 3, "solution": false}
+# ## 3. A CUDA matrix multiply with shared-memory tiles
+#
+# On a GPU, `@cuda.jit` compiles a *kernel* that thousands of threads run at once. They are
+# grouped in *blocks*; the threads of one block share a small, fast *shared memory* and can
+# wait for each other at a *barrier*, `cuda.syncthreads()`. Launched as
+# `shared_matmul[grid, (CUDA_TILE, CUDA_TILE)](out, a, b)` with
+# `grid = (ceil(n / CUDA_TILE), ceil(m / CUDA_TILE))`, the thread `(tx, ty)` of block `(bx, by)`
+# computes `out[bx * CUDA_TILE + tx, by * CUDA_TILE + ty]`.
+#
+# Reading `a` and `b` straight from the GPU's global memory, every thread would read a whole row
+# and a whole column: `n * m * k` slow reads. Instead, for each step `t` along `k`, the block
+# **loads one tile** of `a` (rows of the block, columns `t * CUDA_TILE ...`) and one of `b` into
+# `cuda.shared.array((CUDA_TILE, CUDA_TILE), float64)`, one element per thread; **waits**
+# (`cuda.syncthreads()`) until every thread has stored its element; multiplies the two tiles
+# from shared memory; and **waits again** before the next step overwrites the tiles, which other
+# threads may still be reading. Each element of `a` and `b` is then read from global memory
+# `CUDA_TILE` times fewer. Sizes are not multiples of the tile: a thread whose element lies
+# outside `a` or `b` stores 0 in the tile (so the sum is unchanged), and only threads inside
+# `out` write. Every thread of a block must reach every barrier: do not `return` early.
+#
+# **How you are graded.** `test_cuda_matmul` launches your kernel in numba's **CUDA
+# simulator** (no GPU needed: it runs each GPU thread as a Python thread, slowly, so the sizes
+# are small) on random sizes that are no multiple of the tile, against numpy. `test_cuda_shared`
+# compiles the same kernel **for a real GPU** (`numba.cuda.compile_ptx`, which needs no GPU)
+# and reads the GPU code (PTX): both tiles declared `.shared` and read from there, a barrier
+# (`bar.sync`) between storing a tile and reading it and between reading it and storing the next,
+# no tile in local memory.
+#
+# What the simulator can and cannot catch: it catches wrong numbers, partial tiles handled
+# wrong (an index past the end raises `IndexError` there; a GPU would read garbage silently), and
+# usually a missing barrier (it runs each thread until it blocks, so a thread races ahead of the
+# others). It cannot tell whether the kernel uses shared memory at all (a plain kernel reading
+# global memory gives the same numbers, many times slower on a GPU), it accepts code a GPU
+# rejects (allocating an array, calling numpy or Python functions), and its schedule is not a
+# GPU's: a race it happens to hide still breaks on the device. Hence the second item. In the
+# kernel use only `cuda`, numba's types, `math`, numbers, `range`/`min`/`max` and device
+# functions: no numpy.
+
+# %% nbgrader={"grade": false, "grade_id": "cuda_setup", "locked": true, "schema_version": 3, "solution": false}
+import os
+
+import numba
+
+import torchlight as tl
+
+if not tl.cuda.is_available():  # no GPU here: numba's simulator runs the kernels (slowly)
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+numba.core.config.reload_config()  # numba read its settings at `import numba`: again, now
+from numba import cuda, float64  # noqa: E402 - after the switch above
+
+SIMULATOR = bool(numba.core.config.ENABLE_CUDASIM)
+CUDA_TILE = 8  # 8 x 8 = 64 threads a block: the simulator runs one Python thread each
+
+
+def launch(kernel, out, a, b):
+    """`kernel[grid, block](out, a, b)`: one block of CUDA_TILE x CUDA_TILE threads per tile
+    of `out` (the grader launches your kernel the same way)."""
+    grid = (
+        (out.shape[0] + CUDA_TILE - 1) // CUDA_TILE,
+        (out.shape[1] + CUDA_TILE - 1) // CUDA_TILE,
+    )
+    kernel[grid, (CUDA_TILE, CUDA_TILE)](out, a, b)
+
+
+# %% nbgrader={"grade": false, "grade_id": "shared_matmul", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+@cuda.jit
+def shared_matmul(out, a, b):
+    tile_a = cuda.shared.array((CUDA_TILE, CUDA_TILE), float64)
+    tile_b = cuda.shared.array((CUDA_TILE, CUDA_TILE), float64)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    i = cuda.blockIdx.x * CUDA_TILE + tx  # this thread's row and column of out
+    j = cuda.blockIdx.y * CUDA_TILE + ty
+    n, depth = a.shape
+    m = b.shape[1]
+    acc = 0.0
+    for t in range((depth + CUDA_TILE - 1) // CUDA_TILE):
+        ka, kb = t * CUDA_TILE + ty, t * CUDA_TILE + tx  # the columns of a, rows of b loaded
+        tile_a[tx, ty] = a[i, ka] if i < n and ka < depth else 0.0
+        tile_b[tx, ty] = b[kb, j] if kb < depth and j < m else 0.0
+        cuda.syncthreads()  # every element of both tiles stored
+        for q in range(CUDA_TILE):
+            acc += tile_a[tx, q] * tile_b[q, ty]
+        cuda.syncthreads()  # every thread done with the tiles before they are overwritten
+    if i < n and j < m:
+        out[i, j] = acc
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_cuda_matmul", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+rng = np.random.default_rng(3)
+for n, k, m in [(5, 3, 4), (CUDA_TILE + 3, 2 * CUDA_TILE + 1, CUDA_TILE - 1)]:
+    a, b = rng.normal(size=(n, k)), rng.normal(size=(k, m))
+    out = np.zeros((n, m))
+    launch(shared_matmul, out, a, b)
+    assert np.allclose(out, a @ b, rtol=1e-12, atol=1e-12), (n, k, m)
+print(f"shared_matmul: visible tests passed ({'simulator' if SIMULATOR else 'GPU'})")
+### BEGIN HIDDEN TESTS
+from torchlight_grader import self_check
+
+self_check("a2c_kernels", "test_cuda_matmul", globals())
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_cuda_shared", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+if SIMULATOR:  # the simulator's numba.cuda cannot compile for a GPU
+    print(
+        "the grader compiles shared_matmul for a real GPU and reads its PTX: start Jupyter "
+        "with NUMBA_ENABLE_CUDASIM=0 to see it here (compile_ptx needs the CUDA toolkit)"
+    )
+else:
+    matrix = float64[:, :]
+    ptx, _ = cuda.compile_ptx(shared_matmul.py_func, (matrix, matrix, matrix), cc=(7, 5))
+    print({word: ptx.count(word) for word in (".shared", "bar.sync", ".local")})
+### BEGIN HIDDEN TESTS
+from torchlight_grader import self_check
+
+self_check("a2c_kernels", "test_cuda_shared", globals())
+### END HIDDEN TESTS
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "speed_md", "locked": true, "schema_version": 3, "solution": false}
-# ## 3. Speed
+# ## 4. Speed
 #
 # The cells below time your kernels here, on your machine, against themselves on one core
 # (`numba.set_num_threads(1)`): a `prange` kernel on two cores should take about half the time.

@@ -7,7 +7,8 @@ library, the Python environment (read-only) and an empty private work dir.
 
 Protocol (everything untrusted by the grader):
 
-- stdin, one JSON line each: first ``{"cells", "limits", "budget"}``; then, one at a time,
+- stdin, one JSON line each: first ``{"cells", "limits", "budget", "environ"}`` (``environ``:
+  variables set before the first cell); then, one at a time,
   ``{"id", "nonce", "spec", "cases", "timeout"}`` for the next item, or ``{"end": true}``;
 - file descriptor ``FD`` (a pipe the grader holds), length-prefixed frames: ``{"cells": [...]}``
   once the cells ran, then per item ``{"result": id, "nonce", "cases"}`` (the outputs of the
@@ -342,6 +343,9 @@ def _mainline(shell: Any, request: dict[str, Any], deadline: float, items: Any) 
     """Run the cells with a checkpoint fork per cell, then the items the grader sends."""
     try:
         limits = request["limits"]
+        # before any cell: numba reads NUMBA_ENABLE_CUDASIM once, when numba.cuda is imported
+        environ = request.get("environ") or {}
+        os.environ.update({str(k): str(v) for k, v in environ.items()})
         records: list[dict[str, Any]] = []
         for index, cell in enumerate(request["cells"]):
             timeout = min(float(limits["cell_timeout"]), max(0.0, deadline - _monotonic()))

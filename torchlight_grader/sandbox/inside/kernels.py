@@ -11,6 +11,13 @@ the timings and whether each pair agreed).
   output's buffer comes back.
 - ``tiled_matmul``: called on two matrices (either may be a transposed view); ``out`` comes
   back.
+- ``cuda_results``: the student's ``@cuda.jit`` kernel launched in numba's CUDA simulator (the
+  grader starts this sandbox with ``NUMBA_ENABLE_CUDASIM=1``) on two matrices, one block of
+  ``CUDA_TILE x CUDA_TILE`` threads per tile of ``out``; ``out`` comes back, and what the
+  kernel's code refers to that a GPU could not run (numpy's product, a Python function).
+- ``cuda_ptx``: the same kernel compiled for a real GPU with ``numba.cuda.compile_ptx`` (no
+  GPU needed; this sandbox runs without the simulator); the PTX comes back, and the grader
+  reads it.
 - ``speed``: the student's kernel against the reference kernel below in the paired protocol of
   ``torchlight_grader/checks/timing.py``, whose source the grader sends with the spec (this
   folder holds no grading code of its own). The clocks, ``exec`` and the comparison are the
@@ -122,6 +129,10 @@ def run(runner: str, obj: Any, namespace: dict[str, Any], case: dict[str, Any],
     """One trial of a kernel item: call the student's ``obj`` and return raw data."""
     if runner == "speed":
         return speed(obj, case, protected)
+    if runner == "cuda_results":
+        return cuda_results(obj, namespace, case)
+    if runner == "cuda_ptx":
+        return cuda_ptx(obj, namespace, case)
     if runner == "tiled_matmul":
         a, b, transposed = case["args"]
         a = np.array(a, dtype=np.float64)
@@ -145,6 +156,121 @@ def run(runner: str, obj: Any, namespace: dict[str, Any], case: dict[str, Any],
         target = _out(out_description, np.nan)
         kernel(*target, *[part for d in inputs for part in storage(d)])
     return {"buffer": target[0], "object_mode": _object_mode(kernel)}
+
+
+# ------------------------------------------------------------------------------ CUDA
+#: What a GPU kernel may refer to, besides numba's CUDA module and types, ``math``, numeric
+#: constants and other ``@cuda.jit`` device functions (checked the same way).
+GPU_BUILTINS = {"range", "min", "max", "abs", "len", "float", "int", "bool", "round"}
+#: numpy attributes that compute a product: in the simulator they would run as numpy.
+PRODUCTS = {"dot", "matmul", "einsum", "tensordot", "inner", "vdot", "outer", "linalg", "objmode"}
+
+
+def _tile(namespace: dict[str, Any]) -> int:
+    tile = namespace.get("CUDA_TILE")
+    if not isinstance(tile, int) or isinstance(tile, bool) or not 1 <= tile <= 32:
+        raise ValueError(f"CUDA_TILE must be an int from 1 to 32 (a block has CUDA_TILE**2 <= "
+                         f"1024 threads), got {tile!r}")  # fmt: skip
+    return tile
+
+
+def _not_gpu_code(fn: Any, seen: set[int] | None = None) -> list[str]:
+    """What the kernel function ``fn`` (and the device functions it calls) refers to that a GPU
+    cannot run: in the simulator every line is Python, so ``np.dot`` or a plain Python function
+    would run there and give the right numbers."""
+    import builtins
+    import dis
+    import math
+    import types as pytypes
+
+    import numba
+
+    seen = set() if seen is None else seen
+    code = getattr(fn, "__code__", None)
+    if code is None or id(code) in seen:
+        return []
+    seen.add(id(code))
+    found: list[str] = []
+    codes = [code]
+    while codes:
+        c = codes.pop()
+        codes += [k for k in c.co_consts if isinstance(k, pytypes.CodeType)]
+        found += [f"`{n}`" for n in c.co_names if n in PRODUCTS]
+        found += ["the @ operator" for i in dis.get_instructions(c) if i.argrepr in ("@", "@=")]
+        for name in c.co_names:
+            if name not in fn.__globals__:
+                if name in vars(builtins) and name not in GPU_BUILTINS:
+                    found.append(f"the Python builtin `{name}`")
+                continue
+            value = fn.__globals__[name]
+            if isinstance(value, pytypes.ModuleType):
+                if value is not math and value.__name__.split(".")[0] not in ("numba", "numpy"):
+                    found.append(f"the module `{name}`")
+            elif isinstance(value, int | float | numba.types.Type) or value is None:
+                continue
+            elif hasattr(value, "fn") and getattr(value, "_device", False):  # a device function
+                found += _not_gpu_code(value.fn, seen)
+            elif hasattr(value, "fn") or hasattr(value, "py_func"):
+                found.append(f"`{name}`, which is no device function")
+            elif isinstance(value, type) and issubclass(value, np.generic):
+                continue
+            else:
+                found.append(f"`{name}` ({type(value).__name__})")
+    return sorted(set(found))
+
+
+def cuda_results(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    """The student's kernel in numba's CUDA simulator, one block per ``CUDA_TILE`` square."""
+    from numba import config
+
+    if not getattr(config, "ENABLE_CUDASIM", 0):
+        raise RuntimeError(
+            "this check launches shared_matmul in numba's CUDA simulator, and numba.cuda here is "
+            "the real one: set NUMBA_ENABLE_CUDASIM=1 before numba.cuda is imported (the grader "
+            "runs this item in a sandbox of its own that does)"
+        )
+    if not (hasattr(obj, "fn") and hasattr(obj, "__getitem__")):
+        raise TypeError(f"shared_matmul must be a kernel decorated with @cuda.jit, got "
+                        f"{type(obj).__name__}")  # fmt: skip
+    tile = _tile(namespace)
+    a, b, transposed = case["args"]
+    a, b = np.array(a, dtype=np.float64), np.array(b, dtype=np.float64)
+    if transposed:
+        b = np.ascontiguousarray(b.T).T
+    out = np.full((a.shape[0], b.shape[1]), np.nan)
+    grid = (-(-a.shape[0] // tile), -(-b.shape[1] // tile))
+    with np.errstate(all="ignore"):  # uninitialized shared memory read by a racing kernel
+        obj[grid, (tile, tile)](out, a, b)
+    return {"out": out, "not_gpu_code": _not_gpu_code(obj.fn), "tile": tile}
+
+
+def cuda_ptx(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    """The student's kernel compiled for a real GPU (``compile_ptx``: libNVVM, no GPU)."""
+    import types as pytypes
+
+    import numba.cuda.dispatcher
+    from numba import config, cuda, float64
+
+    if getattr(config, "ENABLE_CUDASIM", 0):
+        raise RuntimeError(
+            "this check compiles shared_matmul for a real GPU (compile_ptx), which numba's CUDA "
+            "simulator cannot: start Python with NUMBA_ENABLE_CUDASIM=0 to run it here (the "
+            "grader runs this item in a sandbox without the simulator)"
+        )
+    fn = getattr(obj, "py_func", None)
+    if fn is None or not hasattr(obj, "__getitem__"):
+        raise TypeError(f"shared_matmul must be a kernel decorated with @cuda.jit, got "
+                        f"{type(obj).__name__}")  # fmt: skip
+    tile = _tile(namespace)
+    (cc,) = case["args"]
+    # numba asks the driver for the current GPU's capability even in compile_ptx (for device
+    # functions): there is no GPU here, so answer the one compile_ptx targets
+    numba.cuda.dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(
+        compute_capability=tuple(cc)
+    )
+    matrix = float64[:, :]
+    ptx, _ = cuda.compile_ptx(fn, (matrix, matrix, matrix), cc=tuple(cc))
+    return {"ptx": ptx, "tile": tile}
 
 
 # ------------------------------------------------------------------------------ speed
