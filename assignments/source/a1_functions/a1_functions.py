@@ -106,7 +106,7 @@ class Div(Function):
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_div", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "test_div", "locked": true, "points": 1, "schema_version": 3, "solution": false} torchlight={"hints": ["Write the quotient rule for each input separately: hold b fixed for a, then a fixed for b.", "The gradient for b has a minus sign and b squared below: -a / b**2, times grad_output.", "backward returns two tensors, in the order forward took its inputs: (for a, for b)."]}
 a = tl.tensor([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
 b = tl.tensor([[2.0, 4.0], [-1.0, 0.5]], requires_grad=True)
 out = Div.apply(a, b)
@@ -229,7 +229,7 @@ class Sigmoid(Function):
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_sigmoid", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "test_sigmoid", "locked": true, "points": 1, "schema_version": 3, "solution": false} torchlight={"hints": ["sigma'(x) = sigma(x) (1 - sigma(x)): save the output of forward, not its input.", "For large x, 1 - sigma(x) computed from exp(-x) loses every digit; the saved output gives it exactly enough."]}
 x = tl.tensor([0.0, 2.0], requires_grad=True)
 out = Sigmoid.apply(x)
 assert_close(out.detach().numpy(), 1 / (1 + np.exp([-0.0, -2.0])))
@@ -346,7 +346,7 @@ class Pow(Function):
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_pow", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "test_pow", "locked": true, "points": 2, "schema_version": 3, "solution": false} torchlight={"hints": ["Two inputs, two gradients: one for the base a and one for the exponent b.", "d(a**b)/da = b * a**(b - 1); d(a**b)/db = a**b * log(a).", "Save what forward computed (a, b and the output) and reuse it: a**b is the output itself."]}
 a = tl.tensor([2.0, 3.0], requires_grad=True)
 b = tl.tensor([3.0, 0.5], requires_grad=True)
 out = Pow.apply(a, b)

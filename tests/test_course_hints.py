@@ -1,0 +1,230 @@
+"""Progressive hints (issue 40, round two, item 1): the instructor writes them on a test cell of
+the source notebook (``torchlight={"hints": [...]}`` beside nbgrader's metadata; a1_functions has
+them on test_div, test_sigmoid and test_pow); they unlock one at a time after failed attempts, in
+the learner's real JupyterLab (nbgrader's Validate, through the server handler the button calls)
+and in ``homework-check`` (the real nbgrader pipeline); the count lives with the student, changes
+no grade, and collect takes it to the class report.
+
+One release into a temporary homework folder (real ``generate_assignment``, ~20 s) serves every
+test here; the lab starts once (~5 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import nbformat
+import pytest
+from submissions.catalog import Submission, build, substitute
+from submissions.pipeline import secret_lines
+
+pytestmark = [pytest.mark.nbgrader]
+
+ROOT = Path(__file__).resolve().parents[1]
+A = "a1_functions"
+TOOL = [sys.executable, "-m", "torchlight_grader.course.homework"]
+DIV_HINTS = 3
+#: Div's backward with the wrong sign for b: the visible tests and the hidden checks both fail it.
+WRONG_DIV = substitute("div", "-grad_output * a / (b * b)", "grad_output * a / (b * b)")
+
+
+@pytest.fixture(scope="module")
+def homework(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    into = tmp_path_factory.mktemp("hints") / "homework"
+    run = subprocess.run([*TOOL, "release", "--into", str(into)], capture_output=True, text=True,
+                         timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return into
+
+
+def _notebooks(homework: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+    grader = homework / ".grader"
+    return (nbformat.read(grader / "source" / A / f"{A}.ipynb", 4),
+            nbformat.read(grader / "release" / A / f"{A}.ipynb", 4))  # fmt: skip
+
+
+def _write(homework: Path, *edits: object) -> Path:
+    """The learner's a1: the course's solution with ``edits`` (planted mistakes)."""
+    source, release = _notebooks(homework)
+    sub = Submission(name="me", assignment=A, kind="mistake", base="solution", edits=edits)  # type: ignore[arg-type]
+    nb = build(sub, source, release)
+    nb.metadata["kernelspec"] = {"display_name": "Python (torchlight)", "language": "python",
+                                 "name": "torchlight"}  # fmt: skip
+    mine = homework / A / f"{A}.ipynb"
+    nbformat.write(nb, mine)
+    return mine
+
+
+def _hints(homework: Path, grade_id: str) -> list[str]:
+    _, release = _notebooks(homework)
+    cell = next(
+        c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+    )
+    return list(cell.metadata["torchlight"]["hints"])
+
+
+def test_hints_travel_in_the_release_as_metadata_never_as_source(homework: Path) -> None:
+    """The release carries the hints as the test cell's metadata (nbgrader keeps it), never in
+    any cell's source; an assignment without hints (a1b) carries none: unchanged."""
+    _, release = _notebooks(homework)
+    with_hints = {c.metadata.nbgrader["grade_id"]: c.metadata["torchlight"]["hints"]
+                  for c in release.cells if "torchlight" in c.metadata}  # fmt: skip
+    assert sorted(with_hints) == ["test_div", "test_pow", "test_sigmoid"], with_hints
+    assert len(with_hints["test_div"]) == DIV_HINTS
+    sources = "\n".join(c.source for c in release.cells)
+    assert not [h for hs in with_hints.values() for h in hs if h in sources]
+    other = json.loads((homework / "a1b_engine" / "a1b_engine.ipynb").read_text())
+    assert not [c for c in other["cells"] if "torchlight" in c["metadata"]]
+
+
+@pytest.fixture(scope="module")
+def lab(homework: Path) -> Iterator[str]:
+    """The learner's JupyterLab as `make homework` starts it (its Jupyter config folder), on a
+    free port; yields ``http://127.0.0.1:PORT`` (token ``t``)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(ROOT / "tools" / "jupyter" / "homework"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    root = ["--allow-root"] if os.geteuid() == 0 else []
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", f"--port={port}",
+         "--ServerApp.token=t", "--ServerApp.ip=127.0.0.1", *root],
+        cwd=homework, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token=t", timeout=5)
+                break
+            except OSError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def validate(url: str, path: str) -> dict:
+    """What the Validate button gets back from the lab's server (nbgrader's handler)."""
+    request = urllib.request.Request(f"{url}/assignments/validate", data=f"path={path}".encode(),
+                                     headers={"Authorization": "token t"}, method="POST")  # fmt: skip
+    with urllib.request.urlopen(request, timeout=240) as r:
+        return json.loads(r.read().decode())
+
+
+def _errors(result: dict) -> str:
+    assert result["success"], result
+    return "\n".join(f["raw_error"] for f in result["value"].get("failed", []))
+
+
+def test_validate_unlocks_one_hint_per_failed_attempt(homework: Path, lab: str) -> None:
+    """Div wrong: the first Validate shows hint 1 (only), the second hints 1-2, under test_div's
+    error; the items that pass, and the released stub of another notebook (not started), count
+    nothing. The count is the learner's file beside the notebook."""
+    mine = _write(homework, WRONG_DIV)
+    used = mine.parent / "hints-used.json"
+    used.unlink(missing_ok=True)
+    written = _hints(homework, "test_div")
+    first = _errors(validate(lab, f"{A}/{A}.ipynb"))
+    assert f"Hint 1 of {DIV_HINTS}: {written[0]}" in first, first[-2000:]
+    assert "Hint 2 of" not in first and "the next hint unlocks" in first
+    assert json.loads(used.read_text()) == {"test_div": 1}
+    second = _errors(validate(lab, f"{A}/{A}.ipynb"))
+    assert f"Hint 2 of {DIV_HINTS}: {written[1]}" in second and "Hint 3 of" not in second
+    assert json.loads(used.read_text()) == {"test_div": 2}
+    # a notebook as released (every answer raises NotImplementedError): no attempt, no hint
+    fresh = homework / "fresh"
+    fresh.mkdir(exist_ok=True)
+    shutil.copyfile(homework / ".grader" / "release" / A / f"{A}.ipynb", fresh / f"{A}.ipynb")
+    untouched = _errors(validate(lab, f"fresh/{A}.ipynb"))
+    assert "NotImplementedError" in untouched and "Hint" not in untouched
+    assert not (fresh / "hints-used.json").exists()
+
+
+def test_homework_check_goes_on_counting_and_the_count_changes_no_grade(homework: Path) -> None:
+    """`homework-check` after two failed Validates: the third attempt shows all three hints under
+    test_div's FAIL row. A forged count (every hint of every item, junk entries) shows hints only
+    under failed items, from the release, and the score is the same; no hidden check's line is
+    in the output."""
+    mine = _write(homework, WRONG_DIV)
+    used = mine.parent / "hints-used.json"
+    used.write_text(json.dumps({"test_div": 2}))
+    written = _hints(homework, "test_div")
+    run = subprocess.run([*TOOL, "check", "a1", "--into", str(homework)], capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    out = run.stdout
+    assert run.returncode == 0, out[-3000:] + run.stderr[-3000:]
+    block = re.search(r"FAIL\s+test_div.*?\n((?:\s{8}.*\n)+)", out)
+    assert block, out
+    assert [f"Hint {i} of {DIV_HINTS}: {h}" for i, h in enumerate(written, 1)] == [
+        line.strip() for line in block[1].splitlines()
+    ], block[1]
+    assert json.loads(used.read_text()) == {"test_div": 3}
+    score = re.search(rf"{A}: (\S+) / (\S+) points", out)
+    assert score and float(score[1]) == float(score[2]) - 1, out
+    hidden, _ = secret_lines(_notebooks(homework)[0])
+    assert not [line for line in hidden if line.strip() and line in out]
+    # forged: every hint unlocked, junk beside it; the grade is the same
+    used.write_text(json.dumps({"test_div": 1000, "test_pow": 1000, "../x": 5, "test_mul": "all"}))
+    again = subprocess.run([*TOOL, "check", "a1", "--into", str(homework)], capture_output=True,
+                           text=True, timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    forged = re.search(rf"{A}: (\S+) / (\S+) points", again.stdout)
+    assert forged and forged.groups() == score.groups(), again.stdout
+    assert "Hint 1 of" in again.stdout and "d(a**b)/da" not in again.stdout  # pow passed
+    assert json.loads(used.read_text()) == {"test_div": 1000, "test_pow": 1000}
+
+
+def test_collect_takes_hint_use_to_the_class_report(
+    homework: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make course-collect` takes hints-used.json out of each submission (never graded: it is
+    not in submitted/) into hints/<A>.json, malformed entries dropped; the class report names
+    who unlocked which hints, as "seen of written"."""
+    from torchlight_grader.course import report
+    from torchlight_grader.nbgrader import collect, hints
+
+    course, exchange = tmp_path / "course", tmp_path / "exchange"
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    release = homework / ".grader" / "release" / A / f"{A}.ipynb"
+    (course / "release" / A).mkdir(parents=True)
+    shutil.copyfile(release, course / "release" / A / f"{A}.ipynb")
+    inbound = exchange / collect.COURSE_ID / "inbound"
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+    for student, used in (("alice", {"test_div": 2, "test_pow": 9}), ("bob", None),
+                          ("carol", "not json")):  # fmt: skip
+        entry = inbound / f"{student}+{A}+{stamp}+x"
+        entry.mkdir(parents=True)
+        shutil.copyfile(release, entry / f"{A}.ipynb")
+        (entry / "timestamp.txt").write_text(stamp)
+        if used is not None:
+            (entry / hints.FILE).write_text(used if isinstance(used, str) else json.dumps(used))
+    assert collect.collect(course, exchange, A, accounts="no") == 0
+    for student in ("alice", "bob", "carol"):
+        assert (course / "submitted" / student / A / f"{A}.ipynb").is_file()
+        assert not (course / "submitted" / student / A / hints.FILE).exists()
+    assert hints.recorded(course, A) == {"alice": {"test_div": 2, "test_pow": 9}, "bob": {},
+                                         "carol": {}}  # fmt: skip
+    grades = course / "grades.csv"
+    grades.write_text("assignment,duedate,timestamp,student_id,last_name,first_name,email,"
+                      "raw_score,late_submission_penalty,score,max_score\n"
+                      + "".join(f"{A},,{stamp},{s},,,,0,0,0,11\n" for s in ("alice", "bob", "carol")))  # fmt: skip
+    items = course / "items.csv"
+    items.write_text("assignment,student_id,notebook,grade_id,score,max_score\n")
+    page = report.render(report.read(grades, items))
+    assert 'data-kind="hints"' in page, page
+    assert "alice (test_div: 2 of 3, test_pow: 3 of 3)" in page, page
+    assert "bob (" not in page and "carol (" not in page
