@@ -228,3 +228,89 @@ def test_collect_takes_hint_use_to_the_class_report(
     assert 'data-kind="hints"' in page, page
     assert "alice (test_div: 2 of 3, test_pow: 3 of 3)" in page, page
     assert "bob (" not in page and "carol (" not in page
+
+
+# --- Per-student variants (item 2): a1's section 5 draws c of sigma(c x y) from the student id ---
+
+#: Students whose variants differ (frank: c = 2, bob: c = 3, alice: c = 5; tested below).
+VARIANTS = {"frank": 2, "bob": 3, "alice": 5}
+PARAMETRIC = 'c = variant("expression", (2, 3, 4, 5))\n'
+
+
+def hard_coded(c: int) -> object:
+    """The solution of section 5 with ``c`` written in (what a student types, or copies)."""
+    return substitute("expression", PARAMETRIC, f"c = {c}\n")
+
+
+def test_the_draw_is_the_same_on_both_sides_and_spreads() -> None:
+    """The setup cell of the release draws what the grader draws (the same hash and salt), for
+    every id; the four variants all occur in a class of 40."""
+    from torchlight_grader.checks import variants
+
+    _, release = _notebooks_of_the_repo()
+    setup = next(
+        c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
+    )
+    namespace: dict = {}
+    exec(setup.source, namespace)  # noqa: S102 - the release's own setup cell
+    ids = [f"s{i}" for i in range(40)]
+    for sid in ids:
+        namespace["STUDENT"] = sid
+        assert namespace["variant"]("expression", (2, 3, 4, 5)) == variants.draw(
+            A, "expression", sid, (2, 3, 4, 5)
+        )
+    assert {variants.draw(A, "expression", s, (2, 3, 4, 5)) for s in ids} == {2, 3, 4, 5}
+    assert {s: variants.draw(A, "expression", s, (2, 3, 4, 5)) for s in VARIANTS} == VARIANTS
+
+
+def _notebooks_of_the_repo() -> tuple[object, nbformat.NotebookNode]:
+    from torchlight_grader.course.manage import render
+
+    nb = nbformat.reads(render(ROOT / "assignments" / "source" / A / f"{A}.py"), as_version=4)
+    return None, nb
+
+
+def test_each_student_is_graded_on_their_own_variant(homework: Path) -> None:
+    """The real pipeline (nbgrader autograde and feedback, the sandboxes) on three students of
+    different variants: the course's solution (which draws c as the notebook does) gets full marks
+    for each; an answer with the student's own c written in passes; a copy of a classmate's (c of
+    another variant) fails section 5 only; each feedback page shows the student's own c, never
+    another's."""
+    grader = homework / ".grader"
+    source, release = _notebooks(homework)
+    submitted = grader / "submitted"
+    shutil.rmtree(submitted, ignore_errors=True)
+    plan = {
+        "frank": (),  # the course's solution
+        "alice": (hard_coded(5),),  # her own c, typed in
+        "bob": (hard_coded(2),),  # frank's answer, copied
+    }
+    for student, edits in plan.items():
+        sub = Submission(name=student, assignment=A, kind="mistake", base="solution", edits=edits)  # type: ignore[arg-type]
+        folder = submitted / student / A
+        folder.mkdir(parents=True)
+        nbformat.write(build(sub, source, release), folder / f"{A}.ipynb")
+        (folder / "timestamp.txt").write_text("2026-03-01 10:00:00.000000 UTC")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("TORCHLIGHT_STUDENT", None)
+    run = subprocess.run([sys.executable, "-m", "torchlight_grader.course.manage", "grade",
+                          str(grader), "--assignment", A], capture_output=True, text=True,
+                         env=env, timeout=900)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    import csv
+
+    with open(grader / "items.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["assignment"] == A and r["student_id"] in plan]
+    scores = {(r["student_id"], r["grade_id"]): float(r["score"]) for r in rows}
+    maxima = {r["grade_id"]: float(r["max_score"]) for r in rows}
+    for student in plan:
+        for grade_id, most in maxima.items():
+            want = 0.0 if (student, grade_id) == ("bob", "test_expression") else most
+            assert scores[(student, grade_id)] == want, (student, grade_id, scores)
+    for student, c in VARIANTS.items():
+        page = (grader / "feedback" / student / A / f"{A}.html").read_text()
+        assert f"your variant ({student}): in section 5, c = {c}" in page, student
+        others = [f"in section 5, c = {o}" for s, o in VARIANTS.items() if o != c]
+        assert not [o for o in others if o in page], (student, others)
+    bob = (grader / "feedback" / "bob" / A / f"{A}.html").read_text()
+    assert "graded on your variant of expression: 3" in bob, "the failure names bob's variant"
