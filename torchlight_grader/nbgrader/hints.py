@@ -26,7 +26,7 @@ and ``make course-collect`` takes it out of the submission (never graded) into
 ``hints/<assignment>.json`` for the class report (:func:`record`, :func:`recorded`). A student who
 edits the file, or reads the hints in the notebook's metadata (JupyterLab's property inspector
 shows them), unlocks hints early: their own loss, and nothing else; no step that computes a
-grade reads this file or the hints (``tests/test_course_hints.py`` grades the same notebook with
+grade reads this file or the hints (``tests/test_course_term3.py`` grades the same notebook with
 and without a forged file).
 """
 
