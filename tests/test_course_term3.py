@@ -88,29 +88,36 @@ def test_hints_travel_in_the_release_as_metadata_never_as_source(homework: Path)
     assert not [c for c in other["cells"] if "torchlight" in c["metadata"]]
 
 
-@pytest.fixture(scope="module")
-def lab(homework: Path) -> Iterator[str]:
-    """The learner's JupyterLab as `make homework` starts it (its Jupyter config folder), on a
-    free port; yields ``http://127.0.0.1:PORT`` (token ``t``)."""
+def start_lab(folder: Path, **env: str) -> tuple[subprocess.Popen, str]:
+    """The learner's JupyterLab as `make homework` starts it (its Jupyter config folder) in
+    ``folder``, on a free port, token ``t``; returns the process and ``http://127.0.0.1:PORT``
+    once it answers."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(ROOT / "tools" / "jupyter" / "homework"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    environ = {**os.environ, "JUPYTER_CONFIG_PATH": str(ROOT / "tools" / "jupyter" / "homework"),
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env}  # fmt: skip
     root = ["--allow-root"] if os.geteuid() == 0 else []
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", f"--port={port}",
          "--ServerApp.token=t", "--ServerApp.ip=127.0.0.1", *root],
-        cwd=homework, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=folder, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token=t", timeout=5)
+            break
+        except OSError:
+            time.sleep(0.5)
+    return proc, url
+
+
+@pytest.fixture(scope="module")
+def lab(homework: Path) -> Iterator[str]:
+    """The learner's lab on the homework folder; yields its URL (token ``t``)."""
+    proc, url = start_lab(homework)
     try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token=t", timeout=5)
-                break
-            except OSError:
-                time.sleep(0.5)
         yield url
     finally:
         proc.terminate()
@@ -314,3 +321,78 @@ def test_each_student_is_graded_on_their_own_variant(homework: Path) -> None:
         assert not [o for o in others if o in page], (student, others)
     bob = (grader / "feedback" / "bob" / A / f"{A}.html").read_text()
     assert "graded on your variant of expression: 3" in bob, "the failure names bob's variant"
+
+
+# --- The student's side in Chromium: a failed Validate shows the first hint; two variants ---
+
+
+def _shots(tmp_path: Path) -> Path:
+    """Where the screenshots go: ``TORCHLIGHT_SHOTS`` when set (the closing note's), else the
+    test's own folder."""
+    folder = Path(os.environ.get("TORCHLIGHT_SHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _open_notebook(browser: object, url: str, path: str) -> object:
+    page = browser.new_page(viewport={"width": 1400, "height": 900})  # type: ignore[attr-defined]
+    page.goto(f"{url}/lab/tree/{path}?token=t&reset")
+    page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(
+        timeout=120_000
+    )
+    return page
+
+
+@pytest.mark.browser
+def test_the_students_side_in_chromium(homework: Path, lab: str, tmp_path: Path) -> None:
+    """In JupyterLab in Chromium: Div wrong, the student clicks Validate and the dialog shows
+    hint 1 of 3 (not hint 2) under test_div's error; then two students (two labs, two ids) run
+    the setup cell and see different variants of section 5."""
+    from playwright.sync_api import sync_playwright
+    from test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    shots = _shots(tmp_path)
+    _write(homework, WRONG_DIV)
+    (homework / A / "hints-used.json").unlink(missing_ok=True)
+    written = _hints(homework, "test_div")
+    students: dict[str, tuple[subprocess.Popen, str]] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = _open_notebook(browser, lab, f"{A}/{A}.ipynb")
+            page.get_by_role("button", name="Validate").first.click()
+            dialog = page.locator(".jp-Dialog")
+            dialog.get_by_text(f"Hint 1 of {DIV_HINTS}").first.wait_for(timeout=240_000)
+            text = dialog.inner_text()
+            assert written[0] in text and "Hint 2 of" not in text, text[-2000:]
+            dialog.get_by_text(f"Hint 1 of {DIV_HINTS}").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / "hint-after-failed-validate.png"))
+            page.close()
+            for sid in ("frank", "bob"):
+                folder = homework.parent / f"student-{sid}"
+                (folder / A).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(homework / A / f"{A}.ipynb", folder / A / f"{A}.ipynb")
+                students[sid] = start_lab(folder, TORCHLIGHT_STUDENT=sid)
+            for sid, c in (("frank", 2), ("bob", 3)):
+                page = _open_notebook(browser, students[sid][1], f"{A}/{A}.ipynb")
+                page.locator(".jp-Cell").nth(1).click()  # the setup cell
+                page.keyboard.press("Shift+Enter")
+                shown = page.get_by_text(f"your variant ({sid}): in section 5, c = {c}")
+                shown.first.wait_for(timeout=120_000)
+                page.screenshot(path=str(shots / f"variant-{sid}.png"))
+                page.close()
+        finally:
+            browser.close()
+            for proc, _ in students.values():
+                proc.terminate()
+                proc.wait(timeout=30)
+    from PIL import Image
+
+    left, right = (Image.open(shots / f"variant-{s}.png") for s in ("frank", "bob"))
+    both = Image.new(
+        "RGB", (left.width + right.width + 10, max(left.height, right.height)), "white"
+    )
+    both.paste(left, (0, 0))
+    both.paste(right, (left.width + 10, 0))
+    both.save(shots / "variants-side-by-side.png")
