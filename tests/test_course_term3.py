@@ -39,6 +39,21 @@ DIV_HINTS = 3
 WRONG_DIV = substitute("div", "-grad_output * a / (b * b)", "grad_output * a / (b * b)")
 
 
+def test_a_malformed_hint_or_count_is_no_hint_and_no_error() -> None:
+    """The student's notebook and count file are theirs: malformed metadata means no hints, and a
+    malformed count (not JSON, not an object, a bad id, a bool, a negative or huge count) is read
+    as no hint use, never an error that would break Validate."""
+    from torchlight_grader.nbgrader import hints
+
+    for cell in ({"metadata": {"torchlight": 3}}, {"metadata": []}, {"metadata": {"torchlight":
+                 {"hints": "one"}}}, {}, 7):  # fmt: skip
+        assert hints.hints_of(cell) == [] and hints.grade_id_of(cell) is None
+    for data in (b"[1]", b"not json", b"{" * 10_000, b"[" * 5000, b'{"../x": 1}', b'{"t": true}', b'{"t": -1}',
+                 b'{"t": 10000}', b'{"t": 1.5}'):  # fmt: skip
+        assert hints.parse(data) == {}, data
+    assert hints.parse(b'{"test_div": 2, "x y": 1}') == {"test_div": 2}
+
+
 @pytest.fixture(scope="module")
 def homework(tmp_path_factory: pytest.TempPathFactory) -> Path:
     into = tmp_path_factory.mktemp("hints") / "homework"
@@ -338,9 +353,7 @@ def _open_notebook(browser: object, url: str, path: str) -> object:
     page = browser.new_page(viewport={"width": 1400, "height": 900})  # type: ignore[attr-defined]
     page.goto(f"{url}/lab/tree/{path}?token=t&reset")
     page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(
-        timeout=120_000
-    )
+    page.locator(".jp-Cell").nth(1).wait_for(timeout=120_000)
     return page
 
 

@@ -55,7 +55,8 @@ _GRADE_ID = re.compile(r"^[a-zA-Z0-9_\-]{1,100}$")  # nbgrader's grade_id patter
 def hints_of(cell: Any) -> list[str]:
     """The hints written on a cell (``metadata.torchlight.hints``), [] for none or malformed."""
     meta = cell.get("metadata", {}) if isinstance(cell, dict) else {}
-    hints = meta.get("torchlight", {}).get("hints") if isinstance(meta, dict) else None
+    ours = meta.get("torchlight") if isinstance(meta, dict) else None
+    hints = ours.get("hints") if isinstance(ours, dict) else None
     if not isinstance(hints, list):
         return []
     return [h for h in hints if isinstance(h, str) and h.strip()]
@@ -63,7 +64,8 @@ def hints_of(cell: Any) -> list[str]:
 
 def grade_id_of(cell: Any) -> str | None:
     """The grade_id of a graded test cell (nbgrader ``grade`` and not ``solution``), else None."""
-    meta = cell.get("metadata", {}).get("nbgrader") if isinstance(cell, dict) else None
+    outer = cell.get("metadata") if isinstance(cell, dict) else None
+    meta = outer.get("nbgrader") if isinstance(outer, dict) else None
     if not isinstance(meta, dict) or not meta.get("grade") or meta.get("solution"):
         return None
     grade_id = meta.get("grade_id")
@@ -77,7 +79,7 @@ def parse(data: bytes | str) -> dict[str, int]:
         return {}
     try:
         raw = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     if not isinstance(raw, dict):
         return {}
