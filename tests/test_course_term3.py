@@ -256,12 +256,12 @@ def test_collect_takes_hint_use_to_the_class_report(
 
 #: Students whose variants differ (frank: c = 2, bob: c = 3, alice: c = 5; tested below).
 VARIANTS = {"frank": 2, "bob": 3, "alice": 5}
-PARAMETRIC = 'c = variant("expression", (2, 3, 4, 5))\n'
+PARAMETRIC = 'variant("expression", (2, 3, 4, 5))'
 
 
 def hard_coded(c: int) -> object:
     """The solution of section 5 with ``c`` written in (what a student types, or copies)."""
-    return substitute("expression", PARAMETRIC, f"c = {c}\n")
+    return substitute("expression", PARAMETRIC, str(c))
 
 
 def test_the_draw_is_the_same_on_both_sides_and_spreads() -> None:

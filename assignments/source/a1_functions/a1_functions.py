@@ -401,8 +401,8 @@ self_check("a1_functions", "test_pow", globals())
 def expression(x, y):
     ### BEGIN SOLUTION
     log_sum_exp = Log.apply(Exp.apply(x) + Exp.apply(y))
-    c = variant("expression", (2, 3, 4, 5))
-    return Mul.apply(log_sum_exp, Sigmoid.apply(Mul.apply(Mul.apply(x, y), tl.full_like(x, c))))
+    scaled = Mul.apply(Mul.apply(x, y), tl.full_like(x, variant("expression", (2, 3, 4, 5))))
+    return Mul.apply(log_sum_exp, Sigmoid.apply(scaled))
     ### END SOLUTION
 
 
