@@ -354,6 +354,7 @@ def _open_notebook(browser: object, url: str, path: str) -> object:
     page.goto(f"{url}/lab/tree/{path}?token=t&reset")
     page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
     page.locator(".jp-Cell").nth(1).wait_for(timeout=120_000)
+    page.get_by_text("Python (torchlight) | Idle").first.wait_for(timeout=120_000)
     return page
 
 
@@ -379,7 +380,10 @@ def test_the_students_side_in_chromium(homework: Path, lab: str, tmp_path: Path)
             dialog.get_by_text(f"Hint 1 of {DIV_HINTS}").first.wait_for(timeout=240_000)
             text = dialog.inner_text()
             assert written[0] in text and "Hint 2 of" not in text, text[-2000:]
-            dialog.get_by_text(f"Hint 1 of {DIV_HINTS}").first.scroll_into_view_if_needed()
+            page.evaluate(  # the dialog's end: test_div's error and the hint under it
+                """() => document.querySelectorAll('.jp-Dialog *').forEach(
+                    e => { if (e.scrollHeight > e.clientHeight) e.scrollTop = e.scrollHeight; })"""
+            )
             page.screenshot(path=str(shots / "hint-after-failed-validate.png"))
             page.close()
             for sid in ("frank", "bob"):
@@ -389,7 +393,7 @@ def test_the_students_side_in_chromium(homework: Path, lab: str, tmp_path: Path)
                 students[sid] = start_lab(folder, TORCHLIGHT_STUDENT=sid)
             for sid, c in (("frank", 2), ("bob", 3)):
                 page = _open_notebook(browser, students[sid][1], f"{A}/{A}.ipynb")
-                page.locator(".jp-Cell").nth(1).click()  # the setup cell
+                page.locator(".jp-Cell").nth(1).locator(".jp-InputPrompt").click()  # setup
                 page.keyboard.press("Shift+Enter")
                 shown = page.get_by_text(f"your variant ({sid}): in section 5, c = {c}")
                 shown.first.wait_for(timeout=120_000)
