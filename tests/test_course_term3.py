@@ -254,8 +254,8 @@ def test_collect_takes_hint_use_to_the_class_report(
 
 # --- Per-student variants (item 2): a1's section 5 draws c of sigma(c x y) from the student id ---
 
-#: Students whose variants differ (frank: c = 2, bob: c = 3, alice: c = 5; tested below).
-VARIANTS = {"frank": 2, "bob": 3, "alice": 5}
+#: Students whose variants differ (tested below); "learner" (make homework's id) draws c = 5.
+VARIANTS = {"frank": 2, "bob": 3, "carol": 4}
 PARAMETRIC = 'variant("expression", (2, 3, 4, 5))'
 
 
@@ -283,6 +283,7 @@ def test_the_draw_is_the_same_on_both_sides_and_spreads() -> None:
         )
     assert {variants.draw(A, "expression", s, (2, 3, 4, 5)) for s in ids} == {2, 3, 4, 5}
     assert {s: variants.draw(A, "expression", s, (2, 3, 4, 5)) for s in VARIANTS} == VARIANTS
+    assert variants.draw(A, "expression", variants.LEARNER, (2, 3, 4, 5)) == 5
 
 
 def _notebooks_of_the_repo() -> tuple[object, nbformat.NotebookNode]:
@@ -294,9 +295,10 @@ def _notebooks_of_the_repo() -> tuple[object, nbformat.NotebookNode]:
 
 def test_each_student_is_graded_on_their_own_variant(homework: Path) -> None:
     """The real pipeline (nbgrader autograde and feedback, the sandboxes) on three students of
-    different variants: the course's solution (which draws c as the notebook does) gets full marks
-    for each; an answer with the student's own c written in passes; a copy of a classmate's (c of
-    another variant) fails section 5 only; each feedback page shows the student's own c, never
+    different variants: the course's solution (which draws c as the notebook does) gets full marks;
+    an answer with the student's own c written in passes; a copy of a classmate's (c of another
+    variant) fails section 5 only (each would be the other way round if the grader used any id
+    but the owner's); each feedback page shows the student's own c, never
     another's."""
     grader = homework / ".grader"
     source, release = _notebooks(homework)
@@ -304,8 +306,8 @@ def test_each_student_is_graded_on_their_own_variant(homework: Path) -> None:
     shutil.rmtree(submitted, ignore_errors=True)
     plan = {
         "frank": (),  # the course's solution
-        "alice": (hard_coded(5),),  # her own c, typed in
-        "bob": (hard_coded(2),),  # frank's answer, copied
+        "carol": (hard_coded(4),),  # her own c, typed in (graded as anyone else: 0)
+        "bob": (hard_coded(5),),  # a classmate's answer (c = 5, as "learner" too), copied
     }
     for student, edits in plan.items():
         sub = Submission(name=student, assignment=A, kind="mistake", base="solution", edits=edits)  # type: ignore[arg-type]
