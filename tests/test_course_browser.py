@@ -615,6 +615,59 @@ def test_long_verdicts_wrap_in_the_formgrader(
     assert not refused and not errors, (refused, errors)
 
 
+def _make(target: str, course: Course, *args: str) -> str:
+    run = subprocess.run(["make", "-s", "-C", str(ROOT), target, f"COURSE={course.path}", *args],
+                         capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run.stdout
+
+
+def test_a_regrade_answer_typed_in_the_formgrader_reaches_the_students_page(
+    course: Course, course_lab: tuple[str, str], browser: Any, graded_by_hand: HandGraded
+) -> None:
+    """Issue 40, round two, item 4: carol asks for a regrade through the exchange (her notebook as
+    it was, a regrade-request.txt beside it); `make course-regrades` lists it open; the instructor
+    types the answer as a comment in the real Formgrader, in Chromium, offline; the queue says
+    answered, and `make course-feedback-release` gives carol a page with the answer. Her grade is
+    the same throughout."""
+    from playwright.sync_api import expect
+
+    exchange = course.path.parent / "exchange"
+    entry = exchange / COURSE_ID / "inbound" / f"{CLASSMATE}+{A}+2026-01-15 12:00:00.000000 UTC+q"
+    entry.mkdir(parents=True)  # what carol's `nbgrader submit` leaves in the exchange
+    shutil.copyfile(course.path / "submitted" / CLASSMATE / A / f"{A}.ipynb", entry / f"{A}.ipynb")
+    (entry / "regrade-request.txt").write_text("explain_chain: I named the local derivative.\n")
+    try:
+        out = _make("course-collect", course, f"EXCHANGE={exchange}", f"ASSIGNMENT={A}")
+    finally:
+        shutil.rmtree(entry)  # the resubmission test (last) collects bob's alone
+    assert (
+        f"REGRADE REQUEST from {CLASSMATE}" in out and "a regrade request, the same notebook" in out
+    ), out
+    assert "regrade requests: 1 open, 0 answered" in _make("course-regrades", course)
+    before = gradebook_state(course)[CLASSMATE]
+    answer = "Regrade: agreed, you named it; the full credit stays (answered in the Formgrader)."
+    base, token = course_lab
+    context, refused = offline_context(browser, (base,), viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{base}/formgrader/?token={token}")
+    page.goto(f"{base}/formgrader/submissions/{graded_by_hand.ids[CLASSMATE]}/")
+    grading_page(page, course, errors)
+    enter(page, f"#{WRITTEN}-comment", answer, "comment")
+    expect(page.locator(f"#{WRITTEN}-comment")).to_have_value(answer)
+    context.close()
+    assert not refused and not errors, (refused, errors)
+    assert "regrade requests: 0 open, 1 answered" in _make("course-regrades", course)
+    _make("course-feedback-release", course, f"EXCHANGE={exchange}", f"ASSIGNMENT={A}")
+    page_html = (course.path / "feedback" / CLASSMATE / A / f"{A}.html").read_text()
+    assert answer in page_html, "the answer typed in the Formgrader is not on carol's page"
+    after = gradebook_state(course)[CLASSMATE]
+    assert (after["score"], after["manual"]) == (before["score"], before["manual"])
+    assert after["comments"] == {**before["comments"], WRITTEN: answer}
+
+
 def test_resubmission_after_a_manual_grade_reports_the_stale_scores(
     course: Course, course_lab: tuple[str, str], browser: Any, graded_by_hand: HandGraded
 ) -> None:

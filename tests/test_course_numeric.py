@@ -25,6 +25,7 @@ from torchlight.autograd import Context, Function
 from torchlight_grader.checks import registry
 from torchlight_grader.checks.grader import rng_for
 from torchlight_grader.checks.kinds import FunctionCheck
+from torchlight_grader.checks.variants import VariantCheck, student_from_env
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("a1_functions", "a2_broadcasting", "a3_networks", "a4_convolutions", "a5_attention")
@@ -138,12 +139,19 @@ def numeric_namespace(notebook: str, scheme: str, h: float) -> dict[str, Any]:
     return namespace
 
 
+def find(notebook: str, grade_id: str) -> Any:
+    """The item's check; for an item with variants (a1's expression), the variant of the id the
+    notebook's setup cell draws from here (``learner``), as :func:`solution` runs it."""
+    check = registry.find(notebook, grade_id)
+    return check.for_student(student_from_env()) if isinstance(check, VariantCheck) else check
+
+
 def function_items() -> list[tuple[str, str]]:
     return [
         (notebook, grade_id)
         for notebook in NOTEBOOKS
-        for grade_id, check in registry.checks_for(notebook).items()
-        if isinstance(check, FunctionCheck)
+        for grade_id in registry.checks_for(notebook)
+        if isinstance(find(notebook, grade_id), FunctionCheck)
     ]
 
 
@@ -165,7 +173,7 @@ def verdict(check: FunctionCheck, namespace: dict[str, Any], cases: list) -> str
 
 @pytest.mark.parametrize(("notebook", "grade_id"), function_items())
 def test_the_solution_passes_every_trial(notebook: str, grade_id: str) -> None:
-    check = registry.find(notebook, grade_id)
+    check = find(notebook, grade_id)
     assert isinstance(check, FunctionCheck) and check.adversarial is not None, (
         f"{notebook}/{grade_id} has no trial against finite differences"
     )
@@ -180,7 +188,7 @@ def test_the_solution_passes_every_trial(notebook: str, grade_id: str) -> None:
 def test_numerical_gradients_score_zero(notebook: str, grade_id: str, scheme: str) -> None:
     """At every step, the item's trials against finite differences fail (so the item scores 0);
     the message says why."""
-    check = registry.find(notebook, grade_id)
+    check = find(notebook, grade_id)
     assert isinstance(check, FunctionCheck)
     cases = [c for c in check.cases(rng_for(7, notebook, grade_id)) if "adversarial" in c.hidden]
     for h in STEPS:

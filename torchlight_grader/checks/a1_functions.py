@@ -13,6 +13,7 @@ import numpy as np
 from torchlight_grader.checks import adversarial as against
 from torchlight_grader.checks.check import Case
 from torchlight_grader.checks.kinds import FunctionCheck
+from torchlight_grader.checks.variants import VariantCheck
 
 SHAPES = ((3, 4), (2, 5), (4, 2, 3))
 
@@ -65,17 +66,39 @@ def unary(
     )
 
 
-def expression(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    r"""$f(x, y) = \log(e^x + e^y)\,\sigma(xy)$"""
-    return np.logaddexp(x, y) * sigmoid(x * y)
+#: Section 5's variants: the constant $c$ of $\sigma(cxy)$, drawn per student (variants.py).
+EXPRESSION_C = (2, 3, 4, 5)
 
 
-def expression_vjp(g: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    lse, s = np.logaddexp(x, y), sigmoid(x * y)
-    ds = s * (1 - s)
-    return (
-        g * (s * np.exp(x - lse) + lse * ds * y),
-        g * (s * np.exp(y - lse) + lse * ds * x),
+def expression(c: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    r"""$f(x, y) = \log(e^x + e^y)\,\sigma(cxy)$"""
+    return lambda x, y: np.logaddexp(x, y) * sigmoid(c * x * y)
+
+
+def expression_vjp(c: float) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    def vjp(g: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lse, s = np.logaddexp(x, y), sigmoid(c * x * y)
+        ds = s * (1 - s)
+        return (
+            g * (s * np.exp(x - lse) + lse * ds * c * y),
+            g * (s * np.exp(y - lse) + lse * ds * c * x),
+        )
+
+    return vjp
+
+
+def expression_check(c: float) -> FunctionCheck:
+    """The check of one variant of section 5."""
+    return FunctionCheck(
+        "expression",
+        ("mul", "exp", "log", "sigmoid", "expression"),
+        sampler(uniform(-2, 2), uniform(-2, 2), names=("x", "y")),
+        forward_ref=expression(c),
+        vjp_ref=expression_vjp(c),
+        call="graph",
+        what=f"expression(x, y) with your c = {c:g} and its gradients through your Functions",
+        adversarial=against.expression_edges(c),
+        adversarial_trials=2,
     )
 
 
@@ -126,15 +149,5 @@ CHECKS = {
         what="Pow forward and backward (both the base and the exponent)",
         adversarial=against.pow_edge,
     ),
-    "test_expression": FunctionCheck(
-        "expression",
-        ("mul", "exp", "log", "sigmoid", "expression"),
-        sampler(uniform(-2, 2), uniform(-2, 2), names=("x", "y")),
-        forward_ref=expression,
-        vjp_ref=expression_vjp,
-        call="graph",
-        what="expression(x, y) and its gradients through your Functions",
-        adversarial=against.expression_edges,
-        adversarial_trials=2,
-    ),
+    "test_expression": VariantCheck("a1_functions", "expression", EXPRESSION_C, expression_check),
 }

@@ -119,25 +119,30 @@ def pow_edge(rng: np.random.Generator, trial: int) -> Case:
     return mark(Case([a, b], rng.standard_normal(shape), (0, 1), ("a", "b")), INVISIBLE)
 
 
-def expression_edges(rng: np.random.Generator, trial: int) -> Case:
-    r"""Two kinds of trial for $\log(e^x + e^y)\,\sigma(xy)$ built from the student's Functions.
+def expression_edges(c: float = 1.0) -> Sampler:
+    r"""Two kinds of trial for $\log(e^x + e^y)\,\sigma(cxy)$ built from the student's Functions
+    (``c``: the student's variant, a1's section 5).
 
-    Trial 0: $x$ just below exp's overflow, $y \in [0.005, 0.02]$: a numerical Exp overflows, a
-    numerical Log sees $e^x \pm h = e^x$. Trial 1: $x \approx 1$, $xy \in [33.1, 34.4]$: a
+    Trial 0: $x$ just below exp's overflow, $cy \in [0.005, 0.02]$: a numerical Exp overflows, a
+    numerical Log sees $e^x \pm h = e^x$. Trial 1: $x \approx 1$, $cxy \in [33.1, 34.4]$: a
     numerical Sigmoid is below one ulp (tolerance on $x$'s gradient
-    $4\epsilon|G|(1 + |\mathrm{lse}\cdot y|)$), and $e^y \pm h = e^y$ for a numerical Log.
+    $4\epsilon|G|(1 + |\mathrm{lse}\cdot cy|)$), and $e^y \pm h = e^y$ for a numerical Log.
     """
-    shape = (8, 8)
-    g = rng.uniform(0.5, 1.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
-    if trial % 2 == 0:
-        x = below_overflow(rng, shape)
-        y = rng.uniform(0.005, 0.02, size=shape)
-        return mark(Case([x, y], g, (0, 1), ("x", "y")), OVERFLOW)
-    x = rng.uniform(0.9, 1.1, size=shape)
-    y = rng.uniform(33.1, 34.4, size=shape) / x
-    lse = np.logaddexp(x, y)
-    atol = {0: 4 * EPS * np.abs(g) * (1 + np.abs(lse * y)), 1: None}
-    return mark(Case([x, y], g, (0, 1), ("x", "y")), BELOW_ULP, atol)
+
+    def sample(rng: np.random.Generator, trial: int) -> Case:
+        shape = (8, 8)
+        g = rng.uniform(0.5, 1.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+        if trial % 2 == 0:
+            x = below_overflow(rng, shape)
+            y = rng.uniform(0.005, 0.02, size=shape) / c  # cxy in [3.5, 14]: sigma not saturated
+            return mark(Case([x, y], g, (0, 1), ("x", "y")), OVERFLOW)
+        x = rng.uniform(0.9, 1.1, size=shape)
+        y = rng.uniform(33.1, 34.4, size=shape) / (c * x)
+        lse = np.logaddexp(x, y)
+        atol = {0: 4 * EPS * np.abs(g) * (1 + np.abs(lse * c * y)), 1: None}
+        return mark(Case([x, y], g, (0, 1), ("x", "y")), BELOW_ULP, atol)
+
+    return sample
 
 
 def offset_gradient(sample: Sampler, offset: float = 2.0**20) -> Sampler:

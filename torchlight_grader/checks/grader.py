@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from torchlight_grader import sandbox
-from torchlight_grader.checks import graded_library, registry
+from torchlight_grader.checks import graded_library, registry, variants
 from torchlight_grader.checks.check import Case, Check, encode_case
+from torchlight_grader.checks.variants import VariantCheck
 from torchlight_grader.sandbox import CellRecord, Limits, Outcome, Run, run_items
 
 ROLES = ("locked", "answer", "test", "student")
@@ -106,19 +107,27 @@ def grade(
     forbidden: Sequence[str] = (),
     ahead: bool = False,
     keep: dict[str, list[Case]] | None = None,
+    student: str | None = None,
 ) -> dict[str, Verdict]:
     """Grade the test cells ``test_ids`` of one notebook; one :class:`Verdict` per id.
 
     ``ahead``: start the next notebook's sandbox while this one runs (for a batch). ``keep``:
-    receives each item's cases after judging (what a check noted in them: the capstone's loss)."""
+    receives each item's cases after judging (what a check noted in them: the capstone's loss).
+    ``student``: the submission's owner, whose variant an item with variants checks
+    (:mod:`~torchlight_grader.checks.variants`; the notebook's cells run with it set first)."""
     limits = limits or Limits()
     checks = registry.checks_for(notebook)
     verdicts: dict[str, Verdict] = {}
+    notes: dict[str, str] = {}  # an item with variants: which one was graded (on a failure)
     items: list[dict[str, Any]] = []
     plans: dict[str, tuple[Check, list[Case]]] = {}
     environs: dict[str, tuple[tuple[str, str], ...]] = {}
     for grade_id in test_ids:
         check = checks.get(grade_id)
+        if isinstance(check, VariantCheck):  # the owner's own variant, never the notebook's say
+            owner = student or variants.LEARNER
+            notes[grade_id] = f"(graded on your variant of {check.item}: {check.choice(owner)})"
+            check = check.for_student(owner)
         if check is None:
             verdicts[grade_id] = Verdict(
                 False, f"no hidden check is registered for test cell {grade_id!r} of {notebook!r}"
@@ -148,6 +157,8 @@ def grade(
         {"name": c.grade_id or f"new cell {i + 1}", "source": c.source}
         for i, c in enumerate(runnable(cells))
     ]
+    if sources and student is not None:  # the setup cell draws the owner's variant
+        sources[0]["source"] = variants.student_line(student) + sources[0]["source"]
     run = Run()
     # against the grader-built library: the graded ops' own backward is not there; one sandbox
     # per environment the items ask for (a2c's CUDA simulator), each running the cells once,
@@ -173,6 +184,8 @@ def grade(
         )
         cell_errors = [f"cell {r.name}: {r.error}" for r in run.cells if r.status == "error"]
         verdicts[grade_id] = judge(check, cases, outcome, cell_errors[:5])
+        if not verdicts[grade_id].passed and grade_id in notes:
+            verdicts[grade_id] = Verdict(False, f"{verdicts[grade_id].message}\n{notes[grade_id]}")
         if keep is not None:
             keep[grade_id] = list(cases)
     return verdicts

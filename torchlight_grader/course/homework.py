@@ -18,6 +18,11 @@ only the messages. The common slips get a message of their own:
 - a locked cell (the tests, the instructions) deleted or edited is refused before grading, with
   the cell named and why: the grader would put it back as released, so the edit would not count.
 
+Progressive hints (:mod:`torchlight_grader.nbgrader.hints`): a failed test that carries hints in
+the release, whose answer cell the learner has written, counts one failed attempt in
+``<assignment>/hints-used.json`` (shared with Validate in the lab) and prints the hints unlocked
+so far under its FAIL row.
+
 Usage::
 
     .venv/bin/python torchlight_grader/course/homework.py release [--into homework]
@@ -36,6 +41,7 @@ import sys
 from pathlib import Path
 
 from torchlight_grader.course.manage import render, scripts
+from torchlight_grader.nbgrader import hints
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,6 +210,30 @@ def locked_cell_changes(mine: Path, released: Path) -> list[str]:
     return changes
 
 
+def attempted_items(mine: Path, released: Path) -> dict[str, list[str]]:
+    """``grade_id -> hints`` of each test cell of the release that carries hints and whose
+    answer cell just above it is no longer as released in ``mine`` (an item not started counts
+    no failed attempt). The hints are read from the release, never from the learner's copy."""
+    try:
+        cells = json.loads(released.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    ours = _graded_cells(mine)
+    out: dict[str, list[str]] = {}
+    answer: dict | None = None
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution"):
+            answer = cell
+        grade_id, written = hints.grade_id_of(cell), hints.hints_of(cell)
+        if grade_id is None or not written or answer is None:
+            continue
+        mine_answer = ours.get(answer["metadata"]["nbgrader"]["grade_id"])
+        if mine_answer is not None and _source(mine_answer).strip() != _source(answer).strip():
+            out[grade_id] = written
+    return out
+
+
 def not_started(mine: Path, released: Path) -> bool:
     """Every answer cell of ``mine`` is as released (nothing written yet)."""
     theirs, ours = _graded_cells(released), _graded_cells(mine)
@@ -296,11 +326,16 @@ def check(into: Path, name: str) -> int:
     rows.sort(key=lambda r: order.get(r["grade_id"], len(order)))  # the notebook's order
     score = sum(float(r["score"]) for r in rows)
     total = sum(float(r["max_score"]) for r in rows)
+    started = attempted_items(mine, released)
     for r in rows:
         ok = float(r["score"]) == float(r["max_score"])
         print(
             f"  {'pass' if ok else 'FAIL'}  {r['grade_id']:32s} {float(r['score']):g} / {float(r['max_score']):g}"
         )
+        written = started.get(r["grade_id"], [])
+        if not ok and written:  # a failed attempt: unlock the next hint (issue 40)
+            shown = hints.failed_attempt(mine.parent, r["grade_id"], written)
+            print(hints.format_hints(shown, len(written), indent="        "))
     print(f"{assignment}: {score:g} / {total:g} points")
     print(f"feedback (each test's message): {feedback}")
     if score < total:

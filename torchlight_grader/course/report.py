@@ -11,7 +11,9 @@ per-student extensions) and ``collect/<assignment>-report.csv`` (what collect re
 page names the students behind each count: who is missing, late (with their extension), had a
 submission refused, has an extension, or awaits a TA (a written answer not graded yet, shown as
 "awaiting grading", never as a failed cell), and the regrade requests, open or answered
-(``regrade/queue.csv``, ``torchlight_grader.nbgrader.regrade``)::
+(``regrade/queue.csv``, ``torchlight_grader.nbgrader.regrade``), and who unlocked which
+progressive hints (``hints/<assignment>.json``, what collect took from the submissions:
+``torchlight_grader.nbgrader.hints``)::
 
     .venv/bin/python torchlight_grader/course/report.py assignments/grades.csv assignments/items.csv \
         -o assignments/report.html
@@ -22,11 +24,14 @@ from __future__ import annotations
 import argparse
 import csv
 import html
+import json
 import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from torchlight_grader.nbgrader import hints
 
 ROOT = Path(__file__).resolve().parents[2]
 BINS = 10
@@ -39,6 +44,7 @@ WHO = (
     ("awaiting", "awaiting a TA (written answers not graded yet)"),
     ("regrade", "regrade requests, open (answer in the Formgrader)"),
     ("regrade answered", "regrade requests answered"),
+    ("hints", "hints unlocked (item: hints seen of those written; never a grade)"),
 )
 
 
@@ -103,6 +109,13 @@ def read(grades_csv: Path, items_csv: Path) -> dict[str, Assignment]:
                     out[r["assignment"]].who.setdefault(kind, []).append(
                         f"{r.get('student')} ({first[0][:80] if first else 'no reason given'})"
                     )
+    for a in out.values():  # hint use, as collect took it from the submissions
+        written = hints_written(course / "release" / a.name)
+        for student, used in sorted(hints.recorded(course, a.name).items()):
+            seen = [f"{k}: {min(n, len(written[k]))} of {len(written[k])}"
+                    for k, n in sorted(used.items()) if n and written.get(k)]  # fmt: skip
+            if seen:
+                a.who.setdefault("hints", []).append(f"{student} ({', '.join(seen)})")
     with open(items_csv, newline="", encoding="utf-8") as f:
         for r in csv.DictReader(f):
             if (r["student_id"], r["assignment"]) not in submitted:
@@ -116,6 +129,17 @@ def read(grades_csv: Path, items_csv: Path) -> dict[str, Assignment]:
                     waiting.append(r["student_id"])
                 continue
             a.items.setdefault(r["grade_id"], []).append((float(r["score"]), float(r["max_score"])))
+    return out
+
+
+def hints_written(release: Path) -> dict[str, list[str]]:
+    """``grade_id -> hints`` of the released notebooks of one assignment ({} for none)."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(release.glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8")).get("cells", []):
+            grade_id, written = hints.grade_id_of(cell), hints.hints_of(cell)
+            if grade_id and written:
+                out[grade_id] = written
     return out
 
 

@@ -8,8 +8,10 @@ instructor with symlinks followed and trusts the student's ``timestamp.txt`` and
 
 - every inbound entry is opened without following links (``lstat``, ``O_NOFOLLOW``); an entry
   holding a symlink, device, FIFO, socket, folder or a file outside the allow-list (the
-  assignment's released notebooks, ``timestamp.txt``, ``submission_secret.txt`` and what
-  ``--allow`` declares) is refused whole, with a report line;
+  assignment's released notebooks, ``timestamp.txt``, ``submission_secret.txt``, a regrade
+  request, the hint count ``hints-used.json`` and what ``--allow`` declares) is refused whole,
+  with a report line; the regrade request and the hint count are taken out of the submission
+  (never graded) into ``regrade/`` and ``hints/`` (:mod:`torchlight_grader.nbgrader.hints`);
 - sizes are checked against :data:`LIMITS` (per file, per submission, cells per notebook, JSON
   nesting depth) before anything is parsed by nbgrader;
 - the student id must match :data:`torchlight_grader.nbgrader.ids.SAFE_STUDENT_ID` (an entry whose id
@@ -48,7 +50,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from torchlight_grader.nbgrader import regrade
+from torchlight_grader.nbgrader import hints, regrade
 from torchlight_grader.nbgrader.courselock import CourseBusyError, course_lock
 from torchlight_grader.nbgrader.ids import is_safe_student_id, unsafe_student_id_message
 from torchlight_grader.nbgrader.late import (
@@ -225,7 +227,8 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         print(f"refusing to collect: no released notebooks in {release} "
               "(expected `make course-release` first)", file=sys.stderr)  # fmt: skip
         return 1
-    allowed = {*notebooks, *NBGRADER_FILES, regrade.FILE, *allow}
+    allowed = {*notebooks, *NBGRADER_FILES, regrade.FILE, hints.FILE, *allow}
+    used: dict[str, bytes] = {}  # entry -> its hints-used.json (never part of the submission)
     db = db_url or os.environ.get("COURSE_DB_URL") or f"sqlite:///{course / 'gradebook.db'}"
     asks: set[str] = set()  # entries that carry a regrade request
     inbound = exchange / course_id / "inbound"
@@ -275,6 +278,7 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         assert entry.time is not None, (
             f"{dirent.name}: an accepted entry always has its observed time"
         )
+        used[entry.name] = entry.files.pop(hints.FILE, b"{}")  # hint use: the report's
         request = entry.files.pop(regrade.FILE, None)  # never part of the submission
         if request is not None:
             asks.add(entry.name)
@@ -308,6 +312,7 @@ def collect(course: Path, exchange: Path, assignment: str, *, course_id: str = C
         verdict = "collected" if replaced is not None else "unchanged"
         if replaced:
             stale += clear_manual_scores(course, assignment, student, db_url)
+        hints.record(course, assignment, student, used.get(entry.name, b"{}"))
         when = lateness(entry.time, due, extensions.get((student, assignment)))
         print(f"{verdict} {student} {entry.name} (observed {format_timestamp(entry.time)}{when})")
         report.append([student, entry.name, verdict, format_timestamp(entry.time)])

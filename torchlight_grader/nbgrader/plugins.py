@@ -34,7 +34,7 @@ from nbgrader.utils import determine_grade
 from traitlets import Bool, Dict, Float, Integer, Unicode
 
 from torchlight_grader import sandbox
-from torchlight_grader.checks import graded_library, registry
+from torchlight_grader.checks import graded_library, registry, variants
 from torchlight_grader.checks.grader import Cell, grade, prepare
 from torchlight_grader.checks.structure import library_autograd
 from torchlight_grader.nbgrader import hostile, releases
@@ -272,6 +272,10 @@ class SandboxedExecute(Execute):
             meta = cell.get("metadata", {}).get("nbgrader", {})
             if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
                 cell.source = HIDDEN_TESTS.sub("", cell.source)
+        student = resources.get("nbgrader", {}).get("student")
+        first = next((c for c in runnable.cells if c.cell_type == "code"), None)
+        if first is not None and isinstance(student, str):  # the owner's variant, shown in feedback
+            first.source = variants.student_line(student) + first.source
         start = time.monotonic()
         deadline = start + self.total_timeout
         # A sandbox whose kernel is already up (started while the last notebook ran, or by
@@ -474,6 +478,7 @@ class IsolatedGrader(NbGraderPreprocessor):
             limits=self.limits(notebook),
             timeout_cap=self.timeout_cap,
             forbidden=course_paths(resources),
+            student=resources["nbgrader"].get("student"),  # the owner's variant (variants.py)
         )  # its sandbox was started by prepare(), while nbgrader sanitized the notebook
         for grade_id, verdict in verdicts.items():  # a name built at run time, seen by its effect
             if not verdict.passed and graded_library.LEFT_OUT in verdict.message:

@@ -31,6 +31,9 @@
 # cell. Derive each gradient with the chain rule. Write each answer in its own answer cell.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
+import hashlib
+import os
+
 import numpy as np
 
 import torchlight as tl
@@ -38,6 +41,19 @@ from torchlight.autograd import Function, gradcheck
 from torchlight.testing import assert_close, assert_exact, assert_gradient_scales
 
 tl.manual_seed(0)
+
+# Your variant: section 5 draws its constant c from your student id (the grader uses the id of
+# the submission's owner). Outside a course (`make homework`) you are "learner".
+STUDENT = os.environ.get("TORCHLIGHT_STUDENT") or os.environ.get("JUPYTERHUB_USER") or "learner"
+
+
+def variant(item, choices):
+    """Your variant of ``item``: one of ``choices``, drawn from the course and your student id."""
+    key = f"torchlight-autograd/a1_functions/{item}/{STUDENT}".encode()
+    return choices[int.from_bytes(hashlib.sha256(key).digest()[:8], "big") % len(choices)]
+
+
+print(f"your variant ({STUDENT}): in section 5, c = {variant('expression', (2, 3, 4, 5))}")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "mul_md", "locked": true, "schema_version": 3, "solution": false}
 # ## 1. Mul
@@ -106,7 +122,7 @@ class Div(Function):
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_div", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "test_div", "locked": true, "points": 1, "schema_version": 3, "solution": false} torchlight={"hints": ["Write the quotient rule for each input separately: hold b fixed for a, then a fixed for b.", "The gradient for b has a minus sign and b squared below: -a / b**2, times grad_output.", "backward returns two tensors, in the order forward took its inputs: (for a, for b)."]}
 a = tl.tensor([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
 b = tl.tensor([[2.0, 4.0], [-1.0, 0.5]], requires_grad=True)
 out = Div.apply(a, b)
@@ -229,7 +245,7 @@ class Sigmoid(Function):
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_sigmoid", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "test_sigmoid", "locked": true, "points": 1, "schema_version": 3, "solution": false} torchlight={"hints": ["sigma'(x) = sigma(x) (1 - sigma(x)): save the output of forward, not its input.", "For large x, 1 - sigma(x) computed from exp(-x) loses every digit; the saved output gives it exactly enough."]}
 x = tl.tensor([0.0, 2.0], requires_grad=True)
 out = Sigmoid.apply(x)
 assert_close(out.detach().numpy(), 1 / (1 + np.exp([-0.0, -2.0])))
@@ -346,7 +362,7 @@ class Pow(Function):
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_pow", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "test_pow", "locked": true, "points": 2, "schema_version": 3, "solution": false} torchlight={"hints": ["Two inputs, two gradients: one for the base a and one for the exponent b.", "d(a**b)/da = b * a**(b - 1); d(a**b)/db = a**b * log(a).", "Save what forward computed (a, b and the output) and reuse it: a**b is the output itself."]}
 a = tl.tensor([2.0, 3.0], requires_grad=True)
 b = tl.tensor([3.0, 0.5], requires_grad=True)
 out = Pow.apply(a, b)
@@ -374,26 +390,31 @@ self_check("a1_functions", "test_pow", globals())
 # ## 5. A small expression graph
 #
 # Build
-# $$f(x, y) = \log\!\left(e^x + e^y\right) \cdot \sigma(x\,y)$$
-# from *your* Functions (`Mul`, `Exp`, `Log`, `Sigmoid`; you may use `+` to add two tensors).
-# The engine chains your `backward` methods together: you write no gradient code here.
+# $$f(x, y) = \log\!\left(e^x + e^y\right) \cdot \sigma(c\,x\,y)$$
+# from *your* Functions (`Mul`, `Exp`, `Log`, `Sigmoid`; you may use `+` to add two tensors, and
+# `tl.full_like(x, c)` for a tensor filled with $c$). **Your variant**: $c$ is the number the setup cell printed
+# for you (it comes from your student id; your classmates have other values, and the hidden
+# checks use yours). The engine chains your `backward` methods together: you write no gradient
+# code here.
 
 # %% nbgrader={"grade": false, "grade_id": "expression", "locked": false, "schema_version": 3, "solution": true}
 def expression(x, y):
     ### BEGIN SOLUTION
     log_sum_exp = Log.apply(Exp.apply(x) + Exp.apply(y))
-    return Mul.apply(log_sum_exp, Sigmoid.apply(Mul.apply(x, y)))
+    scaled = Mul.apply(Mul.apply(x, y), tl.full_like(x, variant("expression", (2, 3, 4, 5))))
+    return Mul.apply(log_sum_exp, Sigmoid.apply(scaled))
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_expression", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+c = variant("expression", (2, 3, 4, 5))  # yours
 x = tl.tensor([0.5, -1.0, 2.0], requires_grad=True)
 y = tl.tensor([1.5, 0.25, -0.5], requires_grad=True)
 out = expression(x, y)
 out.sum().backward()
 # the same expression with the library's built-in operations
 x2, y2 = x.detach().requires_grad_(), y.detach().requires_grad_()
-expected = (x2.exp() + y2.exp()).log() * (x2 * y2).sigmoid()
+expected = (x2.exp() + y2.exp()).log() * (c * x2 * y2).sigmoid()
 expected.sum().backward()
 assert_close(out.detach().numpy(), expected.detach().numpy())
 assert_close(x.grad.numpy(), x2.grad.numpy())
@@ -404,10 +425,10 @@ x = tl.tensor([709.7827, 709.782705], requires_grad=True)
 y = tl.tensor([0.01, 0.015], requires_grad=True)
 expression(x, y).sum().backward()
 x2, y2 = x.detach().requires_grad_(), y.detach().requires_grad_()
-((x2.exp() + y2.exp()).log() * (x2 * y2).sigmoid()).sum().backward()
+((x2.exp() + y2.exp()).log() * (c * x2 * y2).sigmoid()).sum().backward()
 assert_exact(x.grad, x2.grad, atol=1e-12 * np.abs(x2.grad.numpy()).max())
 assert_exact(y.grad, y2.grad, atol=1e-12 * np.abs(y2.grad.numpy()).max())
-print("expression: visible tests passed")
+print(f"expression (your variant, c = {c}): visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
 
