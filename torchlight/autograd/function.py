@@ -29,6 +29,7 @@ Example (a Function of your own; ``Mul`` in :mod:`torchlight.ops.arithmetic` is 
 from __future__ import annotations
 
 import functools
+import operator
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -124,6 +125,9 @@ class Context:
             self._saved, self._freed = (), True
 
 
+_HISTORY = operator.attrgetter("history")  # (each parent's .history, without a Python call)
+
+
 class History:
     """Which Function built a tensor (``last_fn``), its :class:`Context` and its ``parents``."""
 
@@ -131,7 +135,7 @@ class History:
 
     def __init__(self, last_fn: type[Function], ctx: Context, parents: tuple[Any, ...]) -> None:
         self.last_fn, self.ctx, self.parents, self.outputs = last_fn, ctx, parents, None
-        self.parent_histories = tuple([t.history for t in parents])  # an in-place op may change one
+        self.parent_histories = tuple(map(_HISTORY, parents))  # an in-place op may change one
 
     def recorded_parents(self) -> list[Any]:
         """The parents as this node saw them: ``y.add_(1)`` gives ``y`` a new History whose first
@@ -191,8 +195,7 @@ def _fitted(fn: type[Function], i: int, parent: Any, grad: Any) -> Any:
     if grad.shape != parent.shape and not broadcasts_to(parent.shape, grad.shape):
         raise RuntimeError(
             f"{fn.__name__}.backward returned a gradient of shape {grad.shape} for input {i}, "
-            f"which has shape {parent.shape}: return one of the input's shape (or one it "
-            "broadcasts to)"
+            f"which has shape {parent.shape}: return one of its shape (or one it broadcasts to)"
         )
     grad = grad if grad.shape == parent.shape else unbroadcast(grad, parent.shape)
     return grad if grad.dtype == parent.dtype else grad.to(parent.dtype)
@@ -241,7 +244,8 @@ class Function:
         elif ctx._saved and _among(result, ctx._saved):  # a saved output, held weakly: no cycle
             ctx._saved = tuple([weakref.ref(t) if t is result else t for t in ctx._saved])
             ctx._holds_output = True
-        result.history = History(cls, ctx, tuple([a for a in args if hasattr(a, "requires_grad")]))
+        parents = tuple([a for a in args if hasattr(a, "requires_grad")])  # all args: args itself
+        result.history = History(cls, ctx, args if len(parents) == len(args) else parents)
         result.requires_grad = True
         return result
 
