@@ -9,6 +9,7 @@ The build takes 15-45 s on 2 cores (the stored notebooks are rendered, never exe
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import json
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -187,27 +189,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.browser
-def test_tutorial_2_page_in_a_real_browser(site, tmp_path):
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)")
-    from playwright.sync_api import expect, sync_playwright
-
+@contextlib.contextmanager
+def _served(site: Path) -> Iterator[str]:
+    """The built site served on a free local port (``http.server``), as its base URL."""
     port = _free_port()
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "http.server",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            str(site),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
+         str(site)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
@@ -218,59 +208,68 @@ def test_tutorial_2_page_in_a_real_browser(site, tmp_path):
             except OSError:
                 assert time.monotonic() < deadline, "http.server did not start"
                 time.sleep(0.2)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1300, "height": 1000})
-            elsewhere: list[str] = []
-
-            def only_local(route):  # the site must need nothing from another host
-                if route.request.url.startswith(base):
-                    route.continue_()
-                else:
-                    elsewhere.append(route.request.url)
-                    route.abort()
-
-            page.route("**/*", only_local)
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-
-            def console(message):  # MathJax's font probe at about:blank was one (issue 26.9)
-                where = (message.location or {}).get("url", "")
-                if message.type == "error" and not where.endswith("favicon.ico"):
-                    errors.append(f"console: {message.text} ({where})")
-
-            page.on("console", console)
-            page.goto(f"{base}/tutorials/02_autograd.html")
-            # MathJax 2 (the local copy) replaces each formula with its own rendering.
-            rendered = "document.querySelectorAll('.MathJax, .MathJax_Display').length"
-            page.wait_for_function(f"() => window.MathJax && {rendered} > 3", timeout=60_000)
-            erratum = page.locator("blockquote", has_text="product rule needs").first
-            assert erratum.locator(".MathJax, .MathJax_Display").count() >= 2
-            assert ">=" not in erratum.inner_text()  # the formula that had a stray >=
-            assert "\\frac" not in erratum.inner_text()  # rendered, not shown as TeX
-            pictures = page.locator("img[src^='data:image/svg+xml']")
-            assert pictures.count() >= 5
-            picture = pictures.first
-            picture.scroll_into_view_if_needed()
-            expect(picture).to_be_visible()
-            size = picture.evaluate("(img) => [img.naturalWidth, img.naturalHeight]")
-            assert size[0] > 100 and size[1] > 100, size
-            picture.screenshot(path=str(tmp_path / "graph_picture.png"))
-            erratum.scroll_into_view_if_needed()
-            page.screenshot(path=str(tmp_path / "tutorial2.png"))
-
-            page.goto(f"{base}/search.html?q=backward")
-            results = page.locator("#search-results ul.search li a")
-            expect(results.first).to_be_visible(timeout=30_000)
-            found = results.all_inner_texts()
-            assert any("Autograd" in text for text in found), found
-            page.screenshot(path=str(tmp_path / "search.png"))
-            browser.close()
-        assert not elsewhere, f"the site asked other hosts for: {elsewhere}"
-        assert not errors, f"page and console errors: {errors}"
+        yield base
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@pytest.mark.browser
+def test_tutorial_2_page_in_a_real_browser(site, tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)")
+    from playwright.sync_api import expect, sync_playwright
+
+    with _served(site) as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        elsewhere: list[str] = []
+
+        def only_local(route):  # the site must need nothing from another host
+            if route.request.url.startswith(base):
+                route.continue_()
+            else:
+                elsewhere.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", only_local)
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+
+        def console(message):  # MathJax's font probe at about:blank was one (issue 26.9)
+            where = (message.location or {}).get("url", "")
+            if message.type == "error" and not where.endswith("favicon.ico"):
+                errors.append(f"console: {message.text} ({where})")
+
+        page.on("console", console)
+        page.goto(f"{base}/tutorials/02_autograd.html")
+        # MathJax 2 (the local copy) replaces each formula with its own rendering.
+        rendered = "document.querySelectorAll('.MathJax, .MathJax_Display').length"
+        page.wait_for_function(f"() => window.MathJax && {rendered} > 3", timeout=60_000)
+        erratum = page.locator("blockquote", has_text="product rule needs").first
+        assert erratum.locator(".MathJax, .MathJax_Display").count() >= 2
+        assert ">=" not in erratum.inner_text()  # the formula that had a stray >=
+        assert "\\frac" not in erratum.inner_text()  # rendered, not shown as TeX
+        pictures = page.locator("img[src^='data:image/svg+xml']")
+        assert pictures.count() >= 5
+        picture = pictures.first
+        picture.scroll_into_view_if_needed()
+        expect(picture).to_be_visible()
+        size = picture.evaluate("(img) => [img.naturalWidth, img.naturalHeight]")
+        assert size[0] > 100 and size[1] > 100, size
+        picture.screenshot(path=str(tmp_path / "graph_picture.png"))
+        erratum.scroll_into_view_if_needed()
+        page.screenshot(path=str(tmp_path / "tutorial2.png"))
+
+        page.goto(f"{base}/search.html?q=backward")
+        results = page.locator("#search-results ul.search li a")
+        expect(results.first).to_be_visible(timeout=30_000)
+        found = results.all_inner_texts()
+        assert any("Autograd" in text for text in found), found
+        page.screenshot(path=str(tmp_path / "search.png"))
+        browser.close()
+    assert not elsewhere, f"the site asked other hosts for: {elsewhere}"
+    assert not errors, f"page and console errors: {errors}"
     print(f"\nscreenshots in {tmp_path}")
 
 
@@ -375,54 +374,35 @@ def test_tutorial_8_and_9_viewers_change_what_is_shown_on_a_click(site, tmp_path
         pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)")
     from playwright.sync_api import expect, sync_playwright
 
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
-         str(site)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(base, timeout=2).read()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "http.server did not start"
-                time.sleep(0.2)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1300, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            for name, viewers in (("08_language_models", 1), ("09_inference_and_efficiency", 2)):
-                page.goto(f"{base}/tutorials/{name}.html")
-                found = page.locator(".tl-frames")
-                assert found.count() == viewers, (name, found.count())
-                for k in range(viewers):
-                    frames = found.nth(k).locator("details.tl-frame")
-                    n = frames.count()
-                    assert n >= 4, (name, k, n)
+    with _served(site) as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        for name, viewers in (("08_language_models", 1), ("09_inference_and_efficiency", 2)):
+            page.goto(f"{base}/tutorials/{name}.html")
+            found = page.locator(".tl-frames")
+            assert found.count() == viewers, (name, found.count())
+            for k in range(viewers):
+                frames = found.nth(k).locator("details.tl-frame")
+                n = frames.count()
+                assert n >= 4, (name, k, n)
 
-                    def shown(frames=frames, n=n) -> list[int]:
-                        return [i for i in range(n) if frames.nth(i).evaluate("d => d.open")]
+                def shown(frames=frames, n=n) -> list[int]:
+                    return [i for i in range(n) if frames.nth(i).evaluate("d => d.open")]
 
-                    assert shown() == [0], (name, k)
-                    first = frames.nth(0).locator("img").first
-                    first.scroll_into_view_if_needed()
-                    expect(first).to_be_visible()
-                    before = first.get_attribute("src")
-                    frames.nth(n - 1).locator("summary").click()
-                    assert shown() == [n - 1], (name, k, shown())
-                    last = frames.nth(n - 1).locator("img").first
-                    expect(last).to_be_visible()
-                    expect(first).to_be_hidden()
-                    assert last.get_attribute("src") != before, "the same picture again"
-                    found.nth(k).screenshot(path=str(tmp_path / f"{name}-{k}.png"))
-            browser.close()
-        assert not errors, f"page errors: {errors}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+                assert shown() == [0], (name, k)
+                first = frames.nth(0).locator("img").first
+                first.scroll_into_view_if_needed()
+                expect(first).to_be_visible()
+                before = first.get_attribute("src")
+                frames.nth(n - 1).locator("summary").click()
+                assert shown() == [n - 1], (name, k, shown())
+                last = frames.nth(n - 1).locator("img").first
+                expect(last).to_be_visible()
+                expect(first).to_be_hidden()
+                assert last.get_attribute("src") != before, "the same picture again"
+                found.nth(k).screenshot(path=str(tmp_path / f"{name}-{k}.png"))
+        browser.close()
+    assert not errors, f"page errors: {errors}"
     print(f"\nscreenshots in {tmp_path}")
