@@ -31,7 +31,7 @@ and position tables: an answer that calls them scores nothing for that item.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -243,9 +243,7 @@ class TrainSpeedCheck(Check):
     same_run_as: str | None = None
     """The other level's item: judged from that item's measurement (one timing, two levels)."""
 
-    counted_cpu: bool = True
-    """The grader hands :meth:`judge` the CPU time the sandbox counted outside the student's
-    process (``received["counted_cpu"]``)."""
+    counted_cpu: bool = field(default=True, kw_only=True)  # (see Check)
 
     def spec(self) -> dict[str, Any]:
         return {"runner": "bpe_speed", "entry": self.entry}

@@ -104,6 +104,10 @@ class Check:
     ``timeout`` bounds it, in wall-clock time."""
     processes: int | None = field(default=None, kw_only=True)
     """RLIMIT_NPROC of the item's process (1: it may start no process or thread)."""
+    counted_cpu: bool = field(default=False, kw_only=True)
+    """Hand :meth:`judge` the CPU time the sandbox's broker counted for the item, outside the
+    student's process (``received["counted_cpu"]``): a6's speed items check what the sandbox
+    reported against it."""
     environ: tuple[tuple[str, str], ...] = field(default=(), kw_only=True)
     """Environment variables the sandbox sets before the notebook's first cell runs (a2c's CUDA
     items: ``NUMBA_ENABLE_CUDASIM``, which numba reads once, when ``numba.cuda`` is imported).

@@ -210,7 +210,7 @@ def judge(
         if "error" in got:
             message = f"calling {check.entry} on inputs ({case.describe()}) raised {got['error']}"
         else:
-            if getattr(check, "counted_cpu", False):  # a speed item checks what it was told
+            if check.counted_cpu:  # a speed item checks what it was told
                 got = {**got, "counted_cpu": used}  # counted outside the student's process
             expected = check.expected(case)  # computed here, now that the sandbox is gone
             try:
