@@ -7,7 +7,6 @@ compared with what the sandbox returned.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import zlib
 from collections.abc import Sequence
@@ -163,14 +162,11 @@ def grade(
     # against the grader-built library: the graded ops' own backward is not there; one sandbox
     # per environment the items ask for (a2c's CUDA simulator), each running the cells once,
     # all of them within the notebook's one budget
-    started = time.monotonic()
+    deadline = time.monotonic() + limits.budget
     for environ in dict.fromkeys(environs.values()):
         group = [item for item in items if environs[item["id"]] == environ]
-        left = dataclasses.replace(
-            limits, budget=max(0.0, limits.budget - (time.monotonic() - started))
-        )
-        part = run_items(notebook, sources, group, left, forbidden, ahead, environ=environ,
-                         **_library(notebook))  # fmt: skip
+        part = run_items(notebook, sources, group, limits, forbidden, ahead, environ=environ,
+                         deadline=deadline, **_library(notebook))  # fmt: skip
         run.cells = run.cells or part.cells
         run.outcomes.update(part.outcomes)
     for grade_id, (check, cases) in plans.items():
