@@ -1,15 +1,21 @@
 """The nbgrader course, graded by the real nbgrader CLI: every catalog submission, item by item.
 
 One module-scoped fixture builds a temporary copy of the course, releases every assignment,
-hands in every submission of ``tests/submissions`` as its own student, then autogrades,
-generates feedback and exports grades with one nbgrader command each. The tests read the
-exported CSVs and the produced files.
+hands in every submission of ``tests/submissions`` as its own student, then grades them with
+the course's own tool, as an instructor's ``make course-grade`` does (``python -m
+torchlight_grader.course.grade --jobs 2 --full``: nbgrader autograde and generate_feedback per
+student in two worker processes, the exports once at the end; ``tests/test_course_scale.py``
+shows its grades are nbgrader's serial run's). The tests read the exported CSVs and the
+produced files.
 """
 
 from __future__ import annotations
 
 import html
 import re
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +37,6 @@ from submissions import (
 )
 from submissions.catalog import Submission, build
 from submissions.pipeline import (
-    grade_all,
     make_course,
     max_points,
     nbgrader,
@@ -111,9 +116,21 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
         for sub in CATALOG:
             if sub.assignment == assignment:
                 submit(course, sub.student, assignment, build(sub, source, release))
-    seconds.update(grade_all(course, GRADING_FLAGS, log=log))
+    seconds["grade"] = grade_course(course, GRADING_FLAGS, log=log)
     print("\n".join(f"{step}: {s:.1f} s" for step, s in seconds.items()))
     return Graded(course, read_items(course), read_totals(course), points, sources, seconds, log)
+
+
+def grade_course(course: Path, flags: tuple[str, ...], log: list[str]) -> float:
+    """Every submission, two students at a time (the speed items' paired protocol is fair
+    beside a neighbour: :mod:`torchlight_grader.checks.timing`)."""
+    start = time.perf_counter()
+    cmd = [sys.executable, "-m", "torchlight_grader.course.grade", "--course", str(course),
+           "--jobs", "2", "--full", "--assignment", "*", "--", *flags]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    log.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+    assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return time.perf_counter() - start
 
 
 @pytest.mark.parametrize("sub", CATALOG, ids=lambda s: s.student)
