@@ -310,6 +310,7 @@ def test_gpu_check_counts_each_test_files_results(tmp_path: Path) -> None:
     (tmp_path / "tests" / "test_two.py").write_text("def test_d(): pass\n")
     command = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests"]
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # (faster: none is needed)
+    env.pop("PYTEST_ADDOPTS", None)  # (the outer run's -x would stop this one at test_b[2])
     done = subprocess.run(
         command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
