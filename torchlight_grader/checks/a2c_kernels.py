@@ -26,7 +26,13 @@ local memory.
 time the student's kernel against a reference kernel in the sandbox with the paired protocol of
 :mod:`torchlight_grader.checks.timing` (two CPU threads; fresh inputs and a comparison after
 every pair); ``*_speed`` passes at the partial threshold, ``*_fast`` at the full one, and both
-show the measured ratio.
+show the measured ratio. The clocks the sandbox times with were bound before any cell ran, but
+in a dict the cells can reach, and the timed calls run in the student's process: what comes
+back is checked against what the student's code cannot reach (:meth:`SpeedCheck.tampered`).
+The runner's CPU clock must agree with the CPU time the sandbox's broker counted from outside
+that process, the timed calls must leave little of the measurement's stretch untimed, and the
+reference kernel's CPU time there must be close to the grader's own timing of it
+(:func:`reference_cpu`); the ratio is taken on wall time and on CPU time, the larger graded.
 
 **Authorship.** The grader's library for this notebook has none of torchlight's own Numba or
 CUDA kernels, and the sandbox has no SciPy, without which Numba cannot compile numpy's ``@``

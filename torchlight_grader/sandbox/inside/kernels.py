@@ -21,7 +21,11 @@ the timings and whether each pair agreed).
 - ``speed``: the student's kernel against the reference kernel below in the paired protocol of
   ``torchlight_grader/checks/timing.py``, whose source the grader sends with the spec (this
   folder holds no grading code of its own). The clocks, ``exec`` and the comparison are the
-  ones :mod:`runners` bound before any cell of the notebook ran.
+  ones :mod:`runners` bound before any cell of the notebook ran; a cell can still reach them,
+  so the runner also reports what its CPU clock saw in all and over the last measurement, and
+  the grader checks that against the CPU time the sandbox's broker counts from outside this
+  process (:mod:`torchlight_grader.checks.a2c_kernels`). The grader draws the first pair's
+  inputs again (:func:`speed_inputs`) to time the reference kernel itself.
 
 The reference kernels are plain parallel loops, as a student would write them: the library's
 own kernels are not in the grader's library for this notebook.
