@@ -144,6 +144,25 @@ FORGE_BOTH = (
 """
 )
 
+MATMUL_IN_CUDA = """
+@cuda.jit
+def shared_matmul(out, a, b):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = np.asarray(a[i, :]) @ np.asarray(b[:, j])
+"""
+
+#: The module the CUDA rule read the kernel's bytecode with, replaced in ``sys.modules`` by one
+#: that finds no instruction: the kernel's ``@`` (numpy's product, in the simulator) went unseen.
+QUIET_DIS = """
+import sys
+import types
+
+_quiet = types.ModuleType("dis")
+_quiet.get_instructions = lambda *args, **kwargs: iter(())
+sys.modules["dis"] = _quiet
+"""
+
 CUDA = ("test_cuda_matmul", "test_cuda_shared")
 
 CATALOG = [
@@ -310,6 +329,16 @@ CATALOG = [
         "clocks are forged for every timed kernel)",
     ),
     Submission(
+        "matmul-operator-in-cuda-quiet-dis",
+        A,
+        "cheat",
+        "solution",
+        (replace("shared_matmul", MATMUL_IN_CUDA), append("shared_matmul", QUIET_DIS)),
+        zero=CUDA,
+        note="numpy's @ inside the kernel, and the dis module replaced so that the sandbox's "
+        "reading of the bytecode finds no instruction: the grader reads the bytecode itself",
+    ),
+    Submission(
         "library-matmul",
         A,
         "cheat",
@@ -337,6 +366,7 @@ FLAGGED = {
     "numpy-in-cuda-kernel": "uses .dot",
     "faked-wall-clock": "uses .PROTECTED",
     "faked-clocks": "uses .PROTECTED",
+    "matmul-operator-in-cuda-quiet-dis": "uses @",
 }
 
 

@@ -16,7 +16,8 @@ transposed view).
 library's own CUDA backend is tested without a GPU: ``test_cuda_matmul`` launches it in numba's
 CUDA simulator (a sandbox of its own, started with ``NUMBA_ENABLE_CUDASIM=1``: numba reads it
 once) on fresh odd sizes against numpy, and scores nothing if its code refers to what a GPU
-cannot run (numpy's product, a Python function: the simulator would run it as Python);
+cannot run (numpy's product, a Python function: the simulator would run it as Python; the
+``@`` operator is looked for here, in the bytecode the sandbox sends, :func:`uses_matmul`);
 ``test_cuda_shared`` compiles it for a real GPU (``numba.cuda.compile_ptx``, sm_75, no GPU
 needed) in the other sandbox, and :func:`ptx_problems` reads the PTX: two tiles in shared memory
 read from there, barriers between storing and reading them and before overwriting them, no
@@ -230,6 +231,34 @@ NOT_GPU_CODE = (
 )
 
 
+def _matmul_units() -> frozenset[bytes]:
+    """The two bytes of the instructions ``@`` and ``@=`` compile to in this Python (the sandbox
+    runs the same one), read here with ``dis``."""
+    import dis
+
+    sample = compile("a @ b\na @= b", "<@>", "exec")
+    return frozenset(bytes([i.opcode, i.arg or 0]) for i in dis.get_instructions(sample)
+                     if i.argrepr in ("@", "@="))  # fmt: skip
+
+
+MATMUL_UNITS = _matmul_units()
+
+
+def uses_matmul(bytecode: Any) -> bool:
+    """Whether any of the code objects the sandbox sent (their ``co_code``, in hex) holds the
+    ``@`` operator: read here, where no cell of the notebook can change how."""
+    if not isinstance(bytecode, list):
+        return False
+    for text in bytecode:
+        try:
+            raw = bytes.fromhex(text) if isinstance(text, str) else b""
+        except ValueError:
+            continue
+        if any(raw[k : k + 2] in MATMUL_UNITS for k in range(0, len(raw) - 1, 2)):
+            return True
+    return False
+
+
 def cuda_case(rng: np.random.Generator, trial: int) -> Case:
     """Small (the simulator runs one Python thread per GPU thread), odd sizes (no multiple of
     an even tile), ``k`` over at least two tiles of 8 (so a missing barrier shows)."""
@@ -254,7 +283,9 @@ class CudaResultsCheck(Check):
 
     def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
         trial = f"on {case.describe()}"
-        found = received.get("not_gpu_code")
+        found = list(received.get("not_gpu_code") or [])
+        if uses_matmul(received.get("bytecode")):
+            found.append("the @ operator")
         if found:
             return f"shared_matmul refers to {', '.join(map(str, found))}{NOT_GPU_CODE} ({trial})"
         problem = self.compare("out", expected["out"], received.get("out"), trial)

@@ -14,7 +14,9 @@ the timings and whether each pair agreed).
 - ``cuda_results``: the student's ``@cuda.jit`` kernel launched in numba's CUDA simulator (the
   grader starts this sandbox with ``NUMBA_ENABLE_CUDASIM=1``) on two matrices, one block of
   ``CUDA_TILE x CUDA_TILE`` threads per tile of ``out``; ``out`` comes back, and what the
-  kernel's code refers to that a GPU could not run (numpy's product, a Python function).
+  kernel's code refers to that a GPU could not run (numpy's product, a Python function), and
+  its bytecode, in which the grader looks for the ``@`` operator (no ``dis`` here: a cell could
+  replace the module).
 - ``cuda_ptx``: the same kernel compiled for a real GPU with ``numba.cuda.compile_ptx`` (no
   GPU needed; this sandbox runs without the simulator); the PTX comes back, and the grader
   reads it.
@@ -134,7 +136,7 @@ def run(runner: str, obj: Any, namespace: dict[str, Any], case: dict[str, Any],
     if runner == "speed":
         return speed(obj, case, protected)
     if runner == "cuda_results":
-        return cuda_results(obj, namespace, case)
+        return cuda_results(obj, namespace, case, protected)
     if runner == "cuda_ptx":
         return cuda_ptx(obj, namespace, case)
     if runner == "tiled_matmul":
@@ -178,42 +180,43 @@ def _tile(namespace: dict[str, Any]) -> int:
     return tile
 
 
-def _not_gpu_code(fn: Any, seen: set[int] | None = None) -> list[str]:
+def _not_gpu_code(fn: Any, protected: dict[str, Any], seen: set[int] | None = None,
+                  codes: list[str] | None = None) -> list[str]:  # fmt: skip
     """What the kernel function ``fn`` (and the device functions it calls) refers to that a GPU
     cannot run: in the simulator every line is Python, so ``np.dot`` or a plain Python function
-    would run there and give the right numbers."""
-    import builtins
-    import dis
-    import math
-    import types as pytypes
-
+    would run there and give the right numbers. What it needs to know about Python was bound
+    before any cell ran (``protected``, from :mod:`runners`); the bytecode of every code object
+    visited is added to ``codes`` (hex), for the grader to read operators in (``@``)."""
     import numba
 
+    code_type, module_type = protected["code_type"], protected["module_type"]
+    builtin_names, math = protected["builtin_names"], protected["math"]
     seen = set() if seen is None else seen
+    codes = [] if codes is None else codes
     code = getattr(fn, "__code__", None)
     if code is None or id(code) in seen:
         return []
     seen.add(id(code))
     found: list[str] = []
-    codes = [code]
-    while codes:
-        c = codes.pop()
-        codes += [k for k in c.co_consts if isinstance(k, pytypes.CodeType)]
+    pending = [code]
+    while pending:
+        c = pending.pop()
+        pending += [k for k in c.co_consts if isinstance(k, code_type)]
+        codes.append(c.co_code.hex())
         found += [f"`{n}`" for n in c.co_names if n in PRODUCTS]
-        found += ["the @ operator" for i in dis.get_instructions(c) if i.argrepr in ("@", "@=")]
         for name in c.co_names:
             if name not in fn.__globals__:
-                if name in vars(builtins) and name not in GPU_BUILTINS:
+                if name in builtin_names and name not in GPU_BUILTINS:
                     found.append(f"the Python builtin `{name}`")
                 continue
             value = fn.__globals__[name]
-            if isinstance(value, pytypes.ModuleType):
+            if isinstance(value, module_type):
                 if value is not math and value.__name__.split(".")[0] not in ("numba", "numpy"):
                     found.append(f"the module `{name}`")
             elif isinstance(value, int | float | numba.types.Type) or value is None:
                 continue
             elif hasattr(value, "fn") and getattr(value, "_device", False):  # a device function
-                found += _not_gpu_code(value.fn, seen)
+                found += _not_gpu_code(value.fn, protected, seen, codes)
             elif hasattr(value, "fn") or hasattr(value, "py_func"):
                 found.append(f"`{name}`, which is no device function")
             elif isinstance(value, type) and issubclass(value, np.generic):
@@ -223,7 +226,8 @@ def _not_gpu_code(fn: Any, seen: set[int] | None = None) -> list[str]:
     return sorted(set(found))
 
 
-def cuda_results(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+def cuda_results(obj: Any, namespace: dict[str, Any], case: dict[str, Any],
+                 protected: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     """The student's kernel in numba's CUDA simulator, one block per ``CUDA_TILE`` square."""
     from numba import config
 
@@ -245,7 +249,9 @@ def cuda_results(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> d
     grid = (-(-a.shape[0] // tile), -(-b.shape[1] // tile))
     with np.errstate(all="ignore"):  # uninitialized shared memory read by a racing kernel
         obj[grid, (tile, tile)](out, a, b)
-    return {"out": out, "not_gpu_code": _not_gpu_code(obj.fn), "tile": tile}
+    codes: list[str] = []
+    found = _not_gpu_code(obj.fn, protected, codes=codes)
+    return {"out": out, "not_gpu_code": found, "bytecode": codes, "tile": tile}
 
 
 def cuda_ptx(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
