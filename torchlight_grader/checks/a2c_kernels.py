@@ -402,11 +402,11 @@ PROTOCOL = Path(timing.__file__).read_text(encoding="utf-8")
 #: show it. And the reference kernel's CPU time there (median over the pairs) must be within
 #: REFERENCE_DRIFT of the grader's own timing of the same reference kernel on the first pair's
 #: inputs (:func:`reference_cpu`, median of REFERENCE_RUNS calls). Measured on the 2-core
-#: development machine beside other graders: the runner's clock saw 0.02-0.09 s less than the
-#: broker counted (of 3.5-6.5 s); the stretch left 0.10-0.52 s untimed (the solution's map and
-#: matmul, a serial matmul at 19x: its warm-up call alone is 0.46 s); the reference's CPU time
-#: in the sandbox and in the grader differed by under 15%.
-CPU_SLACK = 0.25
+#: development machine beside other graders (load 4-11): the runner's clock saw 0.02-0.13 s less
+#: than the broker counted (of 3.5-7 s); the stretch left 0.09-0.54 s untimed (the solution's map
+#: and matmul, a serial matmul at 14-19x: its warm-up call alone is 0.47 s); the reference's CPU
+#: time in the sandbox and in the grader differed by under 15%.
+CPU_SLACK = 0.3
 CPU_SHARE = 0.05
 UNTIMED_WARMUP = 2.0
 PAIR_CPU = 0.04
