@@ -53,15 +53,20 @@ def test_the_kernels_notebooks_library_has_no_numba_or_cuda_kernels() -> None:
 
 
 def measurement(student: float, reference: float = 1.0, **extra: Any) -> dict[str, Any]:
+    """Five pairs as the sandbox reports them, and what its broker counted: the runner's clock
+    saw the timed calls, 0.1 s between them, and 3 s of compiling before."""
     pairs = [{"student": student, "reference": reference, "student_cpu": student * 2,
               "reference_cpu": reference * 2, "agree": True, "order": "SR"}] * 5  # fmt: skip
-    return {"pairs": pairs, "failed": None, "attempts": 1, "unfair": [], **extra}
+    stretch = 5 * 2 * (student + reference) + 0.1
+    return {"pairs": pairs, "failed": None, "attempts": 1, "unfair": [], "stretch_cpu": stretch,
+            "reported_cpu": stretch + 3.0, "counted_cpu": stretch + 3.05, **extra}  # fmt: skip
 
 
-def verdicts(received: dict[str, Any]) -> dict[str, str | None]:
+def verdicts(received: dict[str, Any], reference_cpu: float | None = None) -> dict[str, str | None]:
     checks = a2c_kernels.CHECKS
+    expected = {} if reference_cpu is None else {"reference_cpu": reference_cpu}
     return {grade_id: checks[grade_id].judge(checks[grade_id].cases(
-        __import__("numpy").random.default_rng(0))[0], received, {})
+        __import__("numpy").random.default_rng(0))[0], received, expected)
         for grade_id in ("test_matmul_speed", "test_matmul_fast")}  # fmt: skip
 
 
@@ -92,6 +97,66 @@ def test_objmode_and_held_measurements_earn_nothing() -> None:
     assert all((v or "").startswith(timing.HELD) for v in held.values()), held
 
 
+def forge(received: dict[str, Any], share: float) -> dict[str, Any]:
+    """What a clock that counts ``share`` of the student's calls reports: each timed student
+    call shorter, the CPU time it hid gone from what the clock saw (or, ``paid back``, put
+    between the timed calls)."""
+    pairs = [{**p, "student_cpu": p["student_cpu"] * share} for p in received["pairs"]]
+    hidden = sum(p["student_cpu"] for p in received["pairs"]) * (1 - share)
+    return {
+        **received,
+        "pairs": pairs,
+        "stretch_cpu": received["stretch_cpu"] - hidden,
+        "reported_cpu": received["reported_cpu"] - hidden,
+    }
+
+
+def test_forged_clocks_earn_nothing_where_the_counted_cpu_time_disagrees() -> None:
+    """The clocks sit in a dict the student's cells can reach: a forged wall clock alone gains
+    nothing (the CPU-time ratio is graded too); forged CPU clocks disagree with the CPU time the
+    sandbox's broker counted, or leave CPU time between the timed calls that no pair's work
+    explains; a reference that takes other CPU time in the sandbox than in the grader is held;
+    no count from the broker holds the item. Each is seen to fail with the honest numbers."""
+    honest = measurement(1.1, prange_loops=1)  # 2.2 s of CPU per timed call: full credit
+    assert verdicts(honest, reference_cpu=2.0) == {
+        "test_matmul_speed": None,
+        "test_matmul_fast": None,
+    }
+    slow = measurement(5.0, prange_loops=1)
+    wall_forged = {**slow, "pairs": [{**p, "student": 1.0} for p in slow["pairs"]]}
+    assert all("in CPU time 5.00x" in (v or "") and "needs a ratio" in (v or "")
+               for v in verdicts(wall_forged).values())  # fmt: skip
+    both = {**forge(slow, 0.1), "pairs": [{**p, "student": 0.5} for p in forge(slow, 0.1)["pairs"]]}
+    assert all("sandbox counted" in (v or "") for v in verdicts(both).values())
+    paid_back = {**both, "stretch_cpu": slow["stretch_cpu"], "reported_cpu": slow["reported_cpu"]}
+    assert all("add up to" in (v or "") for v in verdicts(paid_back).values())
+    drift = verdicts(honest, reference_cpu=0.5)  # the reference's 2 s in the sandbox: 4x
+    assert all((v or "").startswith(timing.HELD) and "in the grader" in (v or "")
+               for v in drift.values())  # fmt: skip
+    uncounted = verdicts({**honest, "counted_cpu": None})
+    assert all((v or "").startswith(timing.HELD) for v in uncounted.values())
+
+
+def test_the_grader_times_the_same_reference_kernel_on_the_first_pairs_inputs() -> None:
+    """The grader compiles the sandbox's reference kernels and times them on the inputs the
+    sandbox draws for the first pair: both get the same output."""
+    import numpy as np
+
+    from torchlight_grader.sandbox.inside import kernels
+
+    for kind, size in (("map", 60), ("matmul", 40)):
+        inputs = kernels.speed_inputs(3, kind, size, 0)
+        again = kernels.speed_inputs(3, kind, size, 0)
+        assert all(np.array_equal(x, y) for x, y in zip(inputs, again, strict=True))
+        out = kernels.call(kernels.reference(kind), kind, inputs)()
+        if kind == "matmul":
+            np.testing.assert_allclose(out, inputs[0] @ inputs[1], rtol=1e-12, atol=1e-12)
+        else:
+            x = inputs[0]
+            np.testing.assert_allclose(out, np.sin(x) * np.exp(-x * x) + np.cos(3.0 * x))
+        assert a2c_kernels.reference_cpu(3, kind, size) > 0
+
+
 def test_findings_name_the_librarys_kernels_and_numpys_product_and_no_solution() -> None:
     library = a2c_kernels.FINDINGS([catalog.LIBRARY_MATMUL])
     assert len(library) == 1 and catalog.FLAGGED["library-matmul"] in library[0]
@@ -102,9 +167,10 @@ def test_findings_name_the_librarys_kernels_and_numpys_product_and_no_solution()
 
 
 def test_cuda_items_grade_the_catalog_in_the_sandbox() -> None:
-    """The CUDA kernel's two items on the solution and the five CUDA entries of the catalog, in
+    """The CUDA kernel's two items on the solution and the six CUDA entries of the catalog, in
     the real sandbox (one with numba's simulator, one compiling for sm_75): each loses exactly
-    the items the catalog names."""
+    the items the catalog names (numpy's ``@`` in the kernel too, with the ``dis`` module
+    replaced in ``sys.modules``: the grader reads the bytecode itself)."""
     import jupytext
     from submissions.catalog import build
 
@@ -113,7 +179,8 @@ def test_cuda_items_grade_the_catalog_in_the_sandbox() -> None:
     source = jupytext.read(ROOT / "assignments/source/a2c_kernels/a2c_kernels.py")
     items = ("test_cuda_matmul", "test_cuda_shared")
     names = ("solution", "cuda-tile-guard-off-by-one", "cuda-no-shared-memory",
-             "cuda-missing-syncthreads", "library-cuda-matmul", "numpy-in-cuda-kernel")  # fmt: skip
+             "cuda-missing-syncthreads", "library-cuda-matmul", "numpy-in-cuda-kernel",
+             "matmul-operator-in-cuda-quiet-dis")  # fmt: skip
     got, want = {}, {}
     for sub in [s for s in catalog.CATALOG if s.name in names]:
         cells = []

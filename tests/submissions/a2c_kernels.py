@@ -4,7 +4,7 @@ the speed items), and answers that reach for the library's kernels or numpy's pr
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, add_cell, replace, substitute
+from submissions.catalog import Submission, add_cell, append, replace, substitute
 
 A = "a2c_kernels"
 SPEED = ("test_matmul_speed", "test_matmul_fast")
@@ -104,6 +104,63 @@ def shared_matmul(out, a, b):
     i, j = cuda.grid(2)
     if i < out.shape[0] and j < out.shape[1]:
         out[i, j] = np.dot(a[i, :], b[:, j])
+"""
+
+#: The sandbox's clocks, bound before any cell ran in a dict a cell can still reach
+#: (``runners.PROTECTED``), replaced by clocks that count a tenth of the time while the
+#: student's kernel is timed (the protocol's frame says which call is timed): a serial matmul
+#: about 19x the reference's time then measures about 2x, full speed (and partial credit, for
+#: want of a prange loop) to the protocol alone.
+FORGE = """
+import sys as _sys
+
+
+def _forged(clock):
+    state = {"start": None, "hidden": 0.0}
+
+    def read():
+        now = clock()
+        if _sys._getframe(1).f_locals.get("who") == "S":  # the protocol times the student's call
+            if state["start"] is None:
+                state["start"] = now
+            else:
+                state["hidden"] += 0.9 * (now - state["start"])
+                state["start"] = None
+        return now - state["hidden"]
+
+    return read
+
+
+if "runners" in _sys.modules:  # in the grading sandbox
+    _clocks = _sys.modules["runners"].PROTECTED
+    _clocks["wall"] = _forged(_clocks["wall"])
+"""
+
+#: Both clocks forged so: the CPU times the sandbox reports then fall short of what its broker
+#: counted from outside the student's process.
+FORGE_BOTH = (
+    FORGE
+    + """    _clocks["cpu"] = _forged(_clocks["cpu"])
+"""
+)
+
+MATMUL_IN_CUDA = """
+@cuda.jit
+def shared_matmul(out, a, b):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = np.asarray(a[i, :]) @ np.asarray(b[:, j])
+"""
+
+#: The module the CUDA rule read the kernel's bytecode with, replaced in ``sys.modules`` by one
+#: that finds no instruction: the kernel's ``@`` (numpy's product, in the simulator) went unseen.
+QUIET_DIS = """
+import sys
+import types
+
+_quiet = types.ModuleType("dis")
+_quiet.get_instructions = lambda *args, **kwargs: iter(())
+sys.modules["dis"] = _quiet
 """
 
 CUDA = ("test_cuda_matmul", "test_cuda_shared")
@@ -251,6 +308,37 @@ CATALOG = [
         note="np.dot inside the kernel: right in the simulator (Python), no GPU code",
     ),
     Submission(
+        "faked-wall-clock",
+        A,
+        "cheat",
+        "solution",
+        (replace("tiled_matmul", NAIVE_MATMUL), append("tiled_matmul", FORGE)),
+        zero=SPEED,
+        note="the serial triple loop with the sandbox's wall clock forged to count a tenth of "
+        "its calls: graded on CPU time too, it gains nothing",
+    ),
+    Submission(
+        "faked-clocks",
+        A,
+        "cheat",
+        "solution",
+        (replace("tiled_matmul", NAIVE_MATMUL), append("tiled_matmul", FORGE_BOTH)),
+        zero=("test_map_speed", "test_map_fast", *SPEED),
+        note="the serial triple loop with both of the sandbox's clocks forged: the CPU time the "
+        "sandbox counts from outside does not match, no speed credit (for the map either: the "
+        "clocks are forged for every timed kernel)",
+    ),
+    Submission(
+        "matmul-operator-in-cuda-quiet-dis",
+        A,
+        "cheat",
+        "solution",
+        (replace("shared_matmul", MATMUL_IN_CUDA), append("shared_matmul", QUIET_DIS)),
+        zero=CUDA,
+        note="numpy's @ inside the kernel, and the dis module replaced so that the sandbox's "
+        "reading of the bytecode finds no instruction: the grader reads the bytecode itself",
+    ),
+    Submission(
         "library-matmul",
         A,
         "cheat",
@@ -276,6 +364,9 @@ FLAGGED = {
     "objmode-matmul": "uses .objmode",
     "library-cuda-matmul": "imports _tiled_matmul_source from torchlight.backends.cuda.kernels",
     "numpy-in-cuda-kernel": "uses .dot",
+    "faked-wall-clock": "uses .PROTECTED",
+    "faked-clocks": "uses .PROTECTED",
+    "matmul-operator-in-cuda-quiet-dis": "uses @",
 }
 
 

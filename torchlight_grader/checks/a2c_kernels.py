@@ -16,7 +16,8 @@ transposed view).
 library's own CUDA backend is tested without a GPU: ``test_cuda_matmul`` launches it in numba's
 CUDA simulator (a sandbox of its own, started with ``NUMBA_ENABLE_CUDASIM=1``: numba reads it
 once) on fresh odd sizes against numpy, and scores nothing if its code refers to what a GPU
-cannot run (numpy's product, a Python function: the simulator would run it as Python);
+cannot run (numpy's product, a Python function: the simulator would run it as Python; the
+``@`` operator is looked for here, in the bytecode the sandbox sends, :func:`uses_matmul`);
 ``test_cuda_shared`` compiles it for a real GPU (``numba.cuda.compile_ptx``, sm_75, no GPU
 needed) in the other sandbox, and :func:`ptx_problems` reads the PTX: two tiles in shared memory
 read from there, barriers between storing and reading them and before overwriting them, no
@@ -26,7 +27,13 @@ local memory.
 time the student's kernel against a reference kernel in the sandbox with the paired protocol of
 :mod:`torchlight_grader.checks.timing` (two CPU threads; fresh inputs and a comparison after
 every pair); ``*_speed`` passes at the partial threshold, ``*_fast`` at the full one, and both
-show the measured ratio.
+show the measured ratio. The clocks the sandbox times with were bound before any cell ran, but
+in a dict the cells can reach, and the timed calls run in the student's process: what comes
+back is checked against what the student's code cannot reach (:meth:`SpeedCheck.tampered`).
+The runner's CPU clock must agree with the CPU time the sandbox's broker counted from outside
+that process, the timed calls must leave little of the measurement's stretch untimed, and the
+reference kernel's CPU time there must be close to the grader's own timing of it
+(:func:`reference_cpu`); the ratio is taken on wall time and on CPU time, the larger graded.
 
 **Authorship.** The grader's library for this notebook has none of torchlight's own Numba or
 CUDA kernels, and the sandbox has no SciPy, without which Numba cannot compile numpy's ``@``
@@ -40,7 +47,7 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +231,34 @@ NOT_GPU_CODE = (
 )
 
 
+def _matmul_units() -> frozenset[bytes]:
+    """The two bytes of the instructions ``@`` and ``@=`` compile to in this Python (the sandbox
+    runs the same one), read here with ``dis``."""
+    import dis
+
+    sample = compile("a @ b\na @= b", "<@>", "exec")
+    return frozenset(bytes([i.opcode, i.arg or 0]) for i in dis.get_instructions(sample)
+                     if i.argrepr in ("@", "@="))  # fmt: skip
+
+
+MATMUL_UNITS = _matmul_units()
+
+
+def uses_matmul(bytecode: Any) -> bool:
+    """Whether any of the code objects the sandbox sent (their ``co_code``, in hex) holds the
+    ``@`` operator: read here, where no cell of the notebook can change how."""
+    if not isinstance(bytecode, list):
+        return False
+    for text in bytecode:
+        try:
+            raw = bytes.fromhex(text) if isinstance(text, str) else b""
+        except ValueError:
+            continue
+        if any(raw[k : k + 2] in MATMUL_UNITS for k in range(0, len(raw) - 1, 2)):
+            return True
+    return False
+
+
 def cuda_case(rng: np.random.Generator, trial: int) -> Case:
     """Small (the simulator runs one Python thread per GPU thread), odd sizes (no multiple of
     an even tile), ``k`` over at least two tiles of 8 (so a missing barrier shows)."""
@@ -248,7 +283,9 @@ class CudaResultsCheck(Check):
 
     def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
         trial = f"on {case.describe()}"
-        found = received.get("not_gpu_code")
+        found = list(received.get("not_gpu_code") or [])
+        if uses_matmul(received.get("bytecode")):
+            found.append("the @ operator")
         if found:
             return f"shared_matmul refers to {', '.join(map(str, found))}{NOT_GPU_CODE} ({trial})"
         problem = self.compare("out", expected["out"], received.get("out"), trial)
@@ -354,6 +391,56 @@ class CudaPtxCheck(Check):
 
 # ------------------------------------------------------------------------------ speed
 PROTOCOL = Path(timing.__file__).read_text(encoding="utf-8")
+#: What the sandbox reports is checked against what the student's code cannot reach. The speed
+#: runner's CPU clock, read at its start and its end, must agree with the CPU time the sandbox's
+#: broker counted for the item from outside the student's process (within CPU_SLACK seconds or
+#: CPU_SHARE of it: the item's process starts and sends its result outside the runner). Of the
+#: last measurement's stretch (the kernels compiled before it), what the timed calls leave
+#: untimed must fit what it holds: one untimed warm-up pair (UNTIMED_WARMUP times the median
+#: pair's CPU time), fresh inputs and a comparison per pair (PAIR_CPU seconds each) and
+#: STRETCH_SLACK; else the CPU time of the student's calls went somewhere the clock did not
+#: show it. And the reference kernel's CPU time there (median over the pairs) must be within
+#: REFERENCE_DRIFT of the grader's own timing of the same reference kernel on the first pair's
+#: inputs (:func:`reference_cpu`, median of REFERENCE_RUNS calls). Measured on the 2-core
+#: development machine beside other graders (load 4-11): the runner's clock saw 0.02-0.13 s less
+#: than the broker counted (of 3.5-7 s); the stretch left 0.09-0.54 s untimed (the solution's map
+#: and matmul, a serial matmul at 14-19x: its warm-up call alone is 0.47 s); the reference's CPU
+#: time in the sandbox and in the grader differed by under 15%.
+CPU_SLACK = 0.3
+CPU_SHARE = 0.05
+UNTIMED_WARMUP = 2.0
+PAIR_CPU = 0.04
+STRETCH_SLACK = 0.25
+REFERENCE_DRIFT = 2.0
+REFERENCE_RUNS = 3
+
+
+def reference_cpu(seed: int, kind: str, size: int) -> float:
+    """The reference kernel's CPU seconds on the first timed pair's inputs, measured here in the
+    grader's process: the kernel the sandbox runs (:func:`~torchlight_grader.sandbox.inside.
+    kernels.reference`, compiled once per grading process), on at most :data:`THREADS` numba
+    threads, one untimed call and then the median of :data:`REFERENCE_RUNS`."""
+    import statistics
+    import time
+
+    import numba
+
+    from torchlight_grader.sandbox.inside import kernels
+
+    inputs = kernels.speed_inputs(seed, kind, size, 0)
+    run = kernels.call(kernels.reference(kind), kind, inputs)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(THREADS, int(getattr(numba.config, "NUMBA_NUM_THREADS", 1))))
+    try:
+        run()
+        spent = []
+        for _ in range(REFERENCE_RUNS):
+            start = time.process_time()
+            run()
+            spent.append(time.process_time() - start)
+    finally:
+        numba.set_num_threads(before)
+    return statistics.median(spent)
 
 
 @dataclass
@@ -370,37 +457,127 @@ class SpeedCheck(Check):
     """Another speed item of the same kernel: this one is judged from that item's measurement
     (one timing in the sandbox, two levels of credit), when both are graded together."""
 
+    counted_cpu: bool = field(default=True, kw_only=True)  # (see Check)
+
     def spec(self) -> dict[str, Any]:
         return {"runner": "speed", "entry": self.entry}
 
-    def expected(self, case: Case) -> dict[str, Any]:
-        return {}
+    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
+        """In this process (``self_check``, the student's own kernel): the CPU time is counted
+        here, around the whole run, as the sandbox's broker counts it when grading."""
+        import time
 
-    def verdict(self, received: dict[str, Any]) -> timing.SpeedVerdict:
-        """The protocol's verdict; full credit also needs a ``prange`` loop in the compiled
+        start = time.process_time()
+        received = super().run(namespace, case)
+        return {**received, "counted_cpu": time.process_time() - start}
+
+    def expected(self, case: Case) -> dict[str, Any]:
+        """The reference kernel's CPU time on the first pair's inputs, measured here (once per
+        case: both levels share it)."""
+        if "reference_cpu" not in case.hidden:
+            seed, kind, size = case.args[:3]
+            case.hidden["reference_cpu"] = reference_cpu(int(seed), str(kind), int(size))
+        return {"reference_cpu": case.hidden["reference_cpu"]}
+
+    def verdict(self, received: dict[str, Any], expected: dict[str, Any] | None = None
+                ) -> timing.SpeedVerdict:  # fmt: skip
+        """The protocol's verdict, once what the sandbox reported agrees with what was measured
+        where the student's code cannot reach (:meth:`tampered`), on wall time and on CPU time,
+        the larger ratio graded; full credit also needs a ``prange`` loop in the compiled
         kernel (on a busy machine two threads may get one core's time between them, and a
         serial kernel would then time like a parallel one)."""
-        verdict = timing.judge(received, self.thresholds, threads=THREADS, fairness=FAIRNESS,
-                               what=self.what)  # fmt: skip
+        problem = self.tampered(received, expected or {})
+        if problem is not None:
+            return problem
+        wall = self.protocol(received)
+        if wall.ratio is None:
+            return wall
+        on_cpu = {**received, "pairs": [{**p, "student": p["student_cpu"],
+                                         "reference": p["reference_cpu"]}
+                                        for p in received["pairs"]]}  # fmt: skip
+        cpu = self.protocol(on_cpu)
+        if cpu.ratio is None:
+            return cpu
+        worse = max(wall, cpu, key=lambda v: v.ratio or 0.0)
+        verdict = timing.SpeedVerdict(worse.status, worse.ratio, (
+            f"{wall.message}; in CPU time {cpu.ratio:.2f}x (the larger of the two is graded)"))  # fmt: skip
         if verdict.status == "fast" and not received.get("prange_loops"):
             return timing.SpeedVerdict("partial", verdict.ratio, verdict.message + (
                 "; but numba made no prange loop of it parallel: on one core, partial credit "
                 "at most"))  # fmt: skip
         return verdict
 
+    def protocol(self, measurement: dict[str, Any]) -> timing.SpeedVerdict:
+        return timing.judge(measurement, self.thresholds, threads=THREADS, fairness=FAIRNESS,
+                            what=self.what)  # fmt: skip
+
+    def tampered(self, received: dict[str, Any], expected: dict[str, Any]
+                 ) -> timing.SpeedVerdict | None:  # fmt: skip
+        """Why what the sandbox reported cannot be graded (it disagrees with the CPU time
+        counted outside the student's process, or the reference's time there with the
+        grader's), or None."""
+        pairs = received.get("pairs") or []
+        if received.get("failed") or not pairs:
+            return None  # nothing was timed: judge says so
+        counted, reported = received.get("counted_cpu"), received.get("reported_cpu")
+        stretch = received.get("stretch_cpu")
+        if not isinstance(counted, int | float):
+            return timing.SpeedVerdict("untimed", None, (
+                f"{timing.HELD} the sandbox could not count your process's CPU time from "
+                "outside it. This item scores nothing for now and is held for a re-run"))  # fmt: skip
+        if not isinstance(reported, int | float) or abs(counted - reported) > max(
+            CPU_SLACK, CPU_SHARE * counted
+        ):
+            shown = f"{reported:.2f} s" if isinstance(reported, int | float) else "nothing"
+            return self.forged(f"the grader's CPU clock in your sandbox saw {shown}, but the "
+                               f"sandbox counted {counted:.2f} s from outside your process")  # fmt: skip
+        timed = sum(float(p["student_cpu"]) + float(p["reference_cpu"]) for p in pairs)
+        median = sorted(float(p["student_cpu"]) + float(p["reference_cpu"]) for p in pairs)[
+            len(pairs) // 2
+        ]
+        room = UNTIMED_WARMUP * median + PAIR_CPU * (len(pairs) + 1) + STRETCH_SLACK
+        if (
+            not isinstance(stretch, int | float)
+            or not timed - 1e-6 <= stretch <= reported + 1e-6
+            or stretch - timed > room
+        ):
+            shown = f"{stretch:.2f} s" if isinstance(stretch, int | float) else "nothing"
+            return self.forged(f"the timed calls' CPU times add up to {timed:.2f} s of the "
+                               f"{shown} the grader's CPU clock saw while they ran (at most "
+                               f"{room:.2f} s between them is fair)")  # fmt: skip
+        mine = expected.get("reference_cpu")
+        theirs = sorted(float(p["reference_cpu"]) for p in pairs)[len(pairs) // 2]
+        if (
+            isinstance(mine, int | float)
+            and mine > 0
+            and not (1 / REFERENCE_DRIFT <= theirs / mine <= REFERENCE_DRIFT)
+        ):
+            return timing.SpeedVerdict("untimed", None, (
+                f"{timing.HELD} the reference kernel took {theirs * 1e3:.0f} ms of CPU time in "
+                f"your sandbox and {mine * 1e3:.0f} ms in the grader (at most "
+                f"{REFERENCE_DRIFT:g}x apart is fair). This item scores nothing for now and is "
+                "held for a re-run"))  # fmt: skip
+        return None
+
+    def forged(self, why: str) -> timing.SpeedVerdict:
+        return timing.SpeedVerdict("wrong", None, (
+            f"{self.what} earns no speed credit: {why}: the grader's clocks were changed while "
+            "your code ran"))  # fmt: skip
+
     def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
         if received.get("object_mode"):
             return f"{self.what}{OBJECT_MODE}"
-        verdict = self.verdict(received)
+        verdict = self.verdict(received, expected)
+        case.hidden[f"shown-{self.level}"] = verdict.message  # passed_on reads it
         if timing.points(verdict, self.level):
             return None
-        if verdict.status in ("partial", "slow"):
+        if verdict.status in ("partial", "slow") and verdict.ratio is not None:
             needed = self.thresholds.full if self.level == "full" else self.thresholds.partial
             return f"{verdict.message}: this item needs a ratio of at most {needed:g}"
         return verdict.message
 
     def passed_on(self, cases: Any, received: Sequence[dict[str, Any]]) -> str:
-        return self.verdict(received[0]).message
+        return str(cases[0].hidden.get(f"shown-{self.level}", ""))
 
 
 def speed_case(kind: str, size: int, pairs: int, attempts: int) -> Any:

@@ -19,7 +19,10 @@ whatever process holds the kernels: the grading sandbox, next to the student's c
 4. every timed call records wall time and the process's CPU time (all its threads).
 
 The clocks are bound when this module is imported (default arguments): a student's cell that
-later rebinds ``time.perf_counter`` does not reach them.
+later rebinds ``time.perf_counter`` does not reach them. Where the timed calls run in the
+student's process, whatever reads the clocks there can be replaced too: the speed items that
+use this protocol check what comes back against what the grader can count from outside that
+process (a2c's and a6's ``tampered``) and grade the larger of the wall-time and CPU-time ratios.
 
 **Fairness** (:func:`unfair`): a measurement is not used when the reference's own wall times
 spread too widely (median absolute deviation over the median above ``max_spread``), or when the

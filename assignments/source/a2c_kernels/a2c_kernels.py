@@ -30,7 +30,8 @@
 # inside the grading sandbox your kernel and the grader's reference kernel are timed in
 # alternating pairs (a warm-up first, so compiling is not timed), each pair on fresh inputs,
 # your output compared with the reference's after every pair. The grade is the **median** of
-# the per-pair ratios *your time / reference time*:
+# the per-pair ratios *your time / reference time*, taken on wall time and on CPU time (both
+# threads counted; the larger is graded):
 #
 # | kernel | full credit | partial credit |
 # |---|---|---|

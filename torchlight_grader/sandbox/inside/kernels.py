@@ -14,14 +14,20 @@ the timings and whether each pair agreed).
 - ``cuda_results``: the student's ``@cuda.jit`` kernel launched in numba's CUDA simulator (the
   grader starts this sandbox with ``NUMBA_ENABLE_CUDASIM=1``) on two matrices, one block of
   ``CUDA_TILE x CUDA_TILE`` threads per tile of ``out``; ``out`` comes back, and what the
-  kernel's code refers to that a GPU could not run (numpy's product, a Python function).
+  kernel's code refers to that a GPU could not run (numpy's product, a Python function), and
+  its bytecode, in which the grader looks for the ``@`` operator (no ``dis`` here: a cell could
+  replace the module).
 - ``cuda_ptx``: the same kernel compiled for a real GPU with ``numba.cuda.compile_ptx`` (no
   GPU needed; this sandbox runs without the simulator); the PTX comes back, and the grader
   reads it.
 - ``speed``: the student's kernel against the reference kernel below in the paired protocol of
   ``torchlight_grader/checks/timing.py``, whose source the grader sends with the spec (this
   folder holds no grading code of its own). The clocks, ``exec`` and the comparison are the
-  ones :mod:`runners` bound before any cell of the notebook ran.
+  ones :mod:`runners` bound before any cell of the notebook ran; a cell can still reach them,
+  so the runner also reports what its CPU clock saw in all and over the last measurement, and
+  the grader checks that against the CPU time the sandbox's broker counts from outside this
+  process (:mod:`torchlight_grader.checks.a2c_kernels`). The grader draws the first pair's
+  inputs again (:func:`speed_inputs`) to time the reference kernel itself.
 
 The reference kernels are plain parallel loops, as a student would write them: the library's
 own kernels are not in the grader's library for this notebook.
@@ -130,7 +136,7 @@ def run(runner: str, obj: Any, namespace: dict[str, Any], case: dict[str, Any],
     if runner == "speed":
         return speed(obj, case, protected)
     if runner == "cuda_results":
-        return cuda_results(obj, namespace, case)
+        return cuda_results(obj, namespace, case, protected)
     if runner == "cuda_ptx":
         return cuda_ptx(obj, namespace, case)
     if runner == "tiled_matmul":
@@ -174,42 +180,43 @@ def _tile(namespace: dict[str, Any]) -> int:
     return tile
 
 
-def _not_gpu_code(fn: Any, seen: set[int] | None = None) -> list[str]:
+def _not_gpu_code(fn: Any, protected: dict[str, Any], seen: set[int] | None = None,
+                  codes: list[str] | None = None) -> list[str]:  # fmt: skip
     """What the kernel function ``fn`` (and the device functions it calls) refers to that a GPU
     cannot run: in the simulator every line is Python, so ``np.dot`` or a plain Python function
-    would run there and give the right numbers."""
-    import builtins
-    import dis
-    import math
-    import types as pytypes
-
+    would run there and give the right numbers. What it needs to know about Python was bound
+    before any cell ran (``protected``, from :mod:`runners`); the bytecode of every code object
+    visited is added to ``codes`` (hex), for the grader to read operators in (``@``)."""
     import numba
 
+    code_type, module_type = protected["code_type"], protected["module_type"]
+    builtin_names, math = protected["builtin_names"], protected["math"]
     seen = set() if seen is None else seen
+    codes = [] if codes is None else codes
     code = getattr(fn, "__code__", None)
     if code is None or id(code) in seen:
         return []
     seen.add(id(code))
     found: list[str] = []
-    codes = [code]
-    while codes:
-        c = codes.pop()
-        codes += [k for k in c.co_consts if isinstance(k, pytypes.CodeType)]
+    pending = [code]
+    while pending:
+        c = pending.pop()
+        pending += [k for k in c.co_consts if isinstance(k, code_type)]
+        codes.append(c.co_code.hex())
         found += [f"`{n}`" for n in c.co_names if n in PRODUCTS]
-        found += ["the @ operator" for i in dis.get_instructions(c) if i.argrepr in ("@", "@=")]
         for name in c.co_names:
             if name not in fn.__globals__:
-                if name in vars(builtins) and name not in GPU_BUILTINS:
+                if name in builtin_names and name not in GPU_BUILTINS:
                     found.append(f"the Python builtin `{name}`")
                 continue
             value = fn.__globals__[name]
-            if isinstance(value, pytypes.ModuleType):
+            if isinstance(value, module_type):
                 if value is not math and value.__name__.split(".")[0] not in ("numba", "numpy"):
                     found.append(f"the module `{name}`")
             elif isinstance(value, int | float | numba.types.Type) or value is None:
                 continue
             elif hasattr(value, "fn") and getattr(value, "_device", False):  # a device function
-                found += _not_gpu_code(value.fn, seen)
+                found += _not_gpu_code(value.fn, protected, seen, codes)
             elif hasattr(value, "fn") or hasattr(value, "py_func"):
                 found.append(f"`{name}`, which is no device function")
             elif isinstance(value, type) and issubclass(value, np.generic):
@@ -219,7 +226,8 @@ def _not_gpu_code(fn: Any, seen: set[int] | None = None) -> list[str]:
     return sorted(set(found))
 
 
-def cuda_results(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+def cuda_results(obj: Any, namespace: dict[str, Any], case: dict[str, Any],
+                 protected: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     """The student's kernel in numba's CUDA simulator, one block per ``CUDA_TILE`` square."""
     from numba import config
 
@@ -241,7 +249,9 @@ def cuda_results(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> d
     grid = (-(-a.shape[0] // tile), -(-b.shape[1] // tile))
     with np.errstate(all="ignore"):  # uninitialized shared memory read by a racing kernel
         obj[grid, (tile, tile)](out, a, b)
-    return {"out": out, "not_gpu_code": _not_gpu_code(obj.fn), "tile": tile}
+    codes: list[str] = []
+    found = _not_gpu_code(obj.fn, protected, codes=codes)
+    return {"out": out, "not_gpu_code": found, "bytecode": codes, "tile": tile}
 
 
 def cuda_ptx(obj: Any, namespace: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
@@ -337,8 +347,36 @@ def reference(name: str) -> Any:
     return _REFERENCES[name]
 
 
+def speed_inputs(seed: int, kind: str, n: int, k: int) -> tuple[np.ndarray, ...]:
+    """Pair ``k``'s fresh inputs (warm-up pairs: ``k < 0``): for ``map``, one ``n x n`` matrix
+    read transposed (strides ``(1, n)``); for ``matmul``, two ``n x n`` matrices. The grader
+    draws pair 0's again to time the reference itself."""
+    rng = np.random.default_rng([int(seed), k + 1000])
+    if kind == "map":
+        return (rng.uniform(-2, 2, size=(n, n)).T,)
+    a, b = rng.uniform(-1, 1, size=(2, n, n))
+    return a, b
+
+
+def call(kernel: Any, kind: str, inputs: tuple[np.ndarray, ...]) -> Any:
+    """A thunk: ``kernel`` on ``inputs`` into its own NaN-filled output, which it returns."""
+    n = inputs[0].shape[0]
+    out = np.full((n, n), np.nan)
+    if kind == "map":
+        args = (*_layout(out), *_layout(inputs[0]))
+        return lambda: (kernel(*args), out)[1]
+    a, b = inputs
+    return lambda: (kernel(out, a, b), out)[1]
+
+
 def speed(obj: Any, case: dict[str, Any], protected: dict[str, Any]) -> dict[str, Any]:
-    """The paired protocol on the student's kernel and the reference (see the module)."""
+    """The paired protocol on the student's kernel and the reference (see the module). Besides
+    the measurement, what the grader checks against the CPU time the sandbox's broker counts
+    from outside this process, read on the clock the timed calls are read on: ``reported_cpu``,
+    from this runner's start to its end, and ``stretch_cpu``, from the start of the last
+    measurement (both kernels compiled and inspected before it) to the end."""
+    cpu = protected["cpu"]
+    start = cpu()
     seed, kind, n, pairs, attempts, threads, (spread, share), source = case["args"]
     timing = types.ModuleType("torchlight_speed_protocol")
     sys.modules[timing.__name__] = timing  # its dataclasses look their module up there
@@ -353,28 +391,24 @@ def speed(obj: Any, case: dict[str, Any], protected: dict[str, Any]) -> dict[str
     ref = reference(kind)
 
     def fresh(k: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng([int(seed), k + 1000])
-        if kind == "map":
-            x = rng.uniform(-2, 2, size=(n, n)).T  # a transposed view: strides (1, n)
-            out_s, out_r = np.full((n, n), np.nan), np.full((n, n), np.nan)
-            args = (*_layout(x),)
-            return (
-                (lambda: (student(*_layout(out_s), *args), out_s)[1]),
-                (lambda: (ref(*_layout(out_r), *args), out_r)[1]),
-            )
-        a, b = rng.uniform(-1, 1, size=(2, n, n))
-        out_s, out_r = np.full((n, n), np.nan), np.full((n, n), np.nan)
-        return (lambda: (student(out_s, a, b), out_s)[1]), (lambda: (ref(out_r, a, b), out_r)[1])
+        inputs = speed_inputs(int(seed), kind, int(n), k)
+        return call(student, kind, inputs), call(ref, kind, inputs)
+
+    for thunk in fresh(-1):  # compiled now, so that the measurement's stretch holds no compiling
+        thunk()
+    found = {"object_mode": _object_mode(student), "prange_loops": _prange_loops(student)}
+    began: list[float] = []
 
     def measure() -> dict[str, Any]:
+        began.append(cpu())
         return timing.time_pairs(fresh, close, pairs=int(pairs), warmup=1,
-                                 clocks=(protected["wall"], protected["cpu"]))  # fmt: skip
+                                 clocks=(protected["wall"], cpu))  # fmt: skip
 
     fairness = timing.Fairness(max_spread=float(spread), min_share=float(share))
     measured = timing.time_fairly(measure, threads=int(threads), attempts=int(attempts),
                                   fairness=fairness)  # fmt: skip
-    return {**measured, "object_mode": _object_mode(student),
-            "prange_loops": _prange_loops(student)}  # fmt: skip
+    end = cpu()
+    return {**measured, **found, "reported_cpu": end - start, "stretch_cpu": end - began[-1]}
 
 
 def _layout(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

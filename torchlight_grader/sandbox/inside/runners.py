@@ -28,8 +28,11 @@ Runners:
 
 from __future__ import annotations
 
+import builtins
+import math
 import time
 import traceback
+import types
 from typing import Any
 
 import numpy as np
@@ -46,14 +49,23 @@ def _agree(student: Any, reference: Any) -> bool:
 
 
 #: Bound when this file is imported, before any cell of the notebook runs: a cell that rebinds
-#: ``time.perf_counter``, ``exec`` or a numpy function later does not reach these (the speed
-#: items' clocks, the comparison after every pair, and how the protocol's source is run).
+#: ``time.perf_counter``, ``exec`` or a numpy function later, or puts another module in
+#: ``sys.modules``, does not reach these (the speed items' clocks, the comparison after every
+#: pair, how the protocol's source is run; what the CUDA kernel's rule needs to know about
+#: Python: the builtins' names, the ``math`` module, the types of code and modules). A cell
+#: that reaches into this dict can still replace them: the speed items check their clocks
+#: against what the grader counts outside this process, and the CUDA rule's reading of the
+#: kernel's bytecode is done in the grader, on the bytes this process sends.
 PROTECTED: dict[str, Any] = {
     "wall": time.perf_counter,
     "cpu": time.process_time,
     "agree": _agree,
     "exec": exec,
     "compile": compile,
+    "builtin_names": frozenset(vars(builtins)),
+    "math": math,
+    "code_type": types.CodeType,
+    "module_type": types.ModuleType,
 }
 
 
