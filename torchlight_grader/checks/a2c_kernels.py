@@ -462,15 +462,6 @@ class SpeedCheck(Check):
     def spec(self) -> dict[str, Any]:
         return {"runner": "speed", "entry": self.entry}
 
-    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
-        """In this process (``self_check``, the student's own kernel): the CPU time is counted
-        here, around the whole run, as the sandbox's broker counts it when grading."""
-        import time
-
-        start = time.process_time()
-        received = super().run(namespace, case)
-        return {**received, "counted_cpu": time.process_time() - start}
-
     def expected(self, case: Case) -> dict[str, Any]:
         """The reference kernel's CPU time on the first pair's inputs, measured here (once per
         case: both levels share it)."""
@@ -489,27 +480,15 @@ class SpeedCheck(Check):
         problem = self.tampered(received, expected or {})
         if problem is not None:
             return problem
-        wall = self.protocol(received)
-        if wall.ratio is None:
-            return wall
-        on_cpu = {**received, "pairs": [{**p, "student": p["student_cpu"],
-                                         "reference": p["reference_cpu"]}
-                                        for p in received["pairs"]]}  # fmt: skip
-        cpu = self.protocol(on_cpu)
-        if cpu.ratio is None:
-            return cpu
-        worse = max(wall, cpu, key=lambda v: v.ratio or 0.0)
-        verdict = timing.SpeedVerdict(worse.status, worse.ratio, (
-            f"{wall.message}; in CPU time {cpu.ratio:.2f}x (the larger of the two is graded)"))  # fmt: skip
+        verdict = timing.judge_wall_and_cpu(received, self.thresholds, threads=THREADS,
+                                            fairness=FAIRNESS, what=self.what)  # fmt: skip
+        if verdict.ratio is None:
+            return verdict
         if verdict.status == "fast" and not received.get("prange_loops"):
             return timing.SpeedVerdict("partial", verdict.ratio, verdict.message + (
                 "; but numba made no prange loop of it parallel: on one core, partial credit "
                 "at most"))  # fmt: skip
         return verdict
-
-    def protocol(self, measurement: dict[str, Any]) -> timing.SpeedVerdict:
-        return timing.judge(measurement, self.thresholds, threads=THREADS, fairness=FAIRNESS,
-                            what=self.what)  # fmt: skip
 
     def tampered(self, received: dict[str, Any], expected: dict[str, Any]
                  ) -> timing.SpeedVerdict | None:  # fmt: skip

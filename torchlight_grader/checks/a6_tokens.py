@@ -248,15 +248,6 @@ class TrainSpeedCheck(Check):
     def spec(self) -> dict[str, Any]:
         return {"runner": "bpe_speed", "entry": self.entry}
 
-    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
-        """In this process (``self_check``, the student's own kernel): the CPU time is counted
-        here, around the whole run, as the sandbox's broker counts it when grading."""
-        import time
-
-        start = time.process_time()
-        received = super().run(namespace, case)
-        return {**received, "counted_cpu": time.process_time() - start}
-
     def expected(self, case: Case) -> dict[str, Any]:
         """The reference trainer's CPU time on the first pair's corpus, measured here, in the
         grader's process (once per case: both levels share it)."""
@@ -291,18 +282,8 @@ class TrainSpeedCheck(Check):
         problem = self.tampered(received, expected or {})
         if problem is not None:
             return problem
-        wall = timing.judge(received, SPEED, threads=1, fairness=FAIRNESS, what=self.what)
-        if wall.ratio is None:
-            return wall
-        on_cpu = {**received, "pairs": [{**p, "student": p["student_cpu"],
-                                         "reference": p["reference_cpu"]}
-                                        for p in received["pairs"]]}  # fmt: skip
-        cpu = timing.judge(on_cpu, SPEED, threads=1, fairness=FAIRNESS, what=self.what)
-        if cpu.ratio is None:
-            return cpu
-        worse = max(wall, cpu, key=lambda v: v.ratio or 0.0)
-        return timing.SpeedVerdict(worse.status, worse.ratio, (
-            f"{wall.message}; in CPU time {cpu.ratio:.2f}x (the larger of the two is graded)"))  # fmt: skip
+        return timing.judge_wall_and_cpu(received, SPEED, threads=1, fairness=FAIRNESS,
+                                         what=self.what)  # fmt: skip
 
     def tampered(self, received: dict[str, Any], expected: dict[str, Any]
                  ) -> timing.SpeedVerdict | None:  # fmt: skip

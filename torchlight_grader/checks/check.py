@@ -17,6 +17,7 @@ Every reference gradient is itself checked against the library's
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,8 +107,8 @@ class Check:
     """RLIMIT_NPROC of the item's process (1: it may start no process or thread)."""
     counted_cpu: bool = field(default=False, kw_only=True)
     """Hand :meth:`judge` the CPU time the sandbox's broker counted for the item, outside the
-    student's process (``received["counted_cpu"]``): a6's speed items check what the sandbox
-    reported against it."""
+    student's process (``received["counted_cpu"]``): a2c's and a6's speed items check what the
+    sandbox reported against it (:meth:`run` counts it in its own process)."""
     environ: tuple[tuple[str, str], ...] = field(default=(), kw_only=True)
     """Environment variables the sandbox sets before the notebook's first cell runs (a2c's CUDA
     items: ``NUMBA_ENABLE_CUDASIM``, which numba reads once, when ``numba.cuda`` is imported).
@@ -202,8 +203,14 @@ class Check:
         raise NotImplementedError
 
     def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
-        """Call the answer in ``namespace`` on ``case`` *in this process* (``self_check`` only)."""
-        return runners.run(self.spec(), namespace, encode_case(case))
+        """Call the answer in ``namespace`` on ``case`` *in this process* (``self_check`` only).
+        With :attr:`counted_cpu`, the CPU time is counted here, around the whole run, as the
+        sandbox's broker counts it when grading."""
+        if not self.counted_cpu:
+            return runners.run(self.spec(), namespace, encode_case(case))
+        start = time.process_time()
+        received = runners.run(self.spec(), namespace, encode_case(case))
+        return {**received, "counted_cpu": time.process_time() - start}
 
 
 def encode_case(case: Case) -> dict[str, Any]:

@@ -270,6 +270,32 @@ def judge(
     return SpeedVerdict("slow", ratio, shown)
 
 
+def judge_wall_and_cpu(
+    measurement: dict[str, Any],
+    thresholds: Thresholds,
+    *,
+    threads: int = 1,
+    fairness: Fairness | None = None,
+    what: str = "your kernel",
+) -> SpeedVerdict:
+    """:func:`judge` on the pairs' wall times and on their CPU times (``student_cpu``,
+    ``reference_cpu``), the larger ratio graded: a clock the student's code replaced in the
+    process where it is timed moves one of the two, not both (a6's and a2c's speed items, after
+    their checks of the report against the CPU time counted outside that process)."""
+    wall = judge(measurement, thresholds, threads=threads, fairness=fairness, what=what)
+    if wall.ratio is None:
+        return wall
+    on_cpu = {**measurement, "pairs": [{**p, "student": p["student_cpu"],
+                                        "reference": p["reference_cpu"]}
+                                       for p in measurement["pairs"]]}  # fmt: skip
+    cpu = judge(on_cpu, thresholds, threads=threads, fairness=fairness, what=what)
+    if cpu.ratio is None:
+        return cpu
+    worse = max(wall, cpu, key=lambda v: v.ratio or 0.0)
+    return SpeedVerdict(worse.status, worse.ratio, (
+        f"{wall.message}; in CPU time {cpu.ratio:.2f}x (the larger of the two is graded)"))  # fmt: skip
+
+
 def points(verdict: SpeedVerdict, level: str) -> bool:
     """Whether a speed cell of ``level`` ("full" or "partial") passes: a "partial" cell passes
     on fast or partial, a "full" cell on fast only."""
