@@ -11,6 +11,7 @@ test here; the lab starts once (~5 s).
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -252,11 +253,16 @@ def test_collect_takes_hint_use_to_the_class_report(
     assert "bob (" not in page and "carol (" not in page
 
 
-# --- Per-student variants (item 2): a1's section 5 draws c of sigma(c x y) from the student id ---
+# --- Per-student variants (item 2): a1's section 5 draws c of sigma(c x y) from the student id,
+# a3's section 4 the dampening tau of SGD's v <- mu v + (1 - tau) g ---
 
 #: Students whose variants differ (tested below); "learner" (make homework's id) draws c = 5.
 VARIANTS = {"frank": 2, "bob": 3, "carol": 4}
 PARAMETRIC = 'variant("expression", (2, 3, 4, 5))'
+A3 = "a3_networks"
+#: a3's dampening of the same students; "learner" draws 0.2 (bob's copy below).
+DAMPENINGS = {"frank": 0.1, "bob": 0.3, "carol": 0.3, "learner": 0.2}
+PARAMETRIC_A3 = 'variant("sgd_step", (0.1, 0.2, 0.3, 0.5))'
 
 
 def hard_coded(c: int) -> object:
@@ -264,80 +270,115 @@ def hard_coded(c: int) -> object:
     return substitute("expression", PARAMETRIC, str(c))
 
 
-def test_the_draw_is_the_same_on_both_sides_and_spreads() -> None:
-    """The setup cell of the release draws what the grader draws (the same hash and salt), for
-    every id; the four variants all occur in a class of 40."""
-    from torchlight_grader.checks import variants
+def hard_coded_a3(tau: float) -> object:
+    """a3's solution of section 4 with the dampening ``tau`` written in."""
+    return substitute("sgd_step", PARAMETRIC_A3, str(tau))
 
-    _, release = _notebooks_of_the_repo()
-    setup = next(
-        c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
-    )
-    namespace: dict = {}
-    exec(setup.source, namespace)  # noqa: S102 - the release's own setup cell
+
+def test_the_draw_is_the_same_on_both_sides_and_spreads() -> None:
+    """The setup cells of a1 and a3 draw what the grader draws (the same hash and salt, the
+    checks' own choices), for every id; each item's variants all occur in a class of 40."""
+    from torchlight_grader.checks import a1_functions, a3_networks, variants
+
     ids = [f"s{i}" for i in range(40)]
-    for sid in ids:
-        namespace["STUDENT"] = sid
-        assert namespace["variant"]("expression", (2, 3, 4, 5)) == variants.draw(
-            A, "expression", sid, (2, 3, 4, 5)
+    for assignment, item, choices in (
+        (A, "expression", a1_functions.EXPRESSION_C),
+        (A3, "sgd_step", a3_networks.SGD_DAMPENING),
+    ):
+        setup = next(
+            c
+            for c in _notebook_of_the_repo(assignment).cells
+            if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
         )
-    assert {variants.draw(A, "expression", s, (2, 3, 4, 5)) for s in ids} == {2, 3, 4, 5}
+        namespace: dict = {}
+        exec(setup.source, namespace)  # noqa: S102 - the release's own setup cell
+        for sid in ids:
+            namespace["STUDENT"] = sid
+            drawn = variants.draw(assignment, item, sid, choices)
+            assert namespace["variant"](item, choices) == drawn, (assignment, sid)
+        assert {variants.draw(assignment, item, s, choices) for s in ids} == set(choices)
     assert {s: variants.draw(A, "expression", s, (2, 3, 4, 5)) for s in VARIANTS} == VARIANTS
     assert variants.draw(A, "expression", variants.LEARNER, (2, 3, 4, 5)) == 5
+    assert {s: variants.draw(A3, "sgd_step", s, a3_networks.SGD_DAMPENING)
+            for s in DAMPENINGS} == DAMPENINGS  # fmt: skip
 
 
-def _notebooks_of_the_repo() -> tuple[object, nbformat.NotebookNode]:
+def _notebook_of_the_repo(assignment: str) -> nbformat.NotebookNode:
     from torchlight_grader.course.manage import render
 
-    nb = nbformat.reads(render(ROOT / "assignments" / "source" / A / f"{A}.py"), as_version=4)
-    return None, nb
+    source = ROOT / "assignments" / "source" / assignment / f"{assignment}.py"
+    return nbformat.reads(render(source), as_version=4)
 
 
 def test_each_student_is_graded_on_their_own_variant(homework: Path) -> None:
     """The real pipeline (nbgrader autograde and feedback, the sandboxes) on three students of
-    different variants: the course's solution (which draws c as the notebook does) gets full marks;
-    an answer with the student's own c written in passes; a copy of a classmate's (c of another
-    variant) fails section 5 only (each would be the other way round if the grader used any id
-    but the owner's); each feedback page shows the student's own c, never
-    another's."""
+    different variants, in a1 (section 5's c) and a3 (section 4's dampening): the course's
+    solution (which draws the parameter as the notebook does) gets full marks; an answer with the
+    student's own parameter written in passes; a copy of a classmate's (another variant's) fails
+    that item only (each would be the other way round if the grader used any id but the
+    owner's: bob's copies are make homework's learner's variants too); each feedback page shows
+    the student's own variant, never another's."""
     grader = homework / ".grader"
-    source, release = _notebooks(homework)
     submitted = grader / "submitted"
     shutil.rmtree(submitted, ignore_errors=True)
-    plan = {
-        "frank": (),  # the course's solution
-        "carol": (hard_coded(4),),  # her own c, typed in (graded as anyone else: 0)
-        "bob": (hard_coded(5),),  # a classmate's answer (c = 5, as "learner" too), copied
+    plans = {
+        A: {
+            "frank": (),  # the course's solution
+            "carol": (hard_coded(4),),  # her own c, typed in (graded as anyone else: 0)
+            "bob": (hard_coded(5),),  # a classmate's answer (c = 5, as "learner" too), copied
+        },
+        A3: {
+            "frank": (),
+            "carol": (hard_coded_a3(0.3),),  # her own dampening
+            "bob": (hard_coded_a3(0.2),),  # a classmate's (0.2, as "learner"); his is 0.3
+        },
     }
-    for student, edits in plan.items():
-        sub = Submission(name=student, assignment=A, kind="mistake", base="solution", edits=edits)  # type: ignore[arg-type]
-        folder = submitted / student / A
-        folder.mkdir(parents=True)
-        nbformat.write(build(sub, source, release), folder / f"{A}.ipynb")
-        (folder / "timestamp.txt").write_text("2026-03-01 10:00:00.000000 UTC")
+    failing = {(A, "bob"): "test_expression", (A3, "bob"): "test_sgd_step"}
+    for assignment, plan in plans.items():
+        source = nbformat.read(grader / "source" / assignment / f"{assignment}.ipynb", 4)
+        release = nbformat.read(grader / "release" / assignment / f"{assignment}.ipynb", 4)
+        for student, edits in plan.items():
+            sub = Submission(name=student, assignment=assignment, kind="mistake", base="solution",
+                             edits=edits)  # type: ignore[arg-type]  # fmt: skip
+            folder = submitted / student / assignment
+            folder.mkdir(parents=True)
+            nbformat.write(build(sub, source, release), folder / f"{assignment}.ipynb")
+            (folder / "timestamp.txt").write_text("2026-03-01 10:00:00.000000 UTC")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("TORCHLIGHT_STUDENT", None)
-    run = subprocess.run([sys.executable, "-m", "torchlight_grader.course.manage", "grade",
-                          str(grader), "--assignment", A], capture_output=True, text=True,
-                         env=env, timeout=900)  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for assignment in plans:
+        run = subprocess.run([sys.executable, "-m", "torchlight_grader.course.manage", "grade",
+                              str(grader), "--assignment", assignment], capture_output=True,
+                             text=True, env=env, timeout=900)  # fmt: skip
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     import csv
 
     with open(grader / "items.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["assignment"] == A and r["student_id"] in plan]
-    scores = {(r["student_id"], r["grade_id"]): float(r["score"]) for r in rows}
-    maxima = {r["grade_id"]: float(r["max_score"]) for r in rows}
-    for student in plan:
-        for grade_id, most in maxima.items():
-            want = 0.0 if (student, grade_id) == ("bob", "test_expression") else most
-            assert scores[(student, grade_id)] == want, (student, grade_id, scores)
+        rows = [r for r in csv.DictReader(f) if r["student_id"] in plans[A]]
+    scores = {(r["assignment"], r["student_id"], r["grade_id"]): float(r["score"]) for r in rows}
+    for assignment, plan in plans.items():
+        maxima = {r["grade_id"]: float(r["max_score"]) for r in rows
+                  if r["assignment"] == assignment}  # fmt: skip
+        assert maxima, (assignment, "not graded")
+        for student in plan:
+            for grade_id, most in maxima.items():
+                want = 0.0 if failing.get((assignment, student)) == grade_id else most
+                got = scores[(assignment, student, grade_id)]
+                assert got == want, (assignment, student, grade_id, scores)
     for student, c in VARIANTS.items():
         page = (grader / "feedback" / student / A / f"{A}.html").read_text()
         assert f"your variant ({student}): in section 5, c = {c}" in page, student
         others = [f"in section 5, c = {o}" for s, o in VARIANTS.items() if o != c]
         assert not [o for o in others if o in page], (student, others)
+        page = html.unescape((grader / "feedback" / student / A3 / f"{A3}.html").read_text())
+        tau = DAMPENINGS[student]
+        assert f"your variant ({student}): in section 4, sgd_step's dampening = {tau}" in page
+        others = [f"sgd_step's dampening = {o}" for o in set(DAMPENINGS.values()) - {tau}]
+        assert not [o for o in others if o in page], (student, others)
     bob = (grader / "feedback" / "bob" / A / f"{A}.html").read_text()
     assert "graded on your variant of expression: 3" in bob, "the failure names bob's variant"
+    bob = (grader / "feedback" / "bob" / A3 / f"{A3}.html").read_text()
+    assert "graded on your variant of sgd_step: 0.3" in bob, "the failure names bob's variant"
 
 
 # --- The student's side in Chromium: a failed Validate shows the first hint; two variants ---
