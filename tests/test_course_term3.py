@@ -27,7 +27,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from submissions.catalog import Submission, build, substitute
+from submissions.catalog import Submission, build, replace, substitute
 from submissions.pipeline import secret_lines
 
 pytestmark = [pytest.mark.nbgrader]
@@ -263,6 +263,8 @@ A3 = "a3_networks"
 #: a3's dampening of the same students; "learner" draws 0.2 (bob's copy below).
 DAMPENINGS = {"frank": 0.1, "bob": 0.3, "carol": 0.3, "learner": 0.2}
 PARAMETRIC_A3 = 'variant("sgd_step", (0.1, 0.2, 0.3, 0.5))'
+#: a3's written answer (nbgrader's manually graded answer cell, 1 point)
+WRITTEN = "adam_why"
 
 
 def hard_coded(c: int) -> object:
@@ -355,6 +357,11 @@ def test_each_student_is_graded_on_their_own_variant(homework: Path) -> None:
 
     with open(grader / "items.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["student_id"] in plans[A]]
+    # a3's written answer (the solution's text, in every plan) awaits a person, no score yet
+    waiting = {(r["assignment"], r["student_id"], r["grade_id"]) for r in rows
+               if r["needs_manual_grade"] == "yes"}  # fmt: skip
+    assert waiting == {(A3, s, WRITTEN) for s in plans[A3]}, waiting
+    rows = [r for r in rows if r["needs_manual_grade"] != "yes"]
     scores = {(r["assignment"], r["student_id"], r["grade_id"]): float(r["score"]) for r in rows}
     for assignment, plan in plans.items():
         maxima = {r["grade_id"]: float(r["max_score"]) for r in rows
@@ -379,6 +386,37 @@ def test_each_student_is_graded_on_their_own_variant(homework: Path) -> None:
     assert "graded on your variant of expression: 3" in bob, "the failure names bob's variant"
     bob = (grader / "feedback" / "bob" / A3 / f"{A3}.html").read_text()
     assert "graded on your variant of sgd_step: 0.3" in bob, "the failure names bob's variant"
+
+
+# --- The course's written answer: a3's adam_why, graded by a person, not by homework-check ---
+
+
+def test_homework_check_says_a_written_answer_is_not_auto_graded(homework: Path) -> None:
+    """The self-learner's `homework-check a3`: with every answer right and the written answer
+    written, every hidden test passes and the written answer's row says it is not auto-graded
+    (no FAIL, no "some hidden tests failed"); the score is the hidden tests' (11 / 11), the
+    written point named beside it. Left as released, the row says it is not answered yet."""
+    source = nbformat.read(homework / ".grader" / "source" / A3 / f"{A3}.ipynb", 4)
+    release = nbformat.read(homework / ".grader" / "release" / A3 / f"{A3}.ipynb", 4)
+    released = next(c.source for c in release.cells
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == WRITTEN)  # fmt: skip
+    mine = homework / A3 / f"{A3}.ipynb"
+    outputs = {}
+    for case, edits in (("answered", ()), ("left", (replace(WRITTEN, released),))):
+        sub = Submission(name="me", assignment=A3, kind="mistake", base="solution", edits=edits)  # type: ignore[arg-type]
+        nbformat.write(build(sub, source, release), mine)
+        run = subprocess.run([*TOOL, "check", "a3", "--into", str(homework)], capture_output=True,
+                             text=True, timeout=900)  # fmt: skip
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        outputs[case] = run.stdout
+    for out in outputs.values():
+        row = next((line for line in out.splitlines() if f" {WRITTEN} " in line), "")
+        assert row.split()[:4] == ["----", WRITTEN, "?", "/"] and "not auto-graded" in row, out
+        assert "FAIL" not in out and "some hidden tests failed" not in out, out
+        assert "every hidden test passed" in out, out
+        assert f"{A3}: 11 / 11 points (auto-graded; 1 more for written answers" in out, out
+    assert "written answer, answered" in outputs["answered"], outputs["answered"]
+    assert "not answered yet" in outputs["left"], outputs["left"]
 
 
 # --- The student's side in Chromium: a failed Validate shows the first hint; two variants ---

@@ -245,6 +245,19 @@ from torchlight_grader import self_check
 self_check("a3_networks", "test_adam_step", globals())
 ### END HIDDEN TESTS
 
+# %% [markdown] nbgrader={"grade": false, "grade_id": "adam_why_md", "locked": true, "schema_version": 3, "solution": false}
+# **A written answer (1 point, graded by a person, not by the hidden checks).** The visible test
+# above says that Adam's first step moves the parameter by `lr`, whatever the gradient's size.
+# Explain in two sentences why (look at $\hat m$ and $\hat v$ at $t = 1$), and what that means
+# when you choose `lr`. Write in the cell below.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "adam_why", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# At $t = 1$ the bias corrections give $\hat m = g$ and $\hat v = g^2$, so the step is
+# $\eta\, g / (|g| + \epsilon)$: $\pm\eta$ for every gradient that is not tiny next to
+# $\epsilon$, because the gradient's size cancels. So `lr` is about how far each parameter moves
+# per step (in the parameter's own units), not a factor on the gradient: a layer with large
+# gradients does not take larger steps.
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "classifier_md", "locked": true, "schema_version": 3, "solution": false}
 # ## 5. Train a classifier
 #
