@@ -3,7 +3,9 @@ the source notebook (``torchlight={"hints": [...]}`` beside nbgrader's metadata;
 them on test_div, test_sigmoid and test_pow); they unlock one at a time after failed attempts, in
 the learner's real JupyterLab (nbgrader's Validate, through the server handler the button calls)
 and in ``homework-check`` (the real nbgrader pipeline); the count lives with the student, changes
-no grade, and collect takes it to the class report.
+no grade, and collect takes it to the class report. Per-student variants (item 2) on two items
+(a1's section 5, a3's section 4), graded through the real pipeline; the course's written answer
+(a3's adam_why) in ``homework-check``; the student's side in Chromium.
 
 One release into a temporary homework folder (real ``generate_assignment``, ~20 s) serves every
 test here; the lab starts once (~5 s).
