@@ -133,11 +133,25 @@ def grade_course(course: Path, flags: tuple[str, ...], log: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def _written(graded: Graded, assignment: str) -> dict[str, float]:
+    """``grade_id -> points`` of the written answers (nbgrader's manually graded answer cells:
+    ``grade`` and ``solution``) of an assignment's source: a3's adam_why. A person grades them;
+    ``graded.points`` (the autograded test cells) leaves them out."""
+    return {
+        cell.metadata.nbgrader["grade_id"]: float(cell.metadata.nbgrader["points"])
+        for cell in graded.sources[assignment].cells
+        if cell.metadata.get("nbgrader", {}).get("grade") and cell.metadata.nbgrader.get("solution")
+    }
+
+
 @pytest.mark.parametrize("sub", CATALOG, ids=lambda s: s.student)
 def test_grades_item_by_item(graded: Graded, sub: Submission) -> None:
     expected = sub.expected(graded.points[sub.assignment])
     got = graded.items.get((sub.student, sub.assignment))
     assert got is not None, f"{sub.student} was not graded"
+    got = dict(got)
+    written = _written(graded, sub.assignment)  # no score before a person's (tested below)
+    assert {k: got.pop(k, None) for k in written} == dict.fromkeys(written, 0.0), sub.student
     assert set(got) == set(expected), f"graded items {sorted(got)}"
     wrong = {
         item: (got.get(item), want) for item, want in expected.items() if got.get(item) != want
@@ -177,8 +191,48 @@ def test_a_warning_would_have_cost_points_in_the_kernel(graded: Graded) -> None:
 
 
 def test_max_scores_are_the_instructors(graded: Graded) -> None:
+    """nbgrader's max_score: the test cells' points and the written answers' (a3: 11 + 1)."""
     for (student, assignment), row in graded.totals.items():
-        assert float(row["max_score"]) == sum(graded.points[assignment].values()), student
+        most = sum(graded.points[assignment].values()) + sum(_written(graded, assignment).values())
+        assert float(row["max_score"]) == most, student
+    assert _written(graded, "a3_networks") == {"adam_why": 1.0}
+    assert sum(graded.points["a3_networks"].values()) == 11
+
+
+def test_the_written_answer_awaits_a_person(graded: Graded) -> None:
+    """a3's adam_why, the course's written answer: autograde leaves every answered one (the
+    catalog's submissions on the solution) "needs manual grade" with no score, and the release's
+    (as released) 0 with nothing to grade; the class report says "awaiting grading" for it, no
+    pass rate, and names them; each feedback page says "not graded yet" on it (never nbgrader's
+    "0.0 / 1.0") and how many points await a person; the release's page shows its 0."""
+    import csv
+
+    from torchlight_grader.course import report
+
+    a3 = [s for s in CATALOG if s.assignment == "a3_networks"]
+    with open(graded.course / "items.csv", newline="", encoding="utf-8") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f) if r["grade_id"] == "adam_why"}
+    for sub in a3:
+        row = rows[sub.student]
+        awaiting = "yes" if sub.base == "solution" else ""
+        assert (row["needs_manual_grade"], float(row["score"])) == (awaiting, 0.0), row
+        page = graded.course / "feedback" / sub.student / sub.assignment / f"{sub.assignment}.html"
+        text = re.sub(r"\s+", " ", _html_text(page.read_text()))
+        if awaiting:
+            assert (
+                "adam_why written response (not graded yet: 1 point(s), graded by a person)" in text
+            )
+            assert "Student's answer (not graded yet: 1 point(s)" in text, sub.student
+            assert "1 point(s) of written answers not graded yet" in text, sub.student
+        else:
+            assert "adam_why written response (Score: 0.0 / 1.0)" in text, sub.student
+            assert "not graded yet" not in text, sub.student
+    page = report.render(report.read(graded.course / "grades.csv", graded.course / "items.csv"))
+    row = page[page.index('data-name="adam_why"') :].split("</tr>")[0]
+    answered = sum(s.base == "solution" for s in a3)
+    assert f"{answered} awaiting grading" in row, row
+    names = page[page.index("<h2>a3_networks</h2>") :].split("<h2>")[1]
+    assert "awaiting a TA" in names and "a3_networks--solution" in names, names
 
 
 def test_release_contains_no_solution_and_no_hidden_test(graded: Graded) -> None:

@@ -3,7 +3,9 @@ the source notebook (``torchlight={"hints": [...]}`` beside nbgrader's metadata;
 them on test_div, test_sigmoid and test_pow); they unlock one at a time after failed attempts, in
 the learner's real JupyterLab (nbgrader's Validate, through the server handler the button calls)
 and in ``homework-check`` (the real nbgrader pipeline); the count lives with the student, changes
-no grade, and collect takes it to the class report.
+no grade, and collect takes it to the class report. Per-student variants (item 2) on two items
+(a1's section 5, a3's section 4), graded through the real pipeline; the course's written answer
+(a3's adam_why) in ``homework-check``; the student's side in Chromium.
 
 One release into a temporary homework folder (real ``generate_assignment``, ~20 s) serves every
 test here; the lab starts once (~5 s).
@@ -11,6 +13,7 @@ test here; the lab starts once (~5 s).
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from submissions.catalog import Submission, build, substitute
+from submissions.catalog import Submission, build, replace, substitute
 from submissions.pipeline import secret_lines
 
 pytestmark = [pytest.mark.nbgrader]
@@ -252,11 +255,18 @@ def test_collect_takes_hint_use_to_the_class_report(
     assert "bob (" not in page and "carol (" not in page
 
 
-# --- Per-student variants (item 2): a1's section 5 draws c of sigma(c x y) from the student id ---
+# --- Per-student variants (item 2): a1's section 5 draws c of sigma(c x y) from the student id,
+# a3's section 4 the dampening tau of SGD's v <- mu v + (1 - tau) g ---
 
 #: Students whose variants differ (tested below); "learner" (make homework's id) draws c = 5.
 VARIANTS = {"frank": 2, "bob": 3, "carol": 4}
 PARAMETRIC = 'variant("expression", (2, 3, 4, 5))'
+A3 = "a3_networks"
+#: a3's dampening of the same students; "learner" draws 0.2 (bob's copy below).
+DAMPENINGS = {"frank": 0.1, "bob": 0.3, "carol": 0.3, "learner": 0.2}
+PARAMETRIC_A3 = 'variant("sgd_step", (0.1, 0.2, 0.3, 0.5))'
+#: a3's written answer (nbgrader's manually graded answer cell, 1 point)
+WRITTEN = "adam_why"
 
 
 def hard_coded(c: int) -> object:
@@ -264,80 +274,151 @@ def hard_coded(c: int) -> object:
     return substitute("expression", PARAMETRIC, str(c))
 
 
-def test_the_draw_is_the_same_on_both_sides_and_spreads() -> None:
-    """The setup cell of the release draws what the grader draws (the same hash and salt), for
-    every id; the four variants all occur in a class of 40."""
-    from torchlight_grader.checks import variants
+def hard_coded_a3(tau: float) -> object:
+    """a3's solution of section 4 with the dampening ``tau`` written in."""
+    return substitute("sgd_step", PARAMETRIC_A3, str(tau))
 
-    _, release = _notebooks_of_the_repo()
-    setup = next(
-        c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
-    )
-    namespace: dict = {}
-    exec(setup.source, namespace)  # noqa: S102 - the release's own setup cell
+
+def test_the_draw_is_the_same_on_both_sides_and_spreads() -> None:
+    """The setup cells of a1 and a3 draw what the grader draws (the same hash and salt, the
+    checks' own choices), for every id; each item's variants all occur in a class of 40."""
+    from torchlight_grader.checks import a1_functions, a3_networks, variants
+
     ids = [f"s{i}" for i in range(40)]
-    for sid in ids:
-        namespace["STUDENT"] = sid
-        assert namespace["variant"]("expression", (2, 3, 4, 5)) == variants.draw(
-            A, "expression", sid, (2, 3, 4, 5)
+    for assignment, item, choices in (
+        (A, "expression", a1_functions.EXPRESSION_C),
+        (A3, "sgd_step", a3_networks.SGD_DAMPENING),
+    ):
+        setup = next(
+            c
+            for c in _notebook_of_the_repo(assignment).cells
+            if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
         )
-    assert {variants.draw(A, "expression", s, (2, 3, 4, 5)) for s in ids} == {2, 3, 4, 5}
+        namespace: dict = {}
+        exec(setup.source, namespace)  # noqa: S102 - the release's own setup cell
+        for sid in ids:
+            namespace["STUDENT"] = sid
+            drawn = variants.draw(assignment, item, sid, choices)
+            assert namespace["variant"](item, choices) == drawn, (assignment, sid)
+        assert {variants.draw(assignment, item, s, choices) for s in ids} == set(choices)
     assert {s: variants.draw(A, "expression", s, (2, 3, 4, 5)) for s in VARIANTS} == VARIANTS
     assert variants.draw(A, "expression", variants.LEARNER, (2, 3, 4, 5)) == 5
+    assert {s: variants.draw(A3, "sgd_step", s, a3_networks.SGD_DAMPENING)
+            for s in DAMPENINGS} == DAMPENINGS  # fmt: skip
 
 
-def _notebooks_of_the_repo() -> tuple[object, nbformat.NotebookNode]:
+def _notebook_of_the_repo(assignment: str) -> nbformat.NotebookNode:
     from torchlight_grader.course.manage import render
 
-    nb = nbformat.reads(render(ROOT / "assignments" / "source" / A / f"{A}.py"), as_version=4)
-    return None, nb
+    source = ROOT / "assignments" / "source" / assignment / f"{assignment}.py"
+    return nbformat.reads(render(source), as_version=4)
 
 
 def test_each_student_is_graded_on_their_own_variant(homework: Path) -> None:
     """The real pipeline (nbgrader autograde and feedback, the sandboxes) on three students of
-    different variants: the course's solution (which draws c as the notebook does) gets full marks;
-    an answer with the student's own c written in passes; a copy of a classmate's (c of another
-    variant) fails section 5 only (each would be the other way round if the grader used any id
-    but the owner's); each feedback page shows the student's own c, never
-    another's."""
+    different variants, in a1 (section 5's c) and a3 (section 4's dampening): the course's
+    solution (which draws the parameter as the notebook does) gets full marks; an answer with the
+    student's own parameter written in passes; a copy of a classmate's (another variant's) fails
+    that item only (each would be the other way round if the grader used any id but the
+    owner's: bob's copies are make homework's learner's variants too); each feedback page shows
+    the student's own variant, never another's."""
     grader = homework / ".grader"
-    source, release = _notebooks(homework)
     submitted = grader / "submitted"
     shutil.rmtree(submitted, ignore_errors=True)
-    plan = {
-        "frank": (),  # the course's solution
-        "carol": (hard_coded(4),),  # her own c, typed in (graded as anyone else: 0)
-        "bob": (hard_coded(5),),  # a classmate's answer (c = 5, as "learner" too), copied
+    plans = {
+        A: {
+            "frank": (),  # the course's solution
+            "carol": (hard_coded(4),),  # her own c, typed in (graded as anyone else: 0)
+            "bob": (hard_coded(5),),  # a classmate's answer (c = 5, as "learner" too), copied
+        },
+        A3: {
+            "frank": (),
+            "carol": (hard_coded_a3(0.3),),  # her own dampening
+            "bob": (hard_coded_a3(0.2),),  # a classmate's (0.2, as "learner"); his is 0.3
+        },
     }
-    for student, edits in plan.items():
-        sub = Submission(name=student, assignment=A, kind="mistake", base="solution", edits=edits)  # type: ignore[arg-type]
-        folder = submitted / student / A
-        folder.mkdir(parents=True)
-        nbformat.write(build(sub, source, release), folder / f"{A}.ipynb")
-        (folder / "timestamp.txt").write_text("2026-03-01 10:00:00.000000 UTC")
+    failing = {(A, "bob"): "test_expression", (A3, "bob"): "test_sgd_step"}
+    for assignment, plan in plans.items():
+        source = nbformat.read(grader / "source" / assignment / f"{assignment}.ipynb", 4)
+        release = nbformat.read(grader / "release" / assignment / f"{assignment}.ipynb", 4)
+        for student, edits in plan.items():
+            sub = Submission(name=student, assignment=assignment, kind="mistake", base="solution",
+                             edits=edits)  # type: ignore[arg-type]  # fmt: skip
+            folder = submitted / student / assignment
+            folder.mkdir(parents=True)
+            nbformat.write(build(sub, source, release), folder / f"{assignment}.ipynb")
+            (folder / "timestamp.txt").write_text("2026-03-01 10:00:00.000000 UTC")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("TORCHLIGHT_STUDENT", None)
-    run = subprocess.run([sys.executable, "-m", "torchlight_grader.course.manage", "grade",
-                          str(grader), "--assignment", A], capture_output=True, text=True,
-                         env=env, timeout=900)  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for assignment in plans:
+        run = subprocess.run([sys.executable, "-m", "torchlight_grader.course.manage", "grade",
+                              str(grader), "--assignment", assignment], capture_output=True,
+                             text=True, env=env, timeout=900)  # fmt: skip
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     import csv
 
     with open(grader / "items.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["assignment"] == A and r["student_id"] in plan]
-    scores = {(r["student_id"], r["grade_id"]): float(r["score"]) for r in rows}
-    maxima = {r["grade_id"]: float(r["max_score"]) for r in rows}
-    for student in plan:
-        for grade_id, most in maxima.items():
-            want = 0.0 if (student, grade_id) == ("bob", "test_expression") else most
-            assert scores[(student, grade_id)] == want, (student, grade_id, scores)
+        rows = [r for r in csv.DictReader(f) if r["student_id"] in plans[A]]
+    # a3's written answer (the solution's text, in every plan) awaits a person, no score yet
+    waiting = {(r["assignment"], r["student_id"], r["grade_id"]) for r in rows
+               if r["needs_manual_grade"] == "yes"}  # fmt: skip
+    assert waiting == {(A3, s, WRITTEN) for s in plans[A3]}, waiting
+    rows = [r for r in rows if r["needs_manual_grade"] != "yes"]
+    scores = {(r["assignment"], r["student_id"], r["grade_id"]): float(r["score"]) for r in rows}
+    for assignment, plan in plans.items():
+        maxima = {r["grade_id"]: float(r["max_score"]) for r in rows
+                  if r["assignment"] == assignment}  # fmt: skip
+        assert maxima, (assignment, "not graded")
+        for student in plan:
+            for grade_id, most in maxima.items():
+                want = 0.0 if failing.get((assignment, student)) == grade_id else most
+                got = scores[(assignment, student, grade_id)]
+                assert got == want, (assignment, student, grade_id, scores)
     for student, c in VARIANTS.items():
         page = (grader / "feedback" / student / A / f"{A}.html").read_text()
         assert f"your variant ({student}): in section 5, c = {c}" in page, student
         others = [f"in section 5, c = {o}" for s, o in VARIANTS.items() if o != c]
         assert not [o for o in others if o in page], (student, others)
+        page = html.unescape((grader / "feedback" / student / A3 / f"{A3}.html").read_text())
+        tau = DAMPENINGS[student]
+        assert f"your variant ({student}): in section 4, sgd_step's dampening = {tau}" in page
+        others = [f"sgd_step's dampening = {o}" for o in set(DAMPENINGS.values()) - {tau}]
+        assert not [o for o in others if o in page], (student, others)
     bob = (grader / "feedback" / "bob" / A / f"{A}.html").read_text()
     assert "graded on your variant of expression: 3" in bob, "the failure names bob's variant"
+    bob = (grader / "feedback" / "bob" / A3 / f"{A3}.html").read_text()
+    assert "graded on your variant of sgd_step: 0.3" in bob, "the failure names bob's variant"
+
+
+# --- The course's written answer: a3's adam_why, graded by a person, not by homework-check ---
+
+
+def test_homework_check_says_a_written_answer_is_not_auto_graded(homework: Path) -> None:
+    """The self-learner's `homework-check a3`: with every answer right and the written answer
+    written, every hidden test passes and the written answer's row says it is not auto-graded
+    (no FAIL, no "some hidden tests failed"); the score is the hidden tests' (11 / 11), the
+    written point named beside it. Left as released, the row says it is not answered yet."""
+    source = nbformat.read(homework / ".grader" / "source" / A3 / f"{A3}.ipynb", 4)
+    release = nbformat.read(homework / ".grader" / "release" / A3 / f"{A3}.ipynb", 4)
+    released = next(c.source for c in release.cells
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == WRITTEN)  # fmt: skip
+    mine = homework / A3 / f"{A3}.ipynb"
+    outputs = {}
+    for case, edits in (("answered", ()), ("left", (replace(WRITTEN, released),))):
+        sub = Submission(name="me", assignment=A3, kind="mistake", base="solution", edits=edits)  # type: ignore[arg-type]
+        nbformat.write(build(sub, source, release), mine)
+        run = subprocess.run([*TOOL, "check", "a3", "--into", str(homework)], capture_output=True,
+                             text=True, timeout=900)  # fmt: skip
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        outputs[case] = run.stdout
+    for out in outputs.values():
+        row = next((line for line in out.splitlines() if f" {WRITTEN} " in line), "")
+        assert row.split()[:4] == ["----", WRITTEN, "?", "/"] and "not auto-graded" in row, out
+        assert "FAIL" not in out and "some hidden tests failed" not in out, out
+        assert "every hidden test passed" in out, out
+        assert f"{A3}: 11 / 11 points (auto-graded; 1 more for written answers" in out, out
+    assert "written answer, answered" in outputs["answered"], outputs["answered"]
+    assert "not answered yet" in outputs["left"], outputs["left"]
 
 
 # --- The student's side in Chromium: a failed Validate shows the first hint; two variants ---

@@ -1,7 +1,8 @@
 r"""Hidden checks for assignment 3, *Neural networks*.
 
 A Linear Function and layer, softmax cross-entropy (stable for logits in the hundreds), one
-SGD-with-momentum step and one Adam step (PyTorch's update rules), and two classifiers trained
+SGD-with-momentum step (its dampening drawn per student: a variant, ``variants.py``) and one Adam
+step (PyTorch's update rules), and two classifiers trained
 by the student's own code: on a 2-D toy set and on the 8x8 digits. For the classifiers the
 sandbox never sees the test labels: the grader scores the predictions itself.
 """
@@ -16,6 +17,7 @@ import numpy as np
 from torchlight_grader.checks import adversarial as against
 from torchlight_grader.checks.check import Case
 from torchlight_grader.checks.kinds import FunctionCheck, TrainingCheck, ValueCheck
+from torchlight_grader.checks.variants import VariantCheck
 
 LINEAR_SHAPES = [(5, 3, 4), (2, 6, 3), (7, 2, 5)]  # (batch, in_features, out_features)
 
@@ -64,10 +66,31 @@ def cross_entropy_case(rng: np.random.Generator, trial: int) -> Case:
     return Case([z, targets], rng.standard_normal(()), (0,), ("logits", "targets"))
 
 
-def sgd_step(p: Any, g: Any, velocity: Any, lr: float, momentum: float, weight_decay: float) -> Any:
-    g = g + weight_decay * p
-    velocity = momentum * velocity + g
-    return p - lr * velocity, velocity
+#: Section 4's variants: SGD's dampening $\tau$ in $v \leftarrow \mu v + (1 - \tau) g$, drawn per
+#: student (variants.py).
+SGD_DAMPENING = (0.1, 0.2, 0.3, 0.5)
+
+
+def sgd_step(dampening: float) -> Any:
+    """The reference SGD step of one variant."""
+
+    def step(p: Any, g: Any, velocity: Any, lr: float, momentum: float, weight_decay: float) -> Any:
+        g = g + weight_decay * p
+        velocity = momentum * velocity + (1 - dampening) * g
+        return p - lr * velocity, velocity
+
+    return step
+
+
+def sgd_check(dampening: float) -> ValueCheck:
+    """The check of one variant of section 4's SGD step."""
+    return ValueCheck(
+        "sgd_step",
+        ("sgd_step",),
+        sgd_case,
+        reference=sgd_step(dampening),
+        what=f"sgd_step with your dampening = {dampening:g}",
+    )
 
 
 def sgd_case(rng: np.random.Generator, trial: int) -> Case:
@@ -158,9 +181,7 @@ CHECKS = {
         what="SoftmaxCrossEntropy forward and backward (including logits near +-800)",
         adversarial=against.confident_mistake,
     ),
-    "test_sgd_step": ValueCheck(
-        "sgd_step", ("sgd_step",), sgd_case, reference=sgd_step, what="sgd_step"
-    ),
+    "test_sgd_step": VariantCheck("a3_networks", "sgd_step", SGD_DAMPENING, sgd_check),
     "test_adam_step": ValueCheck(
         "adam_step", ("adam_step",), adam_case, reference=adam_step, what="adam_step"
     ),

@@ -16,7 +16,10 @@ only the messages. The common slips get a message of their own:
   fresh copy beside it, and says so;
 - a notebook whose answers are all as released is "not started" (no grading is run);
 - a locked cell (the tests, the instructions) deleted or edited is refused before grading, with
-  the cell named and why: the grader would put it back as released, so the edit would not count.
+  the cell named and why: the grader would put it back as released, so the edit would not count;
+- a written answer (a3's ``adam_why``: nbgrader's manually graded answer cell) is not
+  auto-graded: its row says so, and the score is that of the hidden tests, the written points
+  named beside it, never counted as failed.
 
 Progressive hints (:mod:`torchlight_grader.nbgrader.hints`): a failed test that carries hints in
 the release, whose answer cell the learner has written, counts one failed attempt in
@@ -322,12 +325,22 @@ def check(into: Path, name: str) -> int:
     feedback = into / "feedback" / f"{assignment}.html"
     feedback.parent.mkdir(exist_ok=True)
     shutil.copyfile(page, feedback)
-    order = {grade_id: i for i, (grade_id, _) in enumerate(tests)}
+    cells = _graded_cells(released)
+    order = {grade_id: i for i, grade_id in enumerate(cells)}
     rows.sort(key=lambda r: order.get(r["grade_id"], len(order)))  # the notebook's order
+    auto = {grade_id for grade_id, _ in tests}
+    by_hand = [r for r in rows if r["grade_id"] in cells and r["grade_id"] not in auto]
+    rows = [r for r in rows if r not in by_hand]
     score = sum(float(r["score"]) for r in rows)
     total = sum(float(r["max_score"]) for r in rows)
     started = attempted_items(mine, released)
-    for r in rows:
+    for r in [*rows, *by_hand]:
+        if r in by_hand:  # a written answer: a person grades it in a course, no hidden test
+            answered = r.get("needs_manual_grade") == "yes"
+            what = "answered" if answered else "not answered yet (the cell is as released)"
+            print(f"  ----  {r['grade_id']:32s} ? / {float(r['max_score']):g}  written answer, "
+                  f"{what}: not auto-graded (in a course, a person grades it)")  # fmt: skip
+            continue
         ok = float(r["score"]) == float(r["max_score"])
         print(
             f"  {'pass' if ok else 'FAIL'}  {r['grade_id']:32s} {float(r['score']):g} / {float(r['max_score']):g}"
@@ -336,7 +349,11 @@ def check(into: Path, name: str) -> int:
         if not ok and written:  # a failed attempt: unlock the next hint (issue 40)
             shown = hints.failed_attempt(mine.parent, r["grade_id"], written)
             print(hints.format_hints(shown, len(written), indent="        "))
-    print(f"{assignment}: {score:g} / {total:g} points")
+    extra = sum(float(r["max_score"]) for r in by_hand)
+    beside = (
+        f" (auto-graded; {extra:g} more for written answers, not auto-graded)" if by_hand else ""
+    )
+    print(f"{assignment}: {score:g} / {total:g} points{beside}")
     print(f"feedback (each test's message): {feedback}")
     if score < total:
         print(

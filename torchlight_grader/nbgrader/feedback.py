@@ -5,6 +5,9 @@
 
 - the table of contents names every graded cell by its ``grade_id`` (``test_mul``), with its
   score, instead of nbgrader's "Test cell" for each;
+- a written answer no one has graded yet (``CurrentGrades`` marks it ``awaiting``) says "not
+  graded yet", in the table of contents, on the cell and under the score, where nbgrader's page
+  said "Score: 0.0 / 1.0", a fail;
 - outputs wrap (``white-space: pre-wrap``): a hidden check's verdict is one long line, and it
   used to run off the page, hidden unless the student scrolled the box sideways;
 - the math is typeset here, at feedback time, into SVG (:func:`prerender_math`: MathJax 3

@@ -176,7 +176,9 @@ def final_scores(plugin: Any, gradebook: Gradebook) -> dict[tuple[str, str], tup
 class CurrentGrades(GetGrades):
     """nbgrader's ``GetGrades`` (each cell's score and comment onto the page), with the late
     penalty of the current score (:func:`current_penalty`), the student's due date and extension,
-    and the page's gradebook state (:func:`notebook_state`) in ``resources["nbgrader"]``."""
+    and the page's gradebook state (:func:`notebook_state`) in ``resources["nbgrader"]``; each
+    graded cell's ``awaiting`` (no score yet, automatic or manual: a written answer a person has
+    not graded) and the points awaiting in all (``resources["nbgrader"]["awaiting"]``)."""
 
     def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
         nb, resources = super().preprocess(nb, resources)
@@ -190,6 +192,15 @@ class CurrentGrades(GetGrades):
                 notebook = gb.find_submission_notebook(info["notebook"], assignment, student)
             except MissingEntry:  # (GetGrades found them a moment ago)
                 return nb, resources
+            # A cell no one has scored (a written answer awaiting a person): "not graded yet" on
+            # the page, never nbgrader's "0.0 / 1.0". Set on every cell, whatever it carried.
+            waiting = {g.name: g.max_score for g in notebook.grades
+                       if g.auto_score is None and g.manual_score is None}  # fmt: skip
+            for cell in nb.cells:
+                meta = cell.metadata.get("nbgrader")
+                if isinstance(meta, dict):
+                    meta["awaiting"] = bool(meta.get("grade")) and meta.get("grade_id") in waiting
+            info["awaiting"] = sum(waiting.values())
             late = seconds_late(submission, extension)
             penalty = notebook_penalty(plugin, student, notebook.score, late)
             info["late_penalty"] = penalty

@@ -22,7 +22,9 @@
 # data you have not seen and scored on held-out examples.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
+import hashlib
 import math
+import os
 
 import numpy as np
 
@@ -32,6 +34,20 @@ from torchlight.autograd import Function, gradcheck
 from torchlight.testing import assert_close, assert_exact, assert_gradient_scales
 
 tl.manual_seed(0)
+
+# Your variant: section 4 draws SGD's dampening from your student id (the grader uses the id of
+# the submission's owner). Outside a course (`make homework`) you are "learner".
+STUDENT = os.environ.get("TORCHLIGHT_STUDENT") or os.environ.get("JUPYTERHUB_USER") or "learner"
+
+
+def variant(item, choices):
+    """Your variant of ``item``: one of ``choices``, drawn from the course and your student id."""
+    key = f"torchlight-autograd/a3_networks/{item}/{STUDENT}".encode()
+    return choices[int.from_bytes(hashlib.sha256(key).digest()[:8], "big") % len(choices)]
+
+
+dampening = variant("sgd_step", (0.1, 0.2, 0.3, 0.5))
+print(f"your variant ({STUDENT}): in section 4, sgd_step's dampening = {dampening}")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "linear_md", "locked": true, "schema_version": 3, "solution": false}
 # ## 1. The linear map as a Function
@@ -171,8 +187,12 @@ self_check("a3_networks", "test_cross_entropy", globals())
 # Both functions take tensors and return *new* tensors (no in-place updates), following
 # PyTorch's rules.
 #
-# **SGD with momentum and weight decay:** $g \leftarrow g + \lambda p$;
-# $v \leftarrow \mu v + g$; $p \leftarrow p - \eta v$. Return `(param, velocity)`.
+# **SGD with momentum, dampening and weight decay:** $g \leftarrow g + \lambda p$;
+# $v \leftarrow \mu v + (1 - \tau) g$; $p \leftarrow p - \eta v$. Return `(param, velocity)`.
+# **Your variant**: the dampening $\tau$ is the number the setup cell printed for you (it comes
+# from your student id; your classmates have other values, and the hidden checks use yours). It
+# is not an argument: write it into `sgd_step` (PyTorch's `dampening`, applied here at every step,
+# the first one included).
 #
 # **Adam** at step $t \ge 1$: $m \leftarrow \beta_1 m + (1-\beta_1) g$;
 # $v \leftarrow \beta_2 v + (1-\beta_2) g^2$; $\hat m = m/(1-\beta_1^t)$,
@@ -183,15 +203,19 @@ self_check("a3_networks", "test_cross_entropy", globals())
 def sgd_step(param, grad, velocity, lr, momentum=0.0, weight_decay=0.0):
     ### BEGIN SOLUTION
     grad = grad + weight_decay * param
-    velocity = momentum * velocity + grad
+    velocity = momentum * velocity + (1 - variant("sgd_step", (0.1, 0.2, 0.3, 0.5))) * grad
     return param - lr * velocity, velocity
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_sgd_step", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+tau = variant("sgd_step", (0.1, 0.2, 0.3, 0.5))  # yours
 p, v = sgd_step(tl.tensor([1.0]), tl.tensor([2.0]), tl.tensor([0.5]), lr=0.1, momentum=0.9)
-assert np.allclose(p.numpy(), [1.0 - 0.1 * 2.45]) and np.allclose(v.numpy(), [2.45]), (p, v)
-print("sgd_step: visible tests passed")
+want = 0.9 * 0.5 + (1 - tau) * 2.0
+assert np.allclose(v.numpy(), [want]) and np.allclose(p.numpy(), [1.0 - 0.1 * want]), (p, v)
+p, v = sgd_step(tl.tensor([1.0]), tl.tensor([2.0]), tl.tensor([0.0]), lr=0.1, weight_decay=0.5)
+assert np.allclose(v.numpy(), [(1 - tau) * 2.5]), v  # the decay joins the gradient first
+print(f"sgd_step (your variant, dampening = {tau}): visible tests passed")
 ### BEGIN HIDDEN TESTS
 from torchlight_grader import self_check
 
@@ -220,6 +244,19 @@ from torchlight_grader import self_check
 
 self_check("a3_networks", "test_adam_step", globals())
 ### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "adam_why_md", "locked": true, "schema_version": 3, "solution": false}
+# **A written answer (1 point, graded by a person, not by the hidden checks).** The visible test
+# above says that Adam's first step moves the parameter by `lr`, whatever the gradient's size.
+# Explain in two sentences why (look at $\hat m$ and $\hat v$ at $t = 1$), and what that means
+# when you choose `lr`. Write in the cell below.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "adam_why", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# At $t = 1$ the bias corrections give $\hat m = g$ and $\hat v = g^2$, so the step is
+# $\eta\, g / (|g| + \epsilon)$: $\pm\eta$ for every gradient that is not tiny next to
+# $\epsilon$, because the gradient's size cancels. So `lr` is about how far each parameter moves
+# per step (in the parameter's own units), not a factor on the gradient: a layer with large
+# gradients does not take larger steps.
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "classifier_md", "locked": true, "schema_version": 3, "solution": false}
 # ## 5. Train a classifier
