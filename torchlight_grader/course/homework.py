@@ -86,6 +86,9 @@ notebook, then run `make homework` again, to start that assignment over).
    It grades your saved notebook (save first!) as the course would, prints the score of every
    test and writes the feedback page (each failing test's message, never its code) to
    `feedback/<assignment>.html`. The hidden tests use fresh random inputs on every check.
+   A written answer (a question answered in prose, such as a3's `adam_why`) has no hidden
+   test: it is listed as not auto-graded, its points beside the score; in a course a person
+   grades it, and here you compare yours with the model answer once you have written it.
 
 The solutions are in the repository (`assignments/source/`, and `.grader/` here holds the
 grading copy): look there only after your own attempt.
