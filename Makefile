@@ -78,30 +78,27 @@ homework-check: $(STAMP_HOMEWORK)
 
 test: venv lint typecheck pytest
 
-# Two pytest processes at once, one per core of a 2-core machine: the suites that drive the real
-# nbgrader, JupyterLab, Chromium and the notebooks (COURSE_TESTS), printed as they run, and all
-# the others (the library's, the grader's own), printed when they end; each with its own
-# temporary folder. Both must pass. `make pytest SERIAL=1`: one process, every test in order.
-COURSE_TESTS := $(sort $(wildcard tests/test_browser.py tests/test_docs.py tests/test_homework.py \
-	tests/test_notebooks.py tests/test_course.py tests/test_course_attacks.py \
-	tests/test_course_browser.py tests/test_course_capstone.py tests/test_course_dask.py \
-	tests/test_course_exchange.py tests/test_course_scale.py tests/test_course_term.py \
-	tests/test_course_term3.py))
-TEST_TMP ?= $(or $(TMPDIR),/tmp)/torchlight-pytest-$(shell id -u)
+# Two pytest processes at once, one per core of a 2-core machine: the suites that grade whole
+# courses through the real nbgrader and drive JupyterLab in Chromium (COURSE_TESTS), printed as
+# they run, and all the others (the library's, the grader's, the docs, the notebooks), printed
+# when they end; both in a fresh temporary folder of this run, removed at the end. Both must
+# pass. `make pytest SERIAL=1`: one process, every test in order.
+COURSE_TESTS := $(sort $(wildcard tests/test_browser.py tests/test_course.py \
+	tests/test_course_attacks.py tests/test_course_browser.py tests/test_course_exchange.py \
+	tests/test_course_scale.py tests/test_course_term.py tests/test_course_term3.py))
 pytest: venv
 ifdef SERIAL
 	$(PY) -m pytest tests --durations=30
 else
-	@rm -rf $(TEST_TMP) && mkdir -p $(TEST_TMP)
-	@echo "+ pytest tests, all but the course's suites, in the background ($(TEST_TMP)/others.log)"
-	@$(PY) -m pytest tests $(addprefix --ignore=,$(COURSE_TESTS)) --durations=15 \
-		--basetemp=$(TEST_TMP)/others >$(TEST_TMP)/others.log 2>&1 & others=$$!; \
-	trap 'kill $$others 2>/dev/null; exit 130' INT TERM HUP; \
+	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/torchlight-pytest.XXXXXX") && chmod 755 "$$tmp" || exit 1; \
+	echo "+ pytest tests, all but the course's suites, in the background ($$tmp/others.log)"; \
+	$(PY) -m pytest tests $(addprefix --ignore=,$(COURSE_TESTS)) --durations=15 \
+		--basetemp=$$tmp/others >$$tmp/others.log 2>&1 & others=$$!; \
+	trap 'kill $$others 2>/dev/null; rm -rf "$$tmp"; exit 130' INT TERM HUP; \
 	echo "+ pytest $(COURSE_TESTS)"; \
-	$(PY) -m pytest $(COURSE_TESTS) --durations=30 --basetemp=$(TEST_TMP)/course; \
+	$(PY) -m pytest $(COURSE_TESTS) --durations=30 --basetemp=$$tmp/course; \
 	course=$$?; wait $$others; rest=$$?; \
-	echo "+ pytest tests, all but the course's suites ($(TEST_TMP)/others.log):"; \
-	cat $(TEST_TMP)/others.log; \
+	echo "+ pytest tests, all but the course's suites:"; cat $$tmp/others.log; rm -rf "$$tmp"; \
 	echo "+ pytest exit status: the course's suites $$course, the others $$rest"; \
 	test $$course -eq 0 && test $$rest -eq 0
 endif
