@@ -498,18 +498,10 @@ class SpeedCheck(Check):
         pairs = received.get("pairs") or []
         if received.get("failed") or not pairs:
             return None  # nothing was timed: judge says so
-        counted, reported = received.get("counted_cpu"), received.get("reported_cpu")
-        stretch = received.get("stretch_cpu")
-        if not isinstance(counted, int | float):
-            return timing.SpeedVerdict("untimed", None, (
-                f"{timing.HELD} the sandbox could not count your process's CPU time from "
-                "outside it. This item scores nothing for now and is held for a re-run"))  # fmt: skip
-        if not isinstance(reported, int | float) or abs(counted - reported) > max(
-            CPU_SLACK, CPU_SHARE * counted
-        ):
-            shown = f"{reported:.2f} s" if isinstance(reported, int | float) else "nothing"
-            return self.forged(f"the grader's CPU clock in your sandbox saw {shown}, but the "
-                               f"sandbox counted {counted:.2f} s from outside your process")  # fmt: skip
+        problem = timing.miscounted(received, slack=CPU_SLACK, share=CPU_SHARE, what=self.what)
+        if problem is not None:
+            return problem
+        reported, stretch = float(received["reported_cpu"]), received.get("stretch_cpu")
         timed = sum(float(p["student_cpu"]) + float(p["reference_cpu"]) for p in pairs)
         median = sorted(float(p["student_cpu"]) + float(p["reference_cpu"]) for p in pairs)[
             len(pairs) // 2
@@ -524,19 +516,8 @@ class SpeedCheck(Check):
             return self.forged(f"the timed calls' CPU times add up to {timed:.2f} s of the "
                                f"{shown} the grader's CPU clock saw while they ran (at most "
                                f"{room:.2f} s between them is fair)")  # fmt: skip
-        mine = expected.get("reference_cpu")
-        theirs = sorted(float(p["reference_cpu"]) for p in pairs)[len(pairs) // 2]
-        if (
-            isinstance(mine, int | float)
-            and mine > 0
-            and not (1 / REFERENCE_DRIFT <= theirs / mine <= REFERENCE_DRIFT)
-        ):
-            return timing.SpeedVerdict("untimed", None, (
-                f"{timing.HELD} the reference kernel took {theirs * 1e3:.0f} ms of CPU time in "
-                f"your sandbox and {mine * 1e3:.0f} ms in the grader (at most "
-                f"{REFERENCE_DRIFT:g}x apart is fair). This item scores nothing for now and is "
-                "held for a re-run"))  # fmt: skip
-        return None
+        return timing.drifted(pairs, expected.get("reference_cpu"), REFERENCE_DRIFT,
+                              "the reference kernel")  # fmt: skip
 
     def forged(self, why: str) -> timing.SpeedVerdict:
         return timing.SpeedVerdict("wrong", None, (

@@ -294,31 +294,11 @@ class TrainSpeedCheck(Check):
             return timing.SpeedVerdict("wrong", None, (
                 f"{self.what} earns no speed credit: the merges it returned for the first "
                 "timed corpus are not the reference's (checked by the grader itself)"))  # fmt: skip
-        counted, reported = received.get("counted_cpu"), received.get("reported_cpu")
-        if not isinstance(counted, int | float):
-            return timing.SpeedVerdict("untimed", None, (
-                f"{timing.HELD} the sandbox could not count your process's CPU time from "
-                "outside it. This item scores nothing for now and is held for a re-run"))  # fmt: skip
-        if not isinstance(reported, int | float) or abs(counted - reported) > max(
-            CPU_SLACK, CPU_SHARE * counted
-        ):
-            shown = f"{reported:.1f} s" if isinstance(reported, int | float) else "nothing"
-            return timing.SpeedVerdict("wrong", None, (
-                f"{self.what} earns no speed credit: the timed calls' CPU times add up to "
-                f"{shown}, but the sandbox counted {counted:.1f} s from outside your process: "
-                "the grader's clocks were changed while your code ran"))  # fmt: skip
-        mine = expected.get("reference_cpu")
-        theirs = sorted(float(p["reference_cpu"]) for p in pairs)[len(pairs) // 2]
-        if (
-            isinstance(mine, int | float)
-            and mine > 0
-            and not (1 / REFERENCE_DRIFT <= theirs / mine <= REFERENCE_DRIFT)
-        ):
-            return timing.SpeedVerdict("untimed", None, (
-                f"{timing.HELD} the reference trainer took {theirs:.2f} s of CPU time in your "
-                f"sandbox and {mine:.2f} s in the grader (at most {REFERENCE_DRIFT:g}x apart is "
-                "fair). This item scores nothing for now and is held for a re-run"))  # fmt: skip
-        return None
+        problem = timing.miscounted(received, slack=CPU_SLACK, share=CPU_SHARE, what=self.what)
+        if problem is not None:
+            return problem
+        return timing.drifted(pairs, expected.get("reference_cpu"), REFERENCE_DRIFT,
+                              "the reference trainer")  # fmt: skip
 
     def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
         verdict = self.verdict(received, expected)

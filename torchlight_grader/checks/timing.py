@@ -296,6 +296,40 @@ def judge_wall_and_cpu(
         f"{wall.message}; in CPU time {cpu.ratio:.2f}x (the larger of the two is graded)"))  # fmt: skip
 
 
+def miscounted(
+    received: dict[str, Any], *, slack: float, share: float, what: str = "your kernel"
+) -> SpeedVerdict | None:
+    """The sandbox's report against the CPU time its broker counted from outside the student's
+    process (``counted_cpu``): none counted holds the item; a runner's CPU clock
+    (``reported_cpu``) more than ``slack`` seconds or ``share`` of it away was changed while
+    the student's code ran (no speed credit). None when they agree."""
+    counted, reported = received.get("counted_cpu"), received.get("reported_cpu")
+    if not isinstance(counted, int | float):
+        return SpeedVerdict("untimed", None, (
+            f"{HELD} the sandbox could not count your process's CPU time from outside it. This "
+            "item scores nothing for now and is held for a re-run"))  # fmt: skip
+    if isinstance(reported, int | float) and abs(counted - reported) <= max(slack, share * counted):
+        return None
+    shown = f"{reported:.2f} s" if isinstance(reported, int | float) else "nothing"
+    return SpeedVerdict("wrong", None, (
+        f"{what} earns no speed credit: the grader's CPU clock in your sandbox saw {shown}, but "
+        f"the sandbox counted {counted:.2f} s from outside your process: the grader's clocks "
+        "were changed while your code ran"))  # fmt: skip
+
+
+def drifted(pairs: list[dict[str, Any]], mine: Any, drift: float, reference: str
+            ) -> SpeedVerdict | None:  # fmt: skip
+    """The reference's CPU time in the sandbox (median over ``pairs``) against the grader's own
+    run of it on the same inputs (``mine``): more than ``drift`` times apart, the item is held."""
+    theirs = sorted(float(p["reference_cpu"]) for p in pairs)[len(pairs) // 2]
+    if not isinstance(mine, int | float) or mine <= 0 or 1 / drift <= theirs / mine <= drift:
+        return None
+    return SpeedVerdict("untimed", None, (
+        f"{HELD} {reference} took {theirs:.3g} s of CPU time in your sandbox and {mine:.3g} s in "
+        f"the grader (at most {drift:g}x apart is fair). This item scores nothing for now and is "
+        "held for a re-run"))  # fmt: skip
+
+
 def points(verdict: SpeedVerdict, level: str) -> bool:
     """Whether a speed cell of ``level`` ("full" or "partial") passes: a "partial" cell passes
     on fast or partial, a "full" cell on fast only."""
