@@ -8,6 +8,7 @@ Select a profile with the environment variable ``HYPOTHESIS_PROFILE``:
 """
 
 import os
+import signal
 
 from hypothesis import HealthCheck, settings
 
@@ -31,6 +32,13 @@ except ImportError:
     import torchlight.compat
 
     torchlight.compat.uninstall()
+
+# `make pytest` runs one of its two pytest processes in the background (`... &`), and a shell
+# without job control starts a background command with SIGINT ignored; every process a test
+# starts would inherit that, and a test that stops one with Ctrl-C (a training run, `make
+# course-grade`) would wait for nothing. The session takes Ctrl-C as a terminal's would.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 settings.register_profile(
     "ci",

@@ -17,6 +17,7 @@ import pytest
 from torchlight import nn
 from torchlight.train.checkpoint import load_checkpoint
 from torchlight.train.cli import build_model
+from torchlight.train.guards import ctrl_c_deferred
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -207,6 +208,22 @@ def test_ctrl_c_prints_one_line_naming_the_last_checkpoint(tmp_path):
     assert f"--resume {ckpt}" in message[0]
     saved = load_checkpoint(ckpt, build_model("mlp", "xor"))["epoch"]  # intact, readable
     assert f"(epoch {saved})" in message[0]
+
+
+def test_a_deferred_ctrl_c_is_raised_after_the_block_and_an_ignored_one_stays_ignored():
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with pytest.raises(KeyboardInterrupt), ctrl_c_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            written = "the checkpoint"  # the block runs to its end first
+        assert written == "the checkpoint"
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # `nohup`, a shell's `&`: no Ctrl-C at all
+        with ctrl_c_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_help_names_the_command_used_without_rst_markup():

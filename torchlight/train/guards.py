@@ -29,9 +29,11 @@ def ctrl_c_deferred() -> Iterator[None]:
     """Hold back Ctrl-C until the block ends: a Ctrl-C that lands between writing a checkpoint
     and noting its epoch would otherwise make the interrupted line name an older checkpoint.
 
-    Python runs signal handlers in the main thread only, so outside it there is nothing to do.
+    Python runs signal handlers in the main thread only, so outside it there is nothing to do;
+    nor where Ctrl-C is ignored (a run started in the background, ``nohup``), which it still is.
     """
-    if threading.current_thread() is not threading.main_thread():
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
     pending: list[int] = []
