@@ -99,7 +99,8 @@ class Batch:
 # ------------------------------------------------------------------------------ fingerprint
 def fingerprint(course: Path) -> dict[str, str]:
     """What must not change: the course (but nbgrader's outputs), the library, the grader (by
-    content) and the whole Python environment (by size, mtime and mode of every entry)."""
+    content: every file's bytes, every folder's mode) and the whole Python environment (by
+    size, mtime and mode of every entry)."""
     entries: dict[str, str] = {}
 
     def walk(base: Path, label: str, content: bool, skip: set[str] = frozenset()) -> None:  # type: ignore[assignment]
@@ -114,6 +115,11 @@ def fingerprint(course: Path) -> dict[str, str]:
                 key = f"{label}/{os.path.relpath(path, base)}"
                 if stat.S_ISREG(st.st_mode) and content:
                     entries[key] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+                elif stat.S_ISDIR(st.st_mode) and content:
+                    # (by mode: an entry added or removed is a key of its own, and a folder's
+                    # mtime also moves when the other pytest process first imports a module of
+                    # it and Python makes its __pycache__)
+                    entries[key] = f"folder {st.st_mode:o}"
                 elif stat.S_ISLNK(st.st_mode):
                     entries[key] = "link " + os.readlink(path)
                 else:
