@@ -104,7 +104,7 @@ class Tensor(TensorOps):
             storage, backend = _legacy_storage(storage, backend, requires_grad, history, version)
             requires_grad, history, version = False, None, None
         self.storage = storage  # the backend's object holding the elements
-        self.shape: tuple[int, ...] = backend.shape(storage)  # (a storage keeps its shape)
+        self.shape: tuple[int, ...] = storage.shape  # (every backend's storage has one)
         self.backend = backend
         self.history = history
         self.requires_grad = requires_grad
@@ -149,7 +149,7 @@ class Tensor(TensorOps):
 
     @property
     def dtype(self) -> dtypes.DType:
-        storage_dtype = self.backend.dtype(self.storage)
+        storage_dtype = self.storage.dtype
         # (the table lookup first: asked on every loss call and more; from_any for anything else)
         return dtypes._BY_NUMPY.get(storage_dtype) or dtypes.from_any(storage_dtype)
 
@@ -338,7 +338,7 @@ class Tensor(TensorOps):
         if isinstance(value, Tensor):
             return value
         if isinstance(value, (int, float)):  # bool is an int too
-            own = self.backend.dtype(self.storage)
+            own = self.storage.dtype
             # A Python number takes a float tensor's dtype: float32 * 2.5 stays float32; a float
             # with an integer tensor is the default dtype (PyTorch's: int64 * 2.5 is float32 there)
             if own.kind != "f" and type(value) is float:
@@ -369,7 +369,7 @@ class Tensor(TensorOps):
         if other.backend is not backend:
             self._check_backend(other, op)
         a, b = self.storage, other.storage
-        da, db = backend.dtype(a), backend.dtype(b)
+        da, db = a.dtype, b.dtype
         if da != db:
             common = _promote(da, db, self.shape == (), other.shape == ())
             a = a if da == common else backend.astype(a, common)
@@ -397,10 +397,10 @@ class Tensor(TensorOps):
         Tensors of mixed dtypes take the composition of primitives, which promotes them.
         """
         backend = self.backend
-        dtype = backend.dtype(self.storage)
-        same = [backend.dtype(weight.storage) == dtype, weight.backend is backend]
+        dtype = self.storage.dtype
+        same = [weight.storage.dtype == dtype, weight.backend is backend]
         if bias is not None:
-            same += [backend.dtype(bias.storage) == dtype, bias.backend is backend]
+            same += [bias.storage.dtype == dtype, bias.backend is backend]
         if not all(same):
             out = self._matmul(weight._permute((1, 0)))
             return out if bias is None else out._zip("add", bias)

@@ -690,10 +690,10 @@ class TensorOps:
             return self._rebase(_RECORDED[op], other, what=what)
         backend = self.backend
         a, b = self.storage, other.storage
-        dtype = backend.dtype(a)
+        dtype = a.dtype
         if (
             dtype.kind != "f"
-            or dtype != backend.dtype(b)
+            or dtype != b.dtype
             or (
                 other.shape != self.shape and broadcast_shape(self.shape, other.shape) != self.shape
             )

@@ -81,7 +81,9 @@ Index = tuple[Any, ...]
 class Backend(Protocol):
     """What torchlight's tensors and Functions need from a backend.
 
-    ``Storage`` below is whatever object the backend keeps a tensor's elements in.
+    A *storage* is whatever object the backend keeps a tensor's elements in; every storage
+    has a ``shape`` (a tuple of ints) and a ``dtype`` (a numpy dtype) of its own, as an
+    ``ndarray`` does, so a tensor reads them without a call into the backend.
     """
 
     name: str
@@ -95,13 +97,9 @@ class Backend(Protocol):
         """The elements of ``a`` as a numpy array (on the host)."""
         ...
 
-    def shape(self, a: Any) -> tuple[int, ...]: ...
-
     def strides(self, a: Any) -> tuple[int, ...]:
         """Strides in elements (not bytes), as PyTorch reports them."""
         ...
-
-    def dtype(self, a: Any) -> np.dtype: ...
 
     # the higher-order primitives --------------------------------------------------
     def map(self, op: str, a: Any) -> Any: ...

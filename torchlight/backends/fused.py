@@ -84,7 +84,7 @@ def _ops(backend: Any, like: Any) -> tuple[Any, Any, Any]:
         return backend.zip("add", a, b)
 
     def c(value: float) -> Any:
-        return backend.from_numpy(np.asarray(value, dtype=backend.dtype(like)))
+        return backend.from_numpy(np.asarray(value, dtype=like.dtype))
 
     return mul, add, c
 

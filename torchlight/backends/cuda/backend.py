@@ -274,14 +274,8 @@ class CudaBackend(LayoutOps, FusedKernels):
         c = self.contiguous(a)
         return c.buffer[c.offset : c.offset + c.size].copy_to_host().reshape(a.shape)
 
-    def shape(self, a: CudaStorage) -> tuple[int, ...]:
-        return a.shape
-
     def strides(self, a: CudaStorage) -> tuple[int, ...]:
         return a.strides
-
-    def dtype(self, a: CudaStorage) -> np.dtype:
-        return a.dtype
 
     # ------------------------------------------------------------------ the primitives
     def map(self, op: str, a: CudaStorage, dtype: Any = None) -> CudaStorage:

@@ -105,14 +105,8 @@ class NumpyBackend(FusedKernels):
     def to_numpy(self, a: np.ndarray) -> np.ndarray:
         return a
 
-    def shape(self, a: np.ndarray) -> tuple[int, ...]:
-        return a.shape
-
     def strides(self, a: np.ndarray) -> tuple[int, ...]:
         return tuple(s // a.itemsize for s in a.strides)
-
-    def dtype(self, a: np.ndarray) -> np.dtype:
-        return a.dtype
 
     def map(self, op: str, a: np.ndarray) -> np.ndarray:
         return _array(_MAP[op](a))

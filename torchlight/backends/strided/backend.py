@@ -112,14 +112,8 @@ class StridedBackend(LayoutOps, FusedKernels):
         flat = np.frombuffer(a.buffer, dtype=a.dtype)
         return flat[position_table(a.shape, a.strides, a.offset)]  # fancy indexing copies
 
-    def shape(self, a: StridedStorage) -> tuple[int, ...]:
-        return a.shape
-
     def strides(self, a: StridedStorage) -> tuple[int, ...]:
         return a.strides
-
-    def dtype(self, a: StridedStorage) -> np.dtype:
-        return a.dtype
 
     # ------------------------------------------------------------------ the primitives
     def map(self, op: str, a: StridedStorage) -> StridedStorage:
