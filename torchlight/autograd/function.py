@@ -162,8 +162,8 @@ class History:
         if len(grads) != len(self.parents):  # one per forward argument (PyTorch's way)
             grads = _one_per_parent(self, grads)
         pairs = []
-        for i, (parent, grad) in enumerate(zip(self.recorded_parents(), grads, strict=True)):
-            if grad is not None and parent.requires_grad:
+        for i, parent in enumerate(self.recorded_parents()):  # (as many grads as parents)
+            if (grad := grads[i]) is not None and parent.requires_grad:
                 pairs.append((parent, _fitted(self.last_fn, i, parent, grad)))
         return pairs
 
