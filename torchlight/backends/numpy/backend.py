@@ -114,8 +114,10 @@ class NumpyBackend(FusedKernels):
     def zip(
         self, op: str, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
     ) -> np.ndarray:
-        ufunc = _ZIP[op]
-        return _array(ufunc(a, b) if out is None else ufunc(a, b, out=out))
+        if out is not None:
+            return _ZIP[op](a, b, out=out)
+        result = _ZIP[op](a, b)  # (speed: _array's test written out, no call on every op's path)
+        return result if type(result) is np.ndarray else np.asarray(result)
 
     def reduce(self, op: str, a: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
         return _array(_REDUCE[op](a, axis=dims, keepdims=keepdim))
