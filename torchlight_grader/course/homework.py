@@ -332,18 +332,13 @@ def check(into: Path, name: str) -> int:
     order = {grade_id: i for i, grade_id in enumerate(cells)}
     rows.sort(key=lambda r: order.get(r["grade_id"], len(order)))  # the notebook's order
     auto = {grade_id for grade_id, _ in tests}
-    by_hand = [r for r in rows if r["grade_id"] in cells and r["grade_id"] not in auto]
-    rows = [r for r in rows if r not in by_hand]
+    written_answers = {grade_id for grade_id in cells if grade_id not in auto}  # (no hidden test)
+    by_hand = [r for r in rows if r["grade_id"] in written_answers]
+    rows = [r for r in rows if r["grade_id"] not in written_answers]
     score = sum(float(r["score"]) for r in rows)
     total = sum(float(r["max_score"]) for r in rows)
     started = attempted_items(mine, released)
-    for r in [*rows, *by_hand]:
-        if r in by_hand:  # a written answer: a person grades it in a course, no hidden test
-            answered = r.get("needs_manual_grade") == "yes"
-            what = "answered" if answered else "not answered yet (the cell is as released)"
-            print(f"  ----  {r['grade_id']:32s} ? / {float(r['max_score']):g}  written answer, "
-                  f"{what}: not auto-graded (in a course, a person grades it)")  # fmt: skip
-            continue
+    for r in rows:
         ok = float(r["score"]) == float(r["max_score"])
         print(
             f"  {'pass' if ok else 'FAIL'}  {r['grade_id']:32s} {float(r['score']):g} / {float(r['max_score']):g}"
@@ -352,6 +347,11 @@ def check(into: Path, name: str) -> int:
         if not ok and written:  # a failed attempt: unlock the next hint (issue 40)
             shown = hints.failed_attempt(mine.parent, r["grade_id"], written)
             print(hints.format_hints(shown, len(written), indent="        "))
+    for r in by_hand:  # a written answer: a person grades it in a course, no hidden test
+        answered = r.get("needs_manual_grade") == "yes"
+        what = "answered" if answered else "not answered yet (the cell is as released)"
+        print(f"  ----  {r['grade_id']:32s} ? / {float(r['max_score']):g}  written answer, "
+              f"{what}: not auto-graded (in a course, a person grades it)")  # fmt: skip
     extra = sum(float(r["max_score"]) for r in by_hand)
     beside = (
         f" (auto-graded; {extra:g} more for written answers, not auto-graded)" if by_hand else ""
