@@ -128,12 +128,6 @@ def probe_lab(url: str) -> dict[str, Any]:
     return config
 
 
-def _default_ctrl_c() -> None:
-    """A terminal's shell takes Ctrl-C; one started in the background (`make test &`) inherits
-    SIGINT ignored, and Python then never raises KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def run_pasted(workdir: Path, setup: list[str], command: str) -> Pasted:
     """Run ``command`` in a fresh bash after the block's ``setup`` lines; stop a long one with
     its signal once it has started."""
@@ -148,10 +142,10 @@ def run_pasted(workdir: Path, setup: list[str], command: str) -> Pasted:
     )  # fmt: skip
     env["BROWSER"] = "true"  # JupyterLab opens no browser window
     start = time.perf_counter()
+    # (Ctrl-C reaches it even where pytest runs in the background: tests/conftest.py)
     proc = subprocess.Popen(
         ["bash", "-c", script], cwd=workdir, env=env, text=True, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-        preexec_fn=_default_ctrl_c,
     )  # fmt: skip
     out: list[str] = []
     started: list[str] = []
