@@ -144,6 +144,59 @@ FORGE_BOTH = (
 """
 )
 
+#: The sandbox's own speed runner patched (its module is in ``sys.modules`` there): when the
+#: protocol draws its first inputs, every pair's product is computed ahead from the item's seed
+#: with the slow kernel, and each timed call of the student's kernel hands back the answer
+#: computed for its inputs. Where the runner timed the calls in the student's process, the
+#: serial triple loop measured about 0.1x the reference, partial speed credit (full credit
+#: needs a prange loop).
+AHEAD = """
+import sys as _sys
+
+if "runners" in _sys.modules:  # in the grading sandbox, whose folder is on the path
+    import kernels as _k
+
+    _inputs, _call, _answers = _k.speed_inputs, _k.call, {}
+
+    def _drawn(seed, kind, n, k):
+        if kind == "matmul" and not _answers:  # every pair's product, before any is timed
+            for j in range(-1, 12):
+                a, b = _inputs(seed, kind, n, j)
+                _answers[(a[0, 0], b[0, 0])] = _call(tiled_matmul, kind, (a, b))()
+        return _inputs(seed, kind, n, k)
+
+    def _recalled(kernel, kind, inputs, out=None):
+        if kernel is tiled_matmul:
+            answer = _answers[(inputs[0][0, 0], inputs[1][0, 0])]
+            return lambda: answer
+        return _call(kernel, kind, inputs) if out is None else _call(kernel, kind, inputs, out)
+
+    _k.speed_inputs, _k.call = _drawn, _recalled
+"""
+
+#: A thread of the notebook's own, started in the speed item's process, that spins whenever
+#: that process is not inside the student's compiled kernel (which holds the interpreter's
+#: lock): while the reference kernel is timed, it takes a core from it.
+STARVE = """
+import sys as _sys
+import threading as _threading
+
+if "runners" in _sys.modules:  # in the grading sandbox, whose folder is on the path
+    import kernels as _k
+
+    _speed = _k.speed
+
+    def _spin():
+        while True:
+            pass
+
+    def _starving(obj, case, protected):
+        _threading.Thread(target=_spin, daemon=True).start()
+        return _speed(obj, case, protected)
+
+    _k.speed = _starving
+"""
+
 MATMUL_IN_CUDA = """
 @cuda.jit
 def shared_matmul(out, a, b):
@@ -308,25 +361,36 @@ CATALOG = [
         note="np.dot inside the kernel: right in the simulator (Python), no GPU code",
     ),
     Submission(
-        "faked-wall-clock",
-        A,
-        "cheat",
-        "solution",
-        (replace("tiled_matmul", NAIVE_MATMUL), append("tiled_matmul", FORGE)),
-        zero=SPEED,
-        note="the serial triple loop with the sandbox's wall clock forged to count a tenth of "
-        "its calls: graded on CPU time too, it gains nothing",
-    ),
-    Submission(
         "faked-clocks",
         A,
         "cheat",
         "solution",
         (replace("tiled_matmul", NAIVE_MATMUL), append("tiled_matmul", FORGE_BOTH)),
+        zero=SPEED,
+        note="the serial triple loop with both of the sandbox's clocks forged: the broker times "
+        "the calls on its own clocks, outside the student's process, and the forgery changes "
+        "nothing (it cost the map its credit too, when the clocks were read in that process)",
+    ),
+    Submission(
+        "answers-computed-ahead",
+        A,
+        "cheat",
+        "solution",
+        (replace("tiled_matmul", NAIVE_MATMUL), append("tiled_matmul", AHEAD)),
+        zero=SPEED,
+        note="the sandbox's speed runner patched to compute every pair's answer ahead from the "
+        "item's seed: the student's process gets no seed, and each pair's inputs only when its "
+        "timed call starts",
+    ),
+    Submission(
+        "reference-starved",
+        A,
+        "cheat",
+        "solution",
+        (append("tiled_matmul", STARVE),),
         zero=("test_map_speed", "test_map_fast", *SPEED),
-        note="the serial triple loop with both of the sandbox's clocks forged: the CPU time the "
-        "sandbox counts from outside does not match, no speed credit (for the map either: the "
-        "clocks are forged for every timed kernel)",
+        note="a thread of its own spinning while the reference kernel is timed: the broker "
+        "counts it, and no speed credit",
     ),
     Submission(
         "matmul-operator-in-cuda-quiet-dis",
@@ -364,8 +428,9 @@ FLAGGED = {
     "objmode-matmul": "uses .objmode",
     "library-cuda-matmul": "imports _tiled_matmul_source from torchlight.backends.cuda.kernels",
     "numpy-in-cuda-kernel": "uses .dot",
-    "faked-wall-clock": "uses .PROTECTED",
     "faked-clocks": "uses .PROTECTED",
+    "answers-computed-ahead": "imports kernels",
+    "reference-starved": "imports kernels",
     "matmul-operator-in-cuda-quiet-dis": "uses @",
 }
 

@@ -24,16 +24,18 @@ read from there, barriers between storing and reading them and before overwritin
 local memory.
 
 **Speed.** ``test_map_speed``/``test_map_fast`` and ``test_matmul_speed``/``test_matmul_fast``
-time the student's kernel against a reference kernel in the sandbox with the paired protocol of
+time the student's kernel against a reference kernel with the paired protocol of
 :mod:`torchlight_grader.checks.timing` (two CPU threads; fresh inputs and a comparison after
 every pair); ``*_speed`` passes at the partial threshold, ``*_fast`` at the full one, and both
-show the measured ratio. The clocks the sandbox times with were bound before any cell ran, but
-in a dict the cells can reach, and the timed calls run in the student's process: what comes
-back is checked against what the student's code cannot reach (:meth:`SpeedCheck.tampered`).
-The runner's CPU clock must agree with the CPU time the sandbox's broker counted from outside
-that process, the timed calls must leave little of the measurement's stretch untimed, and the
-reference kernel's CPU time there must be close to the grader's own timing of it
-(:func:`reference_cpu`); the ratio is taken on wall time and on CPU time, the larger graded.
+show the measured ratio. The sandbox's broker, where no student code runs, paces the protocol
+(:mod:`torchlight_grader.sandbox.inside.paced`): it draws each pair's inputs from a seed of its
+own only when the pair starts, times the student's call on its own clocks (wall, and the CPU
+time of every student process counted from ``/proc``), reads the output when the call says it
+is done, and runs the reference kernel itself. The student's process only compiles its kernel
+and runs it when told: no clock it could forge is read, no input exists before its timed call
+(nothing can be computed ahead), and the reference is out of its reach. What it could still do,
+run something while the reference is timed, is counted and judged (:meth:`SpeedCheck.disturbed`).
+The ratio is taken on wall time and on CPU time, the larger graded.
 
 **Authorship.** The grader's library for this notebook has none of torchlight's own Numba or
 CUDA kernels, and the sandbox has no SciPy, without which Numba cannot compile numpy's ``@``
@@ -47,7 +49,7 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -391,56 +393,16 @@ class CudaPtxCheck(Check):
 
 # ------------------------------------------------------------------------------ speed
 PROTOCOL = Path(timing.__file__).read_text(encoding="utf-8")
-#: What the sandbox reports is checked against what the student's code cannot reach. The speed
-#: runner's CPU clock, read at its start and its end, must agree with the CPU time the sandbox's
-#: broker counted for the item from outside the student's process (within CPU_SLACK seconds or
-#: CPU_SHARE of it: the item's process starts and sends its result outside the runner). Of the
-#: last measurement's stretch (the kernels compiled before it), what the timed calls leave
-#: untimed must fit what it holds: one untimed warm-up pair (UNTIMED_WARMUP times the median
-#: pair's CPU time), fresh inputs and a comparison per pair (PAIR_CPU seconds each) and
-#: STRETCH_SLACK; else the CPU time of the student's calls went somewhere the clock did not
-#: show it. And the reference kernel's CPU time there (median over the pairs) must be within
-#: REFERENCE_DRIFT of the grader's own timing of the same reference kernel on the first pair's
-#: inputs (:func:`reference_cpu`, median of REFERENCE_RUNS calls). Measured on the 2-core
-#: development machine beside other graders (load 4-11): the runner's clock saw 0.02-0.13 s less
-#: than the broker counted (of 3.5-7 s); the stretch left 0.09-0.54 s untimed (the solution's map
-#: and matmul, a serial matmul at 14-19x: its warm-up call alone is 0.47 s); the reference's CPU
-#: time in the sandbox and in the grader differed by under 15%.
-CPU_SLACK = 0.3
-CPU_SHARE = 0.05
-UNTIMED_WARMUP = 2.0
-PAIR_CPU = 0.04
-STRETCH_SLACK = 0.25
-REFERENCE_DRIFT = 2.0
-REFERENCE_RUNS = 3
-
-
-def reference_cpu(seed: int, kind: str, size: int) -> float:
-    """The reference kernel's CPU seconds on the first timed pair's inputs, measured here in the
-    grader's process: the kernel the sandbox runs (:func:`~torchlight_grader.sandbox.inside.
-    kernels.reference`, compiled once per grading process), on at most :data:`THREADS` numba
-    threads, one untimed call and then the median of :data:`REFERENCE_RUNS`."""
-    import statistics
-    import time
-
-    import numba
-
-    from torchlight_grader.sandbox.inside import kernels
-
-    inputs = kernels.speed_inputs(seed, kind, size, 0)
-    run = kernels.call(kernels.reference(kind), kind, inputs)
-    before = numba.get_num_threads()
-    numba.set_num_threads(min(THREADS, int(getattr(numba.config, "NUMBA_NUM_THREADS", 1))))
-    try:
-        run()
-        spent = []
-        for _ in range(REFERENCE_RUNS):
-            start = time.process_time()
-            run()
-            spent.append(time.process_time() - start)
-    finally:
-        numba.set_num_threads(before)
-    return statistics.median(spent)
+#: The sandbox's broker paces a speed item from outside the student's process (see
+#: :mod:`torchlight_grader.sandbox.inside.paced`): it draws each pair's inputs when the pair
+#: starts, times the student's call on its own clocks, and runs the reference kernel itself. The
+#: student side could still slow the reference down by running something of its own meanwhile:
+#: the CPU time it used during the timed reference calls (``disturbance``, all pairs) must stay
+#: within DISTURBANCE_SLACK seconds plus DISTURBANCE_SHARE of the reference's own CPU time. An
+#: honest notebook's processes are idle then (its item process waits for "go", its main line
+#: polls that process): measured on the 2-core development machine, 0-0.02 s of 1-2 s.
+DISTURBANCE_SLACK = 0.05
+DISTURBANCE_SHARE = 0.03
 
 
 @dataclass
@@ -457,27 +419,24 @@ class SpeedCheck(Check):
     """Another speed item of the same kernel: this one is judged from that item's measurement
     (one timing in the sandbox, two levels of credit), when both are graded together."""
 
-    counted_cpu: bool = field(default=True, kw_only=True)  # (see Check)
-
     def spec(self) -> dict[str, Any]:
-        return {"runner": "speed", "entry": self.entry}
+        return {"runner": "speed", "entry": self.entry, "paced_bytes": 3 * self.size**2 * 8}
 
     def expected(self, case: Case) -> dict[str, Any]:
-        """The reference kernel's CPU time on the first pair's inputs, measured here (once per
-        case: both levels share it)."""
-        if "reference_cpu" not in case.hidden:
-            seed, kind, size = case.args[:3]
-            case.hidden["reference_cpu"] = reference_cpu(int(seed), str(kind), int(size))
-        return {"reference_cpu": case.hidden["reference_cpu"]}
+        return {}
 
-    def verdict(self, received: dict[str, Any], expected: dict[str, Any] | None = None
-                ) -> timing.SpeedVerdict:  # fmt: skip
-        """The protocol's verdict, once what the sandbox reported agrees with what was measured
-        where the student's code cannot reach (:meth:`tampered`), on wall time and on CPU time,
-        the larger ratio graded; full credit also needs a ``prange`` loop in the compiled
-        kernel (on a busy machine two threads may get one core's time between them, and a
-        serial kernel would then time like a parallel one)."""
-        problem = self.tampered(received, expected or {})
+    def run(self, namespace: dict[str, Any], case: Case) -> dict[str, Any]:
+        """The notebook's check of itself: both kernels timed in this process (the student's own
+        machine), marked so; a sandbox's result is the broker's (``paced``) and never has it."""
+        return {**super().run(namespace, case), "in_process": True}
+
+    def verdict(self, received: dict[str, Any]) -> timing.SpeedVerdict:
+        """The protocol's verdict, once the broker timed the item undisturbed
+        (:meth:`disturbed`), on wall time and on CPU time, the larger ratio graded; full credit
+        also needs a ``prange`` loop in the compiled kernel (on a busy machine two threads may
+        get one core's time between them, and a serial kernel would then time like a parallel
+        one)."""
+        problem = self.disturbed(received)
         if problem is not None:
             return problem
         verdict = timing.judge_wall_and_cpu(received, self.thresholds, threads=THREADS,
@@ -490,44 +449,35 @@ class SpeedCheck(Check):
                 "at most"))  # fmt: skip
         return verdict
 
-    def tampered(self, received: dict[str, Any], expected: dict[str, Any]
-                 ) -> timing.SpeedVerdict | None:  # fmt: skip
-        """Why what the sandbox reported cannot be graded (it disagrees with the CPU time
-        counted outside the student's process, or the reference's time there with the
-        grader's), or None."""
+    def disturbed(self, received: dict[str, Any]) -> timing.SpeedVerdict | None:
+        """Why a sandbox's measurement cannot be graded (the broker did not pace it, or the
+        student's processes ran while the reference kernel was timed), or None."""
         pairs = received.get("pairs") or []
-        if received.get("failed") or not pairs:
-            return None  # nothing was timed: judge says so
-        problem = timing.miscounted(received, slack=CPU_SLACK, share=CPU_SHARE, what=self.what)
-        if problem is not None:
-            return problem
-        reported, stretch = float(received["reported_cpu"]), received.get("stretch_cpu")
-        timed = sum(float(p["student_cpu"]) + float(p["reference_cpu"]) for p in pairs)
-        median = sorted(float(p["student_cpu"]) + float(p["reference_cpu"]) for p in pairs)[
-            len(pairs) // 2
-        ]
-        room = UNTIMED_WARMUP * median + PAIR_CPU * (len(pairs) + 1) + STRETCH_SLACK
-        if (
-            not isinstance(stretch, int | float)
-            or not timed - 1e-6 <= stretch <= reported + 1e-6
-            or stretch - timed > room
-        ):
-            shown = f"{stretch:.2f} s" if isinstance(stretch, int | float) else "nothing"
-            return self.forged(f"the timed calls' CPU times add up to {timed:.2f} s of the "
-                               f"{shown} the grader's CPU clock saw while they ran (at most "
-                               f"{room:.2f} s between them is fair)")  # fmt: skip
-        return timing.drifted(pairs, expected.get("reference_cpu"), REFERENCE_DRIFT,
-                              "the reference kernel")  # fmt: skip
-
-    def forged(self, why: str) -> timing.SpeedVerdict:
+        if received.get("in_process") or received.get("failed") or not pairs:
+            return None  # the notebook's own check; or nothing was timed: judge says so
+        if not received.get("paced"):
+            return timing.SpeedVerdict("wrong", None, (
+                f"{self.what} earns no speed credit: the sandbox's broker did not time it"))  # fmt: skip
+        used = received.get("disturbance")
+        if not isinstance(used, list) or len(used) != len(pairs):
+            return timing.SpeedVerdict("wrong", None, (
+                f"{self.what} earns no speed credit: the sandbox's broker did not count what "
+                "your processes used while it timed the reference"))  # fmt: skip
+        spent = sum(float(u) for u in used)
+        reference = sum(float(p["reference_cpu"]) for p in pairs)
+        allowed = DISTURBANCE_SLACK + DISTURBANCE_SHARE * reference
+        if spent <= allowed:
+            return None
         return timing.SpeedVerdict("wrong", None, (
-            f"{self.what} earns no speed credit: {why}: the grader's clocks were changed while "
-            "your code ran"))  # fmt: skip
+            f"{self.what} earns no speed credit: your notebook's processes used {spent:.2f} s of "
+            f"CPU time while the reference kernel was timed (at most {allowed:.2f} s is fair): "
+            "something of yours runs in the background (a thread or a process a cell started), "
+            "and it slows the reference down"))  # fmt: skip
 
     def judge(self, case: Case, received: dict[str, Any], expected: dict[str, Any]) -> str | None:
         if received.get("object_mode"):
             return f"{self.what}{OBJECT_MODE}"
-        verdict = self.verdict(received, expected)
+        verdict = self.verdict(received)
         case.hidden[f"shown-{self.level}"] = verdict.message  # passed_on reads it
         if timing.points(verdict, self.level):
             return None
@@ -571,24 +521,41 @@ LIBRARY = {"matmul_kernel", "map_kernels", "zip_kernels", "reduce_kernels", "_ma
 
 def library_kernels(sources: Iterable[str]) -> list[str]:
     """One line if the student code reaches for a kernel it should write, numpy's product (``@``,
-    ``np.dot``, ``matmul``, ...), ``numba.objmode``, or the grader's clocks: an import or an
-    attribute of one of :data:`LIBRARY`, the ``@`` operator, or ``getattr`` with such a name
-    (:func:`~torchlight_grader.checks.structure.references`)."""
+    ``np.dot``, ``matmul``, ...), ``numba.objmode``, the grader's clocks or the sandbox's own
+    modules: an import or an attribute of one of :data:`LIBRARY`, the ``@`` operator, an import
+    of a :data:`SANDBOX` module or a look-up of one in ``sys.modules``, or ``getattr`` with such
+    a name (:func:`~torchlight_grader.checks.structure.references`)."""
     modules = ("torchlight.backends", "numpy", "numba", "time")
     found = references(sources, LIBRARY, modules, extra=_product_or_backend)
     if not found:
         return []
-    return [f"reaches for a kernel it should write, numpy's product or the grader's clocks "
-            f"({', '.join(found)}): review by hand whether the student wrote the kernels"]  # fmt: skip
+    return [f"reaches for a kernel it should write, numpy's product, the grader's clocks or the "
+            f"grading sandbox's own code ({', '.join(found)}): review by hand whether the student "
+            "wrote the kernels"]  # fmt: skip
+
+
+#: The grading sandbox's own modules (``torchlight_grader/sandbox/inside``, on the path there):
+#: a notebook has no reason to import them, or to look them up in ``sys.modules``.
+SANDBOX = {"runners", "kernels", "paced", "wire", "child", "builtins"}
 
 
 def _product_or_backend(node: ast.AST) -> str | None:
-    """The ``@`` operator, or ``import torchlight.backends...``."""
+    """The ``@`` operator, ``import torchlight.backends...``, an import of the sandbox's own
+    modules (or of ``builtins``, to rewrite them), or one of them looked up in ``sys.modules``."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         return "uses @"
     if isinstance(node, ast.Import):
-        names = [a.name for a in node.names if a.name.startswith("torchlight.backends")]
+        names = [a.name for a in node.names
+                 if a.name.startswith("torchlight.backends") or a.name in SANDBOX]  # fmt: skip
         return ", ".join(f"imports {n}" for n in names) or None
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "modules"
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value in SANDBOX
+    ):
+        return f"looks up sys.modules[{node.slice.value!r}]"
     return None
 
 

@@ -61,7 +61,9 @@ def run_items(
     """Run the cells once and then each item, in one sandbox, within ``limits.budget`` seconds.
 
     ``cells`` are ``{"name", "source"}`` in notebook order; ``items`` are
-    ``{"id", "spec", "cases", "timeout"}``. Items the sandbox never reached because it died get
+    ``{"id", "spec", "cases", "timeout"}`` (a spec's ``paced_bytes``: the memory the broker
+    shares with the student side to pace a speed item, :mod:`~torchlight_grader.sandbox.inside.
+    paced`). Items the sandbox never reached because it died get
     one more try in a fresh sandbox, within the same budget. ``ahead``: start the next
     notebook's sandbox now (:func:`open_sandbox`). ``overlays``, ``masks``: see :func:`command`
     (the grader-built library the checks run against). ``environ``: environment variables the
@@ -125,6 +127,10 @@ def _one_sandbox(
             "cells": list(cells),
             "budget": max(0.0, deadline - time.monotonic()),
             "environ": dict(environ),
+            # a region the broker shares with the student side, for items it paces itself
+            "paced_bytes": max(
+                (int(item["spec"].get("paced_bytes") or 0) for item in items), default=0
+            ),
             "limits": {
                 "memory": limits.memory,
                 "output": limits.output,

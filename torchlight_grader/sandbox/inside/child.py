@@ -25,6 +25,13 @@ frame and its status frame, which it forwards to the grader with the nonce added
 any other item, a second result, anything sent outside an item is dropped. So no student
 process can learn a nonce, read an item before it runs, or write a frame the grader reads.
 
+A speed item (spec runner ``speed``) is paced by the broker itself (:mod:`paced`): the
+student side gets it without its seed and the protocol's source, compiles the kernel and says
+it is ready; the broker then times every call from outside the student's processes, runs the
+reference kernel in its own process, and builds the item's result: its own measurement, and of
+what the item's process sent only its error or what its compiled kernel is. The request's
+``paced_bytes`` asks for the memory region the two sides share for it, mapped before the fork.
+
 The cells run in notebook order, as in Jupyter, each in a fork of the process that ran the cells
 before it (a *checkpoint*): if a cell finishes, its process carries on with the next cell; if it
 loops forever, exhausts its limits or ends the process, it is killed or gone, and its parent
@@ -38,6 +45,7 @@ import contextlib
 import ctypes
 import json
 import linecache
+import mmap
 import os
 import resource
 import select
@@ -113,11 +121,18 @@ def main(argv: list[str]) -> None:
     # every chunk the broker receives carries its sender's PID, stamped by the kernel
     up_broker.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     up_r, up_w = up_broker.detach(), up_student.detach()
+    pacing = _pacing(int(request.get("paced_bytes") or 0))
     if _fork() == 0:  # the student side: neither the grader's stdin nor its result pipe
         global _UP
         os.close(down_w)
         os.close(up_r)
         os.close(_RESULT_FD)
+        if pacing is not None:  # the student side's ends: it reads "go" and answers "back"
+            import runners
+
+            os.close(pacing.pop("go_w"))
+            os.close(pacing.pop("back_r"))
+            runners.PROTECTED["pacing"] = pacing
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -125,7 +140,23 @@ def main(argv: list[str]) -> None:
         _mainline(shell, request, deadline, os.fdopen(down_r, "rb"))  # never returns
     os.close(down_r)
     os.close(up_w)
-    _broker(down_w, up_r)
+    if pacing is not None:
+        os.close(pacing.pop("go"))
+        os.close(pacing.pop("back"))
+        pacing["go"], pacing["back"] = pacing.pop("go_w"), pacing.pop("back_r")
+    _broker(down_w, up_r, pacing)
+
+
+def _pacing(size: int) -> dict[str, Any] | None:
+    """For a paced speed item (:mod:`paced`): a memory region of ``size`` bytes that the broker
+    and the student side share, and the ``go`` and ``back`` pipes, both ends of each (each side
+    closes the ends it does not use once forked). None when no item of this sandbox needs it."""
+    if size <= 0:
+        return None
+    go, go_w = os.pipe()
+    back_r, back = os.pipe()
+    region = mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
+    return {"region": region, "go": go, "go_w": go_w, "back": back, "back_r": back_r}
 
 
 class _Broker:
@@ -137,14 +168,51 @@ class _Broker:
         self.item: tuple[str, str] | None = None  # (id, nonce) of the item being run
         self.results: dict[int, Any] = {}  # sender PID -> its first result frame for the item
         self.cpu_start = 0.0  # the student side's CPU seconds when the item was passed on
+        self.paced: dict[str, Any] | None = None  # a speed item's case and deadline (paced.py)
+        self.measured: dict[str, Any] | None = None  # what the broker measured for it
 
     def from_grader(self, message: dict[str, Any]) -> dict[str, Any]:
-        """A grader line as the student side gets it: an item without its nonce."""
+        """A grader line as the student side gets it: an item without its nonce (and a speed
+        item without its seed and the protocol's source: the broker paces it)."""
         if "nonce" in message:
             self.item, self.results = (str(message["id"]), str(message["nonce"])), {}
             self.cpu_start = _student_cpu() if _COUNTS_CPU else 0.0
+            self.paced, self.measured = None, None
+            spec = message.get("spec")
+            if isinstance(spec, dict) and spec.get("runner") == "speed":  # paced, whatever came
+                args = _speed_args(message.get("cases"))
+                deadline = _monotonic() + max(0.0, float(message.get("timeout") or 0) - 3.0)
+                self.paced = {"args": args, "deadline": deadline}
+                cases = [{"args": [None, *args[1:-1], ""]}] if args is not None else []
+                message = {**message, "cases": cases}
             return {k: v for k, v in message.items() if k != "nonce"}
         return message
+
+    def serve(self, pacing: dict[str, Any]) -> None:
+        """The student side said its speed item is ready: time it (:func:`paced.measure`),
+        once per item."""
+        if self.paced is None or self.measured is not None:
+            return
+        import paced
+
+        if not _COUNTS_CPU or self.paced["args"] is None:
+            why = "the sandbox cannot count CPU time" if self.paced["args"] else "no case"
+            self.measured = {"pairs": [], "failed": why, "paced": True}
+            return
+        self.measured = paced.measure(self.paced["args"], pacing, self.paced["deadline"],
+                                      _student_cpu)  # fmt: skip
+
+    def paced_cases(self, cases: Any) -> list[dict[str, Any]]:
+        """A speed item's result as the grader gets it: the measurement is the broker's; of
+        what the student side sent, only its error, or what its compiled kernel is."""
+        sent = cases[0] if isinstance(cases, list) and cases and isinstance(cases[0], dict) else {}
+        if "error" in sent:
+            return [{"error": str(sent["error"])}]
+        found = {k: sent[k] for k in ("object_mode", "prange_loops")
+                 if isinstance(sent.get(k), int)}  # fmt: skip
+        measured = self.measured or {
+            "pairs": [], "failed": "your kernel was never ready to be timed", "paced": True}  # fmt: skip
+        return [{**found, **measured}]
 
     def to_grader(self, message: Any, sender: int) -> list[dict[str, Any]]:
         """The frames to forward for one frame of the student side from PID ``sender``.
@@ -168,12 +236,25 @@ class _Broker:
             out = []
             pid = message.get("pid")
             if isinstance(pid, int) and pid != self.mainline and pid in self.results:
-                out.append({"result": ident, "nonce": nonce, "cases": self.results[pid]})
+                cases = self.results[pid]
+                if self.paced is not None:
+                    cases = self.paced_cases(cases)
+                out.append({"result": ident, "nonce": nonce, "cases": cases})
             status = {k: message.get(k) for k in
                       ("timed_out", "signal", "exit_code", "output_bytes", "output_tail")}  # fmt: skip
             cpu = round(_student_cpu() - self.cpu_start, 3) if _COUNTS_CPU else None
             return [*out, {**status, "status": ident, "nonce": nonce, "cpu_seconds": cpu}]
         return []
+
+
+def _speed_args(cases: Any) -> list[Any] | None:
+    """A speed item's one case, as the grader sends it (:func:`paced.measure`); None if the
+    cases are not that."""
+    if isinstance(cases, list) and len(cases) == 1 and isinstance(cases[0], dict):
+        args = cases[0].get("args")
+        if isinstance(args, list) and len(args) == 8:
+            return args
+    return None
 
 
 def _student_cpu() -> float:
@@ -197,7 +278,7 @@ def _student_cpu() -> float:
     return total / ticks + reaped.ru_utime + reaped.ru_stime
 
 
-def _broker(down: int, up: int) -> None:
+def _broker(down: int, up: int, pacing: dict[str, Any] | None = None) -> None:
     """Carry lines from the grader to the student side and frames back (see the module's
     docstring), and reap every process that ends (ours and orphans), until the grader closes
     its end of stdin (it is done, or it died) or no process is left: then return, and the
@@ -216,6 +297,8 @@ def _broker(down: int, up: int) -> None:
     watch = select.poll()
     watch.register(0, select.POLLIN)
     watch.register(up, select.POLLIN)
+    if pacing is not None:
+        watch.register(pacing["back"], select.POLLIN)
     while True:
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:
@@ -260,6 +343,12 @@ def _broker(down: int, up: int) -> None:
                 if not _forward(state, box, sender):
                     dropped.add(sender)  # a malformed frame: nothing more of it is read
                     del upbox[sender]
+            elif pacing is not None and fd == pacing["back"]:
+                chunk = os.read(fd, 4096) if event & select.POLLIN else b""
+                if not chunk:
+                    watch.unregister(fd)  # every student process is gone
+                elif b"r" in chunk:
+                    state.serve(pacing)
             elif fd == down:
                 try:
                     del outbox[: os.write(down, outbox)]

@@ -22,12 +22,9 @@ the timings and whether each pair agreed).
   reads it.
 - ``speed``: the student's kernel against the reference kernel below in the paired protocol of
   ``torchlight_grader/checks/timing.py``, whose source the grader sends with the spec (this
-  folder holds no grading code of its own). The clocks, ``exec`` and the comparison are the
-  ones :mod:`runners` bound before any cell of the notebook ran; a cell can still reach them,
-  so the runner also reports what its CPU clock saw in all and over the last measurement, and
-  the grader checks that against the CPU time the sandbox's broker counts from outside this
-  process (:mod:`torchlight_grader.checks.a2c_kernels`). The grader draws the first pair's
-  inputs again (:func:`speed_inputs`) to time the reference kernel itself.
+  folder holds no grading code of its own). In the grading sandbox the broker paces and times
+  it from outside this process (:mod:`paced`): here the student's kernel is only compiled and
+  called when the broker says go, on inputs the broker has just written.
 
 The reference kernels are plain parallel loops, as a student would write them: the library's
 own kernels are not in the grader's library for this notebook.
@@ -349,8 +346,7 @@ def reference(name: str) -> Any:
 
 def speed_inputs(seed: int, kind: str, n: int, k: int) -> tuple[np.ndarray, ...]:
     """Pair ``k``'s fresh inputs (warm-up pairs: ``k < 0``): for ``map``, one ``n x n`` matrix
-    read transposed (strides ``(1, n)``); for ``matmul``, two ``n x n`` matrices. The grader
-    draws pair 0's again to time the reference itself."""
+    read transposed (strides ``(1, n)``); for ``matmul``, two ``n x n`` matrices."""
     rng = np.random.default_rng([int(seed), k + 1000])
     if kind == "map":
         return (rng.uniform(-2, 2, size=(n, n)).T,)
@@ -358,10 +354,12 @@ def speed_inputs(seed: int, kind: str, n: int, k: int) -> tuple[np.ndarray, ...]
     return a, b
 
 
-def call(kernel: Any, kind: str, inputs: tuple[np.ndarray, ...]) -> Any:
-    """A thunk: ``kernel`` on ``inputs`` into its own NaN-filled output, which it returns."""
+def call(kernel: Any, kind: str, inputs: tuple[np.ndarray, ...], out: np.ndarray | None = None
+         ) -> Any:  # fmt: skip
+    """A thunk: ``kernel`` on ``inputs`` into ``out`` (by default its own, NaN-filled), which it
+    returns."""
     n = inputs[0].shape[0]
-    out = np.full((n, n), np.nan)
+    out = np.full((n, n), np.nan) if out is None else out
     if kind == "map":
         args = (*_layout(out), *_layout(inputs[0]))
         return lambda: (kernel(*args), out)[1]
@@ -370,45 +368,43 @@ def call(kernel: Any, kind: str, inputs: tuple[np.ndarray, ...]) -> Any:
 
 
 def speed(obj: Any, case: dict[str, Any], protected: dict[str, Any]) -> dict[str, Any]:
-    """The paired protocol on the student's kernel and the reference (see the module). Besides
-    the measurement, what the grader checks against the CPU time the sandbox's broker counts
-    from outside this process, read on the clock the timed calls are read on: ``reported_cpu``,
-    from this runner's start to its end, and ``stretch_cpu``, from the start of the last
-    measurement (both kernels compiled and inspected before it) to the end."""
-    cpu = protected["cpu"]
-    start = cpu()
-    seed, kind, n, pairs, attempts, threads, (spread, share), source = case["args"]
-    timing = types.ModuleType("torchlight_speed_protocol")
-    sys.modules[timing.__name__] = timing  # its dataclasses look their module up there
-    protected["exec"](protected["compile"](source, "timing.py", "exec"), timing.__dict__)
-    close = protected["agree"]
+    """A speed item. In the grading sandbox (``protected["pacing"]`` set) the broker times it:
+    this process only compiles the student's kernel and serves its calls
+    (:func:`paced.serve`), and reports what the compiled kernel is (the broker adds the
+    measurement). Elsewhere (a notebook's own check of itself, where the student's machine is
+    their own) the paired protocol runs here, both kernels in this process."""
+    _, kind, n, pairs, attempts, threads, (spread, share), source = case["args"]
     if kind == "map":
         student = obj(scalar("wave"))
         _require_parallel(student, "the kernel fast_map returns")
     else:
         student = obj
         _require_parallel(student, "tiled_matmul")
+    pacing = protected.get("pacing")
+    if pacing is not None:
+        import paced
+
+        paced.serve(student, str(kind), int(n), pacing, call)
+        return {"object_mode": _object_mode(student), "prange_loops": _prange_loops(student)}
+    seed = case["args"][0]
+    timing = types.ModuleType("torchlight_speed_protocol")
+    sys.modules[timing.__name__] = timing  # its dataclasses look their module up there
+    protected["exec"](protected["compile"](source, "timing.py", "exec"), timing.__dict__)
     ref = reference(kind)
 
     def fresh(k: int) -> tuple[Any, Any]:
         inputs = speed_inputs(int(seed), kind, int(n), k)
         return call(student, kind, inputs), call(ref, kind, inputs)
 
-    for thunk in fresh(-1):  # compiled now, so that the measurement's stretch holds no compiling
-        thunk()
-    found = {"object_mode": _object_mode(student), "prange_loops": _prange_loops(student)}
-    began: list[float] = []
-
     def measure() -> dict[str, Any]:
-        began.append(cpu())
-        return timing.time_pairs(fresh, close, pairs=int(pairs), warmup=1,
-                                 clocks=(protected["wall"], cpu))  # fmt: skip
+        return timing.time_pairs(fresh, protected["agree"], pairs=int(pairs), warmup=1,
+                                 clocks=(protected["wall"], protected["cpu"]))  # fmt: skip
 
     fairness = timing.Fairness(max_spread=float(spread), min_share=float(share))
     measured = timing.time_fairly(measure, threads=int(threads), attempts=int(attempts),
                                   fairness=fairness)  # fmt: skip
-    end = cpu()
-    return {**measured, **found, "reported_cpu": end - start, "stretch_cpu": end - began[-1]}
+    found = {"object_mode": _object_mode(student), "prange_loops": _prange_loops(student)}
+    return {**measured, **found}
 
 
 def _layout(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
