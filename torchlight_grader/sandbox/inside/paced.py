@@ -31,6 +31,7 @@ unfinished output, which disagrees with the reference).
 
 from __future__ import annotations
 
+import mmap
 import os
 import secrets
 import select
@@ -99,25 +100,19 @@ class _StudentCall:
 
 
 class _ReferenceCall:
-    """The broker's thunk for the reference kernel on one pair's inputs: the same copies in and
-    out as the student's call, and the CPU time the student side used meanwhile."""
+    """The broker's thunk for the reference kernel on one pair's inputs, with the same copies in
+    and out as the student's call."""
 
-    def __init__(self, reference: Any, kind: str, n: int, call: Callable[..., Any],
-                 student_cpu: Callable[[], float]) -> None:  # fmt: skip
-        self.inputs, self.out = _parts(bytearray(region_bytes(n)), kind, n)
+    def __init__(self, reference: Any, kind: str, n: int, call: Callable[..., Any]) -> None:
+        self.inputs, self.out = _parts(mmap.mmap(-1, region_bytes(n)), kind, n)  # page-aligned
         self.thunk = call(reference, kind, self.inputs, self.out)
-        self.student_cpu = student_cpu
-        self.disturbance: list[float] = []
 
     def __call__(self, inputs: tuple[np.ndarray, ...]) -> np.ndarray:
-        before = self.student_cpu()
         for own, value in zip(self.inputs, inputs, strict=True):
             own[...] = value
         self.out[...] = np.nan
         self.thunk()
-        result = np.array(self.out)
-        self.disturbance.append(self.student_cpu() - before)
-        return result
+        return np.array(self.out)
 
 
 def _drain(fd: int) -> None:
@@ -150,20 +145,29 @@ def measure(args: list[Any], pacing: dict[str, Any], deadline: float,
     exec(compile(str(source), "timing.py", "exec"), timing.__dict__)  # the grader's source
     seed = secrets.randbits(62)
     student = _StudentCall(pacing, kind, n, deadline)
-    reference = _ReferenceCall(kernels.reference(kind), kind, n, kernels.call, student_cpu)
+    reference = _ReferenceCall(kernels.reference(kind), kind, n, kernels.call)
+    readings: list[float] = []  # the student side's CPU seconds at every read of the CPU clock
 
     def fresh(k: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
         inputs = kernels.speed_inputs(seed, kind, n, k)
         return (lambda: student(inputs)), (lambda: reference(inputs))
 
-    def both_clocks() -> float:
-        return time.process_time() + student_cpu()
+    def both_clocks() -> float:  # read just outside each timed call's wall-clock span
+        readings.append(student_cpu())
+        return time.process_time() + readings[-1]
 
     def one() -> dict[str, Any]:
-        reference.disturbance = []
+        readings.clear()
         measured = timing.time_pairs(fresh, runners._agree, pairs=int(pairs), warmup=1,
                                      clocks=(time.perf_counter, both_clocks))  # fmt: skip
-        return {**measured, "disturbance": reference.disturbance[1:]}  # after the warm-up
+        # two readings per timed call, four per pair, in the pair's order ("SR" or "RS")
+        if len(readings) != 4 * len(measured["pairs"]):
+            raise RuntimeError("the protocol read its CPU clock other than twice per timed call")
+        disturbance = []
+        for k, pair in enumerate(measured["pairs"]):
+            at = 4 * k + (0 if pair["order"].startswith("R") else 2)
+            disturbance.append(readings[at + 1] - readings[at])
+        return {**measured, "disturbance": disturbance}
 
     fairness = timing.Fairness(max_spread=float(spread), min_share=float(share))
     try:
