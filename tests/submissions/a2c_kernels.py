@@ -197,6 +197,51 @@ if "runners" in _sys.modules:  # in the grading sandbox, whose folder is on the 
     _k.speed = _starving
 """
 
+#: numpy's product in a plain Python function the kernel calls, and ``builtins.isinstance``
+#: patched to say that function is a number: the CUDA rule, reading the kernel's globals with
+#: the builtin, skipped it (the simulator runs it as Python and gets the right numbers).
+PATCHED_ISINSTANCE = """
+def _row_times_column(a, b, i, j):
+    return np.dot(a[i, :], b[:, j])
+
+
+@cuda.jit
+def shared_matmul(out, a, b):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = _row_times_column(a, b, i, j)
+
+
+import builtins as _builtins
+
+_isinstance = _builtins.isinstance
+
+
+def _lenient(obj, kind):  # "a number", not "a module"
+    if obj is _row_times_column:
+        return kind is not type(_builtins)
+    return _isinstance(obj, kind)
+
+
+_builtins.isinstance = _lenient
+"""
+
+#: numpy's product in a module the notebook made and named ``numpy.rows``: the CUDA rule
+#: allowed any module whose name starts with ``numpy``.
+FAKE_NUMPY_MODULE = """
+import types as _types
+
+_rows = _types.ModuleType("numpy.rows")
+_rows.times = lambda a, b, i, j: np.dot(a[i, :], b[:, j])
+
+
+@cuda.jit
+def shared_matmul(out, a, b):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = _rows.times(a, b, i, j)
+"""
+
 MATMUL_IN_CUDA = """
 @cuda.jit
 def shared_matmul(out, a, b):
@@ -393,6 +438,26 @@ CATALOG = [
         "counts it, and no speed credit",
     ),
     Submission(
+        "numpy-in-cuda-patched-isinstance",
+        A,
+        "cheat",
+        "solution",
+        (replace("shared_matmul", PATCHED_ISINSTANCE),),
+        zero=CUDA,
+        note="np.dot in a Python function the kernel calls, and builtins.isinstance patched to "
+        "hide it: the rule uses the builtins bound before any cell ran",
+    ),
+    Submission(
+        "numpy-in-cuda-fake-numpy-module",
+        A,
+        "cheat",
+        "solution",
+        (replace("shared_matmul", FAKE_NUMPY_MODULE),),
+        zero=CUDA,
+        note="np.dot in a module the notebook made and named numpy.rows: a module is numpy's "
+        "only if it is loaded from where numpy is installed",
+    ),
+    Submission(
         "matmul-operator-in-cuda-quiet-dis",
         A,
         "cheat",
@@ -430,6 +495,8 @@ FLAGGED = {
     "numpy-in-cuda-kernel": "uses .dot",
     "faked-clocks": "uses .PROTECTED",
     "answers-computed-ahead": "imports kernels",
+    "numpy-in-cuda-patched-isinstance": "imports builtins",
+    "numpy-in-cuda-fake-numpy-module": "uses .ModuleType",
     "reference-starved": "imports kernels",
     "matmul-operator-in-cuda-quiet-dis": "uses @",
 }

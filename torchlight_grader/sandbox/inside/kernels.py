@@ -182,15 +182,19 @@ def _not_gpu_code(fn: Any, protected: dict[str, Any], seen: set[int] | None = No
     """What the kernel function ``fn`` (and the device functions it calls) refers to that a GPU
     cannot run: in the simulator every line is Python, so ``np.dot`` or a plain Python function
     would run there and give the right numbers. What it needs to know about Python was bound
-    before any cell ran (``protected``, from :mod:`runners`); the bytecode of every code object
-    visited is added to ``codes`` (hex), for the grader to read operators in (``@``)."""
+    before any cell ran (``protected``, from :mod:`runners`: the builtins it calls too, so that
+    a cell's ``builtins.isinstance`` does not answer for it); a module is numpy's, numba's or
+    ``math`` only if it is loaded from where those are installed (a module a cell made and
+    named ``numpy.something`` is not). The bytecode of every code object visited is added to
+    ``codes`` (hex), for the grader to read operators in (``@``)."""
     import numba
 
     code_type, module_type = protected["code_type"], protected["module_type"]
     builtin_names, math = protected["builtin_names"], protected["math"]
+    is_a, has, get = protected["isinstance"], protected["hasattr"], protected["getattr"]
     seen = set() if seen is None else seen
     codes = [] if codes is None else codes
-    code = getattr(fn, "__code__", None)
+    code = get(fn, "__code__", None)
     if code is None or id(code) in seen:
         return []
     seen.add(id(code))
@@ -198,7 +202,7 @@ def _not_gpu_code(fn: Any, protected: dict[str, Any], seen: set[int] | None = No
     pending = [code]
     while pending:
         c = pending.pop()
-        pending += [k for k in c.co_consts if isinstance(k, code_type)]
+        pending += [k for k in c.co_consts if is_a(k, code_type)]
         codes.append(c.co_code.hex())
         found += [f"`{n}`" for n in c.co_names if n in PRODUCTS]
         for name in c.co_names:
@@ -207,20 +211,33 @@ def _not_gpu_code(fn: Any, protected: dict[str, Any], seen: set[int] | None = No
                     found.append(f"the Python builtin `{name}`")
                 continue
             value = fn.__globals__[name]
-            if isinstance(value, module_type):
-                if value is not math and value.__name__.split(".")[0] not in ("numba", "numpy"):
+            if is_a(value, module_type):
+                if value is not math and not _installed(value, protected):
                     found.append(f"the module `{name}`")
-            elif isinstance(value, int | float | numba.types.Type) or value is None:
+            elif is_a(value, int | float | numba.types.Type) or value is None:
                 continue
-            elif hasattr(value, "fn") and getattr(value, "_device", False):  # a device function
+            elif has(value, "fn") and get(value, "_device", False):  # a device function
                 found += _not_gpu_code(value.fn, protected, seen, codes)
-            elif hasattr(value, "fn") or hasattr(value, "py_func"):
+            elif has(value, "fn") or has(value, "py_func"):
                 found.append(f"`{name}`, which is no device function")
-            elif isinstance(value, type) and issubclass(value, np.generic):
+            elif is_a(value, type) and protected["issubclass"](value, np.generic):
                 continue
             else:
                 found.append(f"`{name}` ({type(value).__name__})")
     return sorted(set(found))
+
+
+def _installed(module: Any, protected: dict[str, Any]) -> bool:
+    """Whether ``module`` is numpy's or numba's: named so, and loaded from a file in the folder
+    they are installed in."""
+    name, path = protected["getattr"](module, "__name__", ""), protected["getattr"](
+        module, "__file__", None)  # fmt: skip
+    if not (protected["isinstance"](name, str) and name.split(".")[0] in ("numba", "numpy")):
+        return False
+    if not protected["isinstance"](path, str):
+        return False
+    real = protected["realpath"](path)
+    return any(real.startswith(folder) for folder in protected["packages"])
 
 
 def cuda_results(obj: Any, namespace: dict[str, Any], case: dict[str, Any],

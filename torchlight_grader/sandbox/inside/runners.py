@@ -29,7 +29,9 @@ Runners:
 from __future__ import annotations
 
 import builtins
+import importlib.util
 import math
+import os
 import time
 import traceback
 import types
@@ -48,14 +50,25 @@ def _agree(student: Any, reference: Any) -> bool:
     return bool((_abs(student - reference) <= 1e-9 * (1.0 + _abs(reference))).all())
 
 
+def _package_dirs(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The folders the installed packages ``names`` live in (found, not imported)."""
+    found = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        found += [os.path.realpath(d) + os.sep for d in (spec and spec.submodule_search_locations
+                                                          or ())]  # fmt: skip
+    return tuple(found)
+
+
 #: Bound when this file is imported, before any cell of the notebook runs: a cell that rebinds
-#: ``time.perf_counter``, ``exec`` or a numpy function later, or puts another module in
-#: ``sys.modules``, does not reach these (the speed items' clocks, the comparison after every
-#: pair, how the protocol's source is run; what the CUDA kernel's rule needs to know about
-#: Python: the builtins' names, the ``math`` module, the types of code and modules). A cell
-#: that reaches into this dict can still replace them: the speed items check their clocks
-#: against what the grader counts outside this process, and the CUDA rule's reading of the
-#: kernel's bytecode is done in the grader, on the bytes this process sends.
+#: ``time.perf_counter``, ``exec``, a builtin such as ``isinstance`` or a numpy function later,
+#: or puts another module in ``sys.modules``, does not reach these (the in-process speed
+#: protocol's clocks and comparison, how its source is run; what the CUDA kernel's rule needs
+#: to know about Python: the builtins' names and the few it calls, the ``math`` module, the
+#: types of code and modules, the folders numpy and numba are installed in). A cell that
+#: reaches into this dict can still replace them, and is flagged for it; in the grading sandbox
+#: the speed items are timed by the broker, outside this process, and the CUDA rule's reading
+#: of the kernel's bytecode is done in the grader, on the bytes this process sends.
 PROTECTED: dict[str, Any] = {
     "wall": time.perf_counter,
     "cpu": time.process_time,
@@ -63,9 +76,15 @@ PROTECTED: dict[str, Any] = {
     "exec": exec,
     "compile": compile,
     "builtin_names": frozenset(vars(builtins)),
+    "isinstance": isinstance,
+    "hasattr": hasattr,
+    "getattr": getattr,
+    "issubclass": issubclass,
+    "realpath": os.path.realpath,
     "math": math,
     "code_type": types.CodeType,
     "module_type": types.ModuleType,
+    "packages": _package_dirs(("numpy", "numba", "numba_cuda")),
 }
 
 
