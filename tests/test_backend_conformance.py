@@ -274,6 +274,51 @@ def test_numpy_argmax_across_a_short_axis_equals_np_argmax() -> None:
     assert kernels.argmax_across("max", np.zeros((40, 100)), 0, False) is None  # a long axis
 
 
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_lifted_number_keeps_its_type_sign_and_dtype(name: str) -> None:
+    # numpy's backend keeps each lifted number in a table (a speed trick): 1, 1.0 and True are
+    # equal and hash alike, as are 0.0 and -0.0, and NaN is not equal to itself; none may be
+    # taken for another, asked in either order.
+    b = backend(name)
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    for _ in range(2):
+        for value, dtype, kind in [(1, None, "i"), (True, None, "b"), (1.0, f64, "f")]:
+            got = b.to_numpy(b.scalar(value, dtype))
+            assert got.shape == () and got.dtype.kind == kind and got == value, (value, got)
+        for value in (0.0, -0.0):
+            got = b.to_numpy(b.scalar(value, f64))
+            assert got == 0 and np.signbit(got) == np.signbit(value), (value, got)
+        assert b.to_numpy(b.scalar(0.1, f32)).dtype == f32
+        assert b.to_numpy(b.scalar(0.1, f32)) == np.float32(0.1)
+        assert np.isnan(b.to_numpy(b.scalar(float("nan"), f64)))
+    x = tl.tensor([2.0], backend=b)
+    assert (1 / (x * -0.0)).tolist() == [-np.inf] and (1 / (x * 0.0)).tolist() == [np.inf]
+    assert (tl.tensor([2], backend=b) * True).dtype == tl.int64
+    assert (tl.tensor([True], backend=b) & True).dtype == tl.bool
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_in_place_ops_cannot_change_a_lifted_number(name: str) -> None:
+    # The numpy backend hands out one read-only array for every 2.0 lifted in float64 (a speed
+    # trick): an in-place op next to it, or into it, must not change what the next 2.0 is.
+    b = backend(name)
+    x = tl.tensor([1.0, 2.0], backend=b)
+    x.add_(2.0)
+    x += 2.0
+    y = x * 2.0
+    y.mul_(10.0)
+    tl.where(x > 4.0, 2.0, x).add_(1.0)
+    assert x.tolist() == [5.0, 6.0] and y.tolist() == [100.0, 120.0]
+    lifted = x._lift(2.0)  # (internal: the tensor an operator makes of the number)
+    if name in ("numpy", "numba"):
+        with pytest.raises(ValueError, match="read-only"):
+            lifted.add_(1.0)
+    else:  # fresh storage each time: a write changes that copy only
+        lifted.add_(1.0)
+    assert (tl.tensor([1.0], backend=b) * 2.0).tolist() == [2.0]
+    assert x._lift(2.0).tolist() == 2.0
+
+
 def test_mixing_backends_names_both() -> None:
     a = tl.ones(2, backend=backend("strided"))
     b = tl.ones(2, backend=backend("numba"))

@@ -343,10 +343,9 @@ class Tensor(TensorOps):
             # with an integer tensor is the default dtype (PyTorch's: int64 * 2.5 is float32 there)
             if own.kind != "f" and type(value) is float:
                 own = dtypes.get_default_dtype().numpy
-            array = np.asarray(value, dtype=own if own.kind == "f" else None)
-        else:
-            array = np.asarray(value)
-        return Tensor(self.backend.from_numpy(array), self.backend)
+            dtype = own if own.kind == "f" else None  # (None: numpy's for the number)
+            return Tensor(self.backend.scalar(value, dtype), self.backend)
+        return Tensor(self.backend.from_numpy(np.asarray(value)), self.backend)
 
     def _to_backend(self, backend: Backend) -> Tensor:
         """Backend primitive: a copy of the elements on ``backend``, through host memory."""

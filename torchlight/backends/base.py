@@ -10,8 +10,9 @@ storage + shape + strides) and knows how to run a handful of higher-order primit
 - ``matmul(a, b)``: batched matrix product (the one op too important to leave to ``zip`` and ``reduce``);
 
 plus *layout* operations that only rewrite shape, strides and offset (reshape, permute, expand,
-indexing), and conversions to and from numpy. Every :class:`~torchlight.autograd.Function` is
-written against these names only, so a model runs unchanged on any backend.
+indexing), conversions to and from numpy, and ``scalar`` (a Python number as 0-d storage, for
+``x * 0.5``). Every :class:`~torchlight.autograd.Function` is written against these names only,
+so a model runs unchanged on any backend.
 
 That is the whole protocol. Fused kernels, for speed only, are a separate, optional
 extension (:mod:`torchlight.backends.fused`) whose default is the composition of these
@@ -91,6 +92,12 @@ class Backend(Protocol):
     # conversions ---------------------------------------------------------------
     def from_numpy(self, array: np.ndarray) -> Any:
         """Storage holding a copy (or a view, if the backend can share) of ``array``."""
+        ...
+
+    def scalar(self, value: int | float | bool, dtype: np.dtype | None) -> Any:
+        """0-d storage holding the Python number ``value`` in ``dtype`` (``None``: numpy's for
+        the number, int64 or bool): how ``x * 0.5`` lifts its ``0.5``. Only read, never written
+        into, so a backend may hand out the same read-only storage for the same number."""
         ...
 
     def to_numpy(self, a: Any) -> np.ndarray:

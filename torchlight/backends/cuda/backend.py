@@ -267,6 +267,9 @@ class CudaBackend(LayoutOps, FusedKernels):
             out.buffer.copy_to_device(host)
         return out
 
+    def scalar(self, value: int | float | bool, dtype: np.dtype | None) -> CudaStorage:
+        return self.from_numpy(np.asarray(value, dtype))
+
     def to_numpy(self, a: CudaStorage) -> np.ndarray:
         """Copy ``a`` from the GPU to the host (made contiguous on the GPU first)."""
         if a.size == 0:

@@ -219,8 +219,13 @@ class NumbaBackend(NumpyBackend):
         same = a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous
         # Into ``out`` directly when it is contiguous and each operand is either out itself or
         # elsewhere (p.mul_(0.9), a bias added in place), so that no element is read after
-        # another thread wrote it
-        direct = out is not None and out.flags.c_contiguous and out.shape == shape
+        # another thread wrote it (a read-only out, such as a lifted number, raises numpy's error)
+        direct = (
+            out is not None
+            and out.flags.c_contiguous
+            and out.flags.writeable
+            and out.shape == shape
+        )
         if out is not None and not (direct and _apart(out, a, b)):
             out[...] = self.zip(op, a, b)  # the result, then a copy (safe when out overlaps a)
             return out

@@ -106,6 +106,9 @@ class StridedBackend(LayoutOps, FusedKernels):
         out.buffer = array(TYPECODES[out.dtype.name], array_.tobytes())
         return out
 
+    def scalar(self, value: int | float | bool, dtype: np.dtype | None) -> StridedStorage:
+        return self.from_numpy(np.asarray(value, dtype))
+
     def to_numpy(self, a: StridedStorage) -> np.ndarray:
         if a.size == 0:
             return np.zeros(a.shape, a.dtype)
