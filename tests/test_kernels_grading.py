@@ -141,9 +141,10 @@ if os.fork() == 0:  # the student side
         os.close(back_r)
         call = kernels.call
         if early:
-            def call(kernel, kind, inputs, out):  # done first, the product after
+            def call(kernel, kind, inputs, out):  # done first, the product a moment after
                 def thunk():
                     os.write(back, b"d")
+                    time.sleep(0.5)
                     kernel(out, *inputs)
                 return thunk
         paced.serve(kernels.reference(kind), kind, size, {"region": region, "go": go, "back": back}, call)

@@ -199,8 +199,12 @@ class _Broker:
             why = "the sandbox cannot count CPU time" if self.paced["args"] else "no case"
             self.measured = {"pairs": [], "failed": why, "paced": True}
             return
-        self.measured = paced.measure(self.paced["args"], pacing, self.paced["deadline"],
-                                      _student_cpu)  # fmt: skip
+        try:
+            self.measured = paced.measure(self.paced["args"], pacing, self.paced["deadline"],
+                                          _student_cpu)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the broker outlives what it measures
+            self.measured = {"pairs": [], "failed": f"the sandbox could not time it: {exc!r}",
+                             "paced": True}  # fmt: skip
 
     def paced_cases(self, cases: Any) -> list[dict[str, Any]]:
         """A speed item's result as the grader gets it: the measurement is the broker's; of
