@@ -144,7 +144,7 @@ if os.fork() == 0:  # the student side
             def call(kernel, kind, inputs, out):  # done first, the product a moment after
                 def thunk():
                     os.write(back, b"d")
-                    time.sleep(0.5)
+                    time.sleep(2.0)
                     kernel(out, *inputs)
                 return thunk
         paced.serve(kernels.reference(kind), kind, size, {"region": region, "go": go, "back": back}, call)
@@ -188,7 +188,8 @@ def test_the_broker_paces_a_speed_item_the_student_side_only_serves() -> None:
     """The broker's half and the student side's half of a paced item (``paced.py``): the
     student side gets no seed and each pair's inputs only after "go"; the broker's measurement
     agrees pair by pair, and an answer finished after "done" is not seen (a kernel that says
-    done before writing its product disagrees in the untimed first pair: nothing is timed)."""
+    done before writing its product, 2 s later, disagrees in the untimed first pair: nothing is
+    timed)."""
     import json
     import os
 
