@@ -29,8 +29,11 @@
 # matrices whose sizes are not multiples of your tile, and compare with numpy. Then **speed**:
 # inside the grading sandbox your kernel and the grader's reference kernel are timed in
 # alternating pairs (a warm-up first, so compiling is not timed), each pair on fresh inputs,
-# your output compared with the reference's after every pair. The grade is the **median** of
-# the per-pair ratios *your time / reference time*, taken on wall time and on CPU time (both
+# your output compared with the reference's after every pair. The sandbox times your kernel
+# from outside your process and runs the reference in a process of its own; leave nothing of
+# yours running meanwhile (a thread or a process a cell started): CPU time your processes use
+# while the reference is timed costs the speed credit. The grade is the **median** of the
+# per-pair ratios *your time / reference time*, taken on wall time and on CPU time (both
 # threads counted; the larger is graded):
 #
 # | kernel | full credit | partial credit |
