@@ -384,6 +384,16 @@ def call(kernel: Any, kind: str, inputs: tuple[np.ndarray, ...], out: np.ndarray
     return lambda: (kernel(out, a, b), out)[1]
 
 
+def protocol(source: str, run: Any = exec, build: Any = compile) -> types.ModuleType:
+    """The grader's speed protocol (``timing.py``, sent as ``source``) as a module: ``run`` and
+    ``build`` are ``exec`` and ``compile`` (as bound before any cell ran, in the student's
+    process)."""
+    timing = types.ModuleType("torchlight_speed_protocol")
+    sys.modules[timing.__name__] = timing  # its dataclasses look their module up there
+    run(build(str(source), "timing.py", "exec"), timing.__dict__)
+    return timing
+
+
 def speed(obj: Any, case: dict[str, Any], protected: dict[str, Any]) -> dict[str, Any]:
     """A speed item. In the grading sandbox (``protected["pacing"]`` set) the broker times it:
     this process only compiles the student's kernel and serves its calls
@@ -404,9 +414,7 @@ def speed(obj: Any, case: dict[str, Any], protected: dict[str, Any]) -> dict[str
         paced.serve(student, str(kind), int(n), pacing, call)
         return {"object_mode": _object_mode(student), "prange_loops": _prange_loops(student)}
     seed = case["args"][0]
-    timing = types.ModuleType("torchlight_speed_protocol")
-    sys.modules[timing.__name__] = timing  # its dataclasses look their module up there
-    protected["exec"](protected["compile"](source, "timing.py", "exec"), timing.__dict__)
+    timing = protocol(source, protected["exec"], protected["compile"])
     ref = reference(kind)
 
     def fresh(k: int) -> tuple[Any, Any]:
