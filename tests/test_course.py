@@ -279,6 +279,32 @@ def test_answers_that_reach_for_the_librarys_own_code_are_flagged(
                 assert word not in findings, (sub.name, findings)
 
 
+def test_a6_speed_messages_name_the_cause(graded: Graded) -> None:
+    """a6's speed items, graded for real in the sandbox (the trainers' verdicts are checked item
+    by item above): the message shows the measured ratio and the thresholds; the trainer that
+    recounts the whole corpus is cut or over 25x; a cache keyed on the input's length disagrees
+    with the reference on a fresh corpus; a forged wall clock gains nothing (CPU time is graded
+    too, and shown); forging both clocks is caught by the count taken outside the process."""
+    messages = {
+        sub.name: _verdicts(graded.course, sub)["test_train_speed"]
+        for sub in a6_tokens.CATALOG
+        if sub.name in ("solution", "recount-over-pieces", "naive-trainer", "cached-trainer",
+                        "faked-wall-clock", "faked-clocks")
+    }  # fmt: skip
+    assert len(messages) == 6, sorted(messages)
+    for name in ("solution", "recount-over-pieces", "faked-wall-clock"):
+        assert "x the reference" in messages[name], (name, messages[name])
+        assert "partial at <= 25x" in messages[name], (name, messages[name])
+    ratio = re.search(r"took ([0-9.]+)x", messages["naive-trainer"])
+    assert "was stopped after" in messages["naive-trainer"] or (
+        ratio is not None and float(ratio.group(1)) > 25
+    ), messages["naive-trainer"]
+    assert "disagreed with the reference's" in messages["cached-trainer"], messages
+    cpu = re.search(r"in CPU time ([0-9.]+)x", messages["faked-wall-clock"])
+    assert cpu is not None and float(cpu.group(1)) > 3, messages["faked-wall-clock"]
+    assert "the grader's clocks were changed" in messages["faked-clocks"], messages
+
+
 def _assert_no_secrets(text: str, source_nb: Any, where: str, solutions: bool = True) -> None:
     hidden, answers = secret_lines(source_nb)
     for line in hidden:
