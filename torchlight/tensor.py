@@ -150,8 +150,8 @@ class Tensor(TensorOps):
     @property
     def dtype(self) -> dtypes.DType:
         storage_dtype = self.storage.dtype
-        # (the table lookup first: asked on every loss call and more; from_any for anything else)
-        return dtypes._BY_NUMPY.get(storage_dtype) or dtypes.from_any(storage_dtype)
+        # (the table lookup first: asked on every backward step and more; from_any for the rest)
+        return dtypes._BY_CLASS.get(type(storage_dtype)) or dtypes.from_any(storage_dtype)
 
     @property
     def ndim(self) -> int:
@@ -338,12 +338,13 @@ class Tensor(TensorOps):
         if isinstance(value, Tensor):
             return value
         if isinstance(value, (int, float)):  # bool is an int too
-            own = self.storage.dtype
+            own: np.dtype = self.storage.dtype
             # A Python number takes a float tensor's dtype: float32 * 2.5 stays float32; a float
-            # with an integer tensor is the default dtype (PyTorch's: int64 * 2.5 is float32 there)
-            if own.kind != "f" and type(value) is float:
-                own = dtypes.get_default_dtype().numpy
-            dtype = own if own.kind == "f" else None  # (None: numpy's for the number)
+            # with an integer tensor is the default dtype (PyTorch's: int64 * 2.5 is float32
+            # there); an int or a bool with one, numpy's for the number (None)
+            dtype = own if own.kind == "f" else None
+            if dtype is None and type(value) is float:
+                dtype = dtypes.get_default_dtype().numpy
             return Tensor(self.backend.scalar(value, dtype), self.backend)
         return Tensor(self.backend.from_numpy(np.asarray(value)), self.backend)
 
