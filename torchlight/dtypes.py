@@ -40,10 +40,9 @@ uint8 = DType("uint8")  # images: what a real image pipeline reads (torchvision'
 bool_ = DType("bool")
 
 _ALL = {d.name: d for d in (float64, float32, int64, int32, uint8, bool_)}
-_BY_NUMPY = {d.numpy: d for d in _ALL.values()}
-# (Speed, for Tensor.dtype, asked at every step of a backward pass: keyed by numpy's class of
-# each dtype, whose hash is its address, where hashing a numpy dtype costs ~60 ns a call. A
-# float64 of the other byte order has the same class and is torchlight's float64 either way.)
+# Each numpy dtype by its class (Float64DType...), for from_any and Tensor.dtype (asked at every
+# step of a backward pass): a class hashes by its address, where hashing a numpy dtype costs
+# ~60 ns a call. A float64 of the other byte order has the same class: torchlight's float64.
 _BY_CLASS = {type(d.numpy): d for d in _ALL.values()}
 _default_dtype = float64
 
@@ -56,7 +55,7 @@ def from_any(dtype: Any) -> DType:
     """
     if isinstance(dtype, DType):
         return dtype
-    found = _BY_NUMPY.get(dtype) if isinstance(dtype, np.dtype) else None
+    found = _BY_CLASS.get(type(dtype))  # (a numpy dtype; anything else is not a key)
     if found is not None:
         return found
     if dtype is float:
