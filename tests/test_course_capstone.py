@@ -266,3 +266,28 @@ def test_the_class_report_shows_the_board(boards) -> None:
     section = leaderboard_section(course)
     assert "Capstone leaderboard" in section and "honest" in section
     assert "cheat_overruns" in section and "over budget" in section
+
+
+def test_judges_in_threads_score_as_one_judge_alone() -> None:
+    """The leaderboard judges recipes in threads (``--jobs``): rebuilding a model in float32 in one
+    judge must not change what another, at the same time, builds or computes (it did: the model
+    came out partly float64 and the judge raised, on a busy machine)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torchlight as tl
+    from torchlight_grader.sandbox.inside.recipe import build
+
+    check = capstone.CHECKS["test_recipe"]
+    config = {"block_size": 8, "d_model": 16, "nhead": 2, "num_layers": 1}
+    cases = [capstone.sample(np.random.default_rng(n), 0) for n in range(4)]
+    received = []
+    for case in cases:
+        model = build(config, case.args[2], case.args[1])
+        state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+        received.append({"config": config, "state": state})
+    alone = [check.loss(c, r) for c, r in zip(cases, received, strict=True)]
+    before = tl.get_default_dtype()
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda n: check.loss(cases[n % 4], received[n % 4]), range(48)))
+    assert together == [alone[n % 4] for n in range(48)]
+    assert tl.get_default_dtype() is before

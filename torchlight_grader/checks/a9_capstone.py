@@ -24,6 +24,7 @@ ranks every recipe by its loss and re-runs the top entries before it publishes.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,6 +39,9 @@ EVAL_WINDOWS = 48  # windows of block_size + 1 characters drawn from the validat
 CPU_BUDGET = 6.0  # CPU seconds of the whole run (building the model included)
 TARGET = 3.0  # nats per character: the unigram model of the text is at ~3.3, uniform at 4.2
 CODE_LIMIT = 24 * 1024  # bytes of code a recipe may have (weights cannot hide in it)
+#: One judge at a time in a process: rebuilding the model sets torchlight's process-wide default
+#: dtype to float32 for a moment, and the leaderboard judges recipes in threads (``--jobs``).
+_JUDGE = threading.Lock()
 
 
 @functools.cache
@@ -63,10 +67,14 @@ class RecipeCheck(Check):
 
     def loss(self, case: Case, received: dict[str, Any]) -> float:
         """The validation loss of the returned weights, computed here (ValueError: unusable)."""
+        config = read_config(received.get("config"))
+        with _JUDGE:
+            return self._loss(config, case, received)
+
+    def _loss(self, config: dict[str, int], case: Case, received: dict[str, Any]) -> float:
         import torchlight as tl
         from torchlight.nn.functional import cross_entropy
 
-        config = read_config(received.get("config"))
         vocab, perm, seed = case.args[2], case.hidden["perm"], case.args[1]
         model = build(config, vocab, seed)  # the same architecture, here: then its weights
         state = received.get("state")
