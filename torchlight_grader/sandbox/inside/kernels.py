@@ -6,9 +6,10 @@ values reach the grader from here, only what the student's kernel wrote (and, fo
 the timings and whether each pair agreed).
 
 - ``fast_map``, ``fast_zip``, ``fast_reduce``: the student's factory gets a compiled scalar
-  function and returns a kernel, which is called on storages described as ``{"buffer",
-  "shape", "strides", "offset"}`` (any layout) and an output of a described layout; the
-  output's buffer comes back.
+  function and returns a kernel (once per item and function: that one kernel runs every
+  trial, as one kernel runs on every tensor), which is called on storages described as
+  ``{"buffer", "shape", "strides", "offset"}`` (any layout) and an output of a described
+  layout; the output's buffer comes back.
 - ``tiled_matmul``: called on two matrices (either may be a transposed view); ``out`` comes
   back.
 - ``cuda_results``: the student's ``@cuda.jit`` kernel launched in numba's CUDA simulator (the
@@ -41,6 +42,10 @@ import numpy as np
 #: The compiled scalar functions the checks apply (built once per process, on first use).
 _SCALARS: dict[str, Any] = {}
 _REFERENCES: dict[str, Any] = {}
+#: The kernel the student's factory made for each scalar function, in this item's process: the
+#: factory is called once per item and function, and that one kernel runs every trial (numba
+#: compiles a kernel on its first call: a second or two each, per trial before).
+_MADE: dict[tuple[int, str], Any] = {}
 
 
 def scalar(name: str) -> Any:
@@ -127,6 +132,14 @@ def _out(description: dict[str, Any], fill: float) -> tuple[np.ndarray, np.ndarr
     return buffer, shape, strides
 
 
+def _made(factory: Any, op: str) -> Any:
+    """``factory(scalar(op))``, made once in this process (the item's fork)."""
+    key = (id(factory), op)
+    if key not in _MADE:
+        _MADE[key] = factory(scalar(op))
+    return _MADE[key]
+
+
 def run(runner: str, obj: Any, namespace: dict[str, Any], case: dict[str, Any],
         protected: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     """One trial of a kernel item: call the student's ``obj`` and return raw data."""
@@ -148,13 +161,13 @@ def run(runner: str, obj: Any, namespace: dict[str, Any], case: dict[str, Any],
         return {"out": out, "object_mode": _object_mode(obj)}
     if runner == "fast_reduce":
         a, dim, op, start, out_description = case["args"]
-        kernel = obj(scalar(op))
+        kernel = _made(obj, op)
         _require_parallel(kernel, "the kernel fast_reduce returns")
         target = _out(out_description, float(start))  # the start value in every element
         kernel(*target, *storage(a), int(dim))
     else:  # fast_map, fast_zip
         *inputs, op, out_description = case["args"]
-        kernel = obj(scalar(op))
+        kernel = _made(obj, op)
         _require_parallel(kernel, f"the kernel {runner} returns")
         target = _out(out_description, np.nan)
         kernel(*target, *[part for d in inputs for part in storage(d)])
