@@ -163,6 +163,44 @@ def test_grades_item_by_item(graded: Graded, sub: Submission) -> None:
         pytest.fail(f"{sub.student} ({sub.note or sub.kind}):\n{detail}")
 
 
+@pytest.mark.parametrize("sub", [s for s in CATALOG if s.members], ids=lambda s: s.student)
+def test_mistakes_graded_together_change_cells_of_their_own(
+    graded: Graded, sub: Submission
+) -> None:
+    """A notebook of several planted mistakes (``catalog.together``) is each member's notebook
+    at once: each member alone changes cells no other member changes, and the notebook holds
+    every member's change (the grades test above then finds each member's items at zero)."""
+    source, release = notebooks(graded.course, sub.assignment)
+    assert separate_changes(sub, source, release) == {}
+
+
+def separate_changes(sub: Submission, source: Any, release: Any) -> dict[str, str]:
+    """What is wrong with ``sub``'s members sharing a notebook: ``{member: why}``."""
+    base = build(Submission("base", sub.assignment, "solution", "solution"), source, release)
+    together = build(sub, source, release)
+    owner: dict[int, str] = {}
+    wrong = {}
+    for member in sub.members:
+        alone = build(member, source, release)
+        if len(alone.cells) != len(base.cells):
+            wrong[member.name] = "adds or removes cells"
+            continue
+        changed = [
+            i
+            for i, (a, b) in enumerate(zip(base.cells, alone.cells, strict=True))
+            if a.source != b.source
+        ]
+        for i in changed:
+            if i in owner:
+                wrong[member.name] = f"changes cell {i}, as {owner[i]} does"
+            elif together.cells[i].source != alone.cells[i].source:
+                wrong[member.name] = f"its change of cell {i} is not in the notebook"
+            owner[i] = member.name
+        if not changed:
+            wrong[member.name] = "changes nothing"
+    return wrong
+
+
 @pytest.mark.parametrize("sub", [s for s in CATALOG if s.fools_kernel], ids=lambda s: s.student)
 def test_cheats_fool_an_in_kernel_test_but_not_the_grade(graded: Graded, sub: Submission) -> None:
     """The cheat is real: the in-kernel test cell would have given full points."""

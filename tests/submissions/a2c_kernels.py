@@ -1,10 +1,12 @@
 """Submissions for assignment 2c (fast kernels): the classic mistakes of parallel and tiled
 kernels, each costing exactly its item (a serial loop, slow or work-skipping kernels cost only
-the speed items), and answers that reach for the library's kernels or numpy's product."""
+the speed items), and answers that reach for the library's kernels or numpy's product. The
+plain mistakes in answer cells of their own are handed in together (``catalog.together``): two
+notebooks for eight mistakes, each named on its own as the README's table names it."""
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, add_cell, append, replace, substitute
+from submissions.catalog import Submission, add_cell, append, replace, substitute, together
 
 A = "a2c_kernels"
 SPEED = ("test_matmul_speed", "test_matmul_fast")
@@ -263,82 +265,124 @@ sys.modules["dis"] = _quiet
 
 CUDA = ("test_cuda_matmul", "test_cuda_shared")
 
+#: Planted mistakes that each cost items of their own, in answer cells of their own: graded
+#: together, a few to a notebook (``catalog.together``; the README names each one).
+MAP_OUT_IN_ORDER = Submission(
+    "map-out-in-order",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "fast_map", "out[position(i, out_shape, out_strides)] = fn(x)", "out[i] = fn(x)"
+        ),
+    ),  # fmt: skip
+    zero=("test_map",),
+    note="writes the output's buffer in order: right only when the output is contiguous",
+)
+
+ZIP_READS_B_THROUGH_A = Submission(
+    "zip-reads-b-through-a",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "fast_zip",
+            "b[broadcast_position(i, out_shape, b_shape, b_strides)]",
+            "b[broadcast_position(i, out_shape, a_shape, a_strides)]",
+        ),
+    ),  # fmt: skip
+    zero=("test_zip",),
+    note="reads b at a's position: right only when both have one layout",
+)
+
+REDUCE_FROM_ZERO = Submission(
+    "reduce-from-zero",
+    A,
+    "mistake",
+    "solution",
+    (substitute("fast_reduce", "acc = out[o]", "acc = 0.0"),),
+    zero=("test_reduce",),
+    note="each fold starts from 0, not from the start value in out (wrong for a maximum)",
+)
+
+LAST_TILE_DROPPED = Submission(
+    "last-tile-dropped",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "tiled_matmul",
+            "for k0 in range(0, depth, TILE):",
+            "for k0 in range(0, depth - TILE + 1, TILE):",
+        ),
+    ),  # fmt: skip
+    zero=("test_tiled_matmul",),
+    note="the last, smaller block of k left out (timed sizes are multiples of the tile)",
+)
+
+CUDA_TILE_GUARD_OFF_BY_ONE = Submission(
+    "cuda-tile-guard-off-by-one",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute("shared_matmul", "ka < depth", "ka <= depth"),
+        substitute("shared_matmul", "kb < depth", "kb <= depth"),
+    ),
+    zero=("test_cuda_matmul",),
+    note="loads one element past the end of k: wrong on sizes that are no multiple of the tile",
+)
+
+SERIAL_MAP = Submission(
+    "serial-map",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "fast_map", "for i in prange(size(out_shape)):", "for i in range(size(out_shape)):"
+        ),
+    ),  # fmt: skip
+    zero=("test_map_fast",),
+    note="range, not prange: right, on one core: partial speed credit only",
+)
+
+CUDA_NO_SHARED_MEMORY = Submission(
+    "cuda-no-shared-memory",
+    A,
+    "mistake",
+    "solution",
+    (replace("shared_matmul", GLOBAL_MEMORY_CUDA),),
+    zero=("test_cuda_shared",),
+    note="one thread per output reading global memory: right numbers, no shared tiles",
+)
+
+NAIVE_MATMUL_MISTAKE = Submission(
+    "naive-matmul",
+    A,
+    "mistake",
+    "solution",
+    (replace("tiled_matmul", NAIVE_MATMUL),),
+    zero=SPEED,
+    note="a serial triple loop without tiles: right, and no speed credit",
+)
+
 CATALOG = [
     Submission("solution", A, "solution", "solution"),
     Submission("release", A, "release", "release"),
-    Submission(
-        "map-out-in-order",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "fast_map", "out[position(i, out_shape, out_strides)] = fn(x)", "out[i] = fn(x)"
-            ),
-        ),  # fmt: skip
-        zero=("test_map",),
-        note="writes the output's buffer in order: right only when the output is contiguous",
+    together(
+        "right-only-on-easy-inputs",
+        MAP_OUT_IN_ORDER,
+        ZIP_READS_B_THROUGH_A,
+        REDUCE_FROM_ZERO,
+        LAST_TILE_DROPPED,
+        CUDA_TILE_GUARD_OFF_BY_ONE,
     ),
-    Submission(
-        "zip-reads-b-through-a",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "fast_zip",
-                "b[broadcast_position(i, out_shape, b_shape, b_strides)]",
-                "b[broadcast_position(i, out_shape, a_shape, a_strides)]",
-            ),
-        ),  # fmt: skip
-        zero=("test_zip",),
-        note="reads b at a's position: right only when both have one layout",
-    ),
-    Submission(
-        "reduce-from-zero",
-        A,
-        "mistake",
-        "solution",
-        (substitute("fast_reduce", "acc = out[o]", "acc = 0.0"),),
-        zero=("test_reduce",),
-        note="each fold starts from 0, not from the start value in out (wrong for a maximum)",
-    ),
-    Submission(
-        "last-tile-dropped",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "tiled_matmul",
-                "for k0 in range(0, depth, TILE):",
-                "for k0 in range(0, depth - TILE + 1, TILE):",
-            ),
-        ),  # fmt: skip
-        zero=("test_tiled_matmul",),
-        note="the last, smaller block of k left out (timed sizes are multiples of the tile)",
-    ),
-    Submission(
-        "serial-map",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "fast_map", "for i in prange(size(out_shape)):", "for i in range(size(out_shape)):"
-            ),
-        ),  # fmt: skip
-        zero=("test_map_fast",),
-        note="range, not prange: right, on one core: partial speed credit only",
-    ),
-    Submission(
-        "naive-matmul",
-        A,
-        "mistake",
-        "solution",
-        (replace("tiled_matmul", NAIVE_MATMUL),),
-        zero=SPEED,
-        note="a serial triple loop without tiles: right, and no speed credit",
+    together(
+        "right-without-the-technique", SERIAL_MAP, NAIVE_MATMUL_MISTAKE, CUDA_NO_SHARED_MEMORY
     ),
     Submission(
         "skips-work-when-large",
@@ -348,27 +392,6 @@ CATALOG = [
         (replace("tiled_matmul", SKIPS_WORK),),
         zero=SPEED,
         note="fast on the timed sizes by computing half of the product: no speed credit",
-    ),
-    Submission(
-        "cuda-tile-guard-off-by-one",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute("shared_matmul", "ka < depth", "ka <= depth"),
-            substitute("shared_matmul", "kb < depth", "kb <= depth"),
-        ),
-        zero=("test_cuda_matmul",),
-        note="loads one element past the end of k: wrong on sizes that are no multiple of the tile",
-    ),
-    Submission(
-        "cuda-no-shared-memory",
-        A,
-        "mistake",
-        "solution",
-        (replace("shared_matmul", GLOBAL_MEMORY_CUDA),),
-        zero=("test_cuda_shared",),
-        note="one thread per output reading global memory: right numbers, no shared tiles",
     ),
     Submission(
         "cuda-missing-syncthreads",

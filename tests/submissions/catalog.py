@@ -47,6 +47,7 @@ class Submission:
     fools_kernel: tuple[str, ...] = ()
     files: tuple[Callable[[Path, Path], None], ...] = ()  # (submission folder, course) -> None
     note: str = field(default="", compare=False)
+    members: tuple[Submission, ...] = field(default=(), compare=False)  # (together())
 
     @property
     def student(self) -> str:
@@ -59,6 +60,38 @@ class Submission:
             full = item in self.full if self.base == "release" else item not in self.zero
             expected[item] = points if full else 0.0
         return expected
+
+
+def together(name: str, *members: Submission) -> Submission:
+    """One notebook carrying several planted mistakes of one assignment, each defined (and named
+    in the assignment's README) on its own: their edits in answer cells of their own, each
+    costing items of its own (the ``zero`` sets are disjoint). The course's suite then grades it
+    once instead of once per mistake (an a2c notebook costs about 30 s of CPU to grade). Every
+    member's items must still score zero and every other item full; what such a notebook can no
+    longer show is a mistake that also cost another member's item. ``tests/test_course.py``
+    builds each member alone and checks that their edits touch different cells."""
+    first = members[0]
+    zeros = [item for m in members for item in m.zero]
+    alike = all(
+        (m.assignment, m.base, m.kind) == (first.assignment, "solution", "mistake") for m in members
+    )
+    if len(members) < 2 or not alike or len(set(zeros)) != len(zeros):
+        raise ValueError(
+            f"together({name!r}): expected two or more mistakes of one assignment on the solution, "
+            f"each costing items of its own; got {[(m.name, m.kind, m.zero) for m in members]}"
+        )
+    if any(m.full or m.fools_kernel or m.files or m.members for m in members):
+        raise ValueError(f"together({name!r}): only plain edits of answer cells can share one")
+    return Submission(
+        name,
+        first.assignment,
+        "mistake",
+        "solution",
+        tuple(edit for m in members for edit in m.edits),
+        zero=tuple(zeros),
+        note="; ".join(f"{m.name} ({', '.join(m.zero)}): {m.note}" for m in members),
+        members=members,
+    )
 
 
 def cell_by_id(nb: Any, grade_id: str) -> Any:
