@@ -50,12 +50,10 @@ def backward_steps(
     for node, share in ((root, deriv), *more):
         derivs[id(node)] = derivs[id(node)] + share if id(node) in derivs else share
     for node in reversed(topological_sort(root, *[other for other, _ in more])):
-        deriv = derivs.pop(id(node), None)
-        if deriv is None:  # no gradient reaches it (a backward returned None for it)
-            continue
-        for hook in node.hooks:  # Tensor.register_hook: may replace the gradient
-            changed = hook(deriv)
-            deriv = deriv if changed is None else seed(node, changed, "a hook's result")
+        if (deriv := derivs.pop(id(node), None)) is None:  # (a backward returned None for it)
+            continue  # no gradient reaches it
+        for hook in node.hooks:  # Tensor.register_hook: its result (not None) replaces deriv
+            deriv = deriv if (new := hook(deriv)) is None else seed(node, new, "a hook's result")
         sends = node.history.chain_rule(deriv) if node.history else []
         yield node, deriv, sends
         for parent, share in sends:
