@@ -172,6 +172,8 @@ def test_mistakes_graded_together_change_cells_of_their_own(
     every member's change (the grades test above then finds each member's items at zero)."""
     source, release = notebooks(graded.course, sub.assignment)
     assert separate_changes(sub, source, release) == {}
+    kept = [item for item, points in sub.expected(graded.points[sub.assignment]).items() if points]
+    assert kept, "every item at zero: a notebook that fails as a whole would score the same"
 
 
 def separate_changes(sub: Submission, source: Any, release: Any) -> dict[str, str]:

@@ -4,7 +4,7 @@ pass the visible tests in the student's kernel and score nothing for that item (
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, append, replace, substitute
+from submissions.catalog import Submission, append, replace, substitute, together
 
 A = "a6_tokens"
 
@@ -141,24 +141,117 @@ FAKE_CLOCKS = (
 """
 )
 
+#: Planted mistakes that each cost items of their own, in answer cells of their own: graded
+#: together, three to a notebook (``catalog.together``; the README names each one).
+TIE_TO_THE_FIRST_COUNTED = Submission(
+    "tie-to-the-first-counted",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "train_merges",
+            "best = min(pairs, key=lambda p: (-pairs[p], p))",
+            "best = max(pairs, key=pairs.get)",
+        ),
+    ),
+    zero=("test_train_merges", "test_train_speed", "test_train_fast"),
+    note="a tie goes to the pair counted first, not the smallest pair (speed credit needs "
+    "the right merges)",
+)
+
+LEFTMOST_LEARNED_PAIR = Submission(
+    "leftmost-learned-pair",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "encode",
+            "pair = min(zip(word, word[1:]), key=lambda p: rank.get(p, len(rank)))\n"
+            "            if pair not in rank:",
+            "pair = next((p for p in zip(word, word[1:]) if p in rank), None)\n"
+            "            if pair is None:",
+        ),
+    ),
+    zero=("test_encode",),
+    note="merges the first learned pair from the left, not the one learned earliest",
+)
+
+DECODE_DROPS_INVALID_BYTES = Submission(
+    "decode-drops-invalid-bytes",
+    A,
+    "mistake",
+    "solution",
+    (substitute("decode", 'errors="replace"', 'errors="ignore"'),),
+    zero=("test_decode",),
+    note="invalid UTF-8 dropped instead of replaced by U+FFFD",
+)
+
+EMBEDDING_GRADIENT_OVERWRITTEN = Submission(
+    "embedding-gradient-overwritten",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "embedding",
+            "        one_hot = tl.eye(ctx.rows, dtype=grad_output.dtype)[ids.reshape(-1)]\n"
+            "        grad_weight = one_hot.T @ grad_output.reshape(-1, grad_output.shape[-1])",
+            "        grad_weight = tl.zeros(ctx.rows, grad_output.shape[-1])\n"
+            "        grad_weight[ids.reshape(-1)] = grad_output.reshape(-1, grad_output.shape[-1])",
+        ),
+    ),
+    zero=("test_embedding",),
+    note="grad[ids] = G: a row read several times keeps one of its gradients",
+)
+
+SINUSOIDAL_EXPONENT_I = Submission(
+    "sinusoidal-exponent-i",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "sinusoidal",
+            "frequency = 10000.0 ** (-np.arange(0, dim, 2) / dim)",
+            "frequency = 10000.0 ** (-np.arange((dim + 1) // 2) / dim)",
+        ),
+    ),
+    zero=("test_sinusoidal",),
+    note="10000^(i/D) for the pair i instead of 10000^(2i/D)",
+)
+
+POSITIONS_FROM_ONE = Submission(
+    "positions-from-one",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "embed",
+            "steps = tl.arange(ids.shape[1])",
+            "steps = tl.arange(1, ids.shape[1] + 1)",
+        ),
+    ),
+    zero=("test_embed",),
+    note="the first token reads position row 1 (off by one)",
+)
+
 CATALOG = [
     Submission("solution", A, "solution", "solution"),
     Submission("release", A, "release", "release"),
-    Submission(
-        "tie-to-the-first-counted",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "train_merges",
-                "best = min(pairs, key=lambda p: (-pairs[p], p))",
-                "best = max(pairs, key=pairs.get)",
-            ),
-        ),
-        zero=("test_train_merges", "test_train_speed", "test_train_fast"),
-        note="a tie goes to the pair counted first, not the smallest pair (speed credit needs "
-        "the right merges)",
+    together(
+        "wrong-in-one-detail",
+        TIE_TO_THE_FIRST_COUNTED,
+        DECODE_DROPS_INVALID_BYTES,
+        SINUSOIDAL_EXPONENT_I,
+    ),
+    together(
+        "wrong-in-another-detail",
+        LEFTMOST_LEARNED_PAIR,
+        EMBEDDING_GRADIENT_OVERWRITTEN,
+        POSITIONS_FROM_ONE,
     ),
     Submission(
         "naive-trainer",
@@ -208,32 +301,6 @@ CATALOG = [
         "counts from outside does not match, no speed credit",
     ),
     Submission(
-        "leftmost-learned-pair",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "encode",
-                "pair = min(zip(word, word[1:]), key=lambda p: rank.get(p, len(rank)))\n"
-                "            if pair not in rank:",
-                "pair = next((p for p in zip(word, word[1:]) if p in rank), None)\n"
-                "            if pair is None:",
-            ),
-        ),
-        zero=("test_encode",),
-        note="merges the first learned pair from the left, not the one learned earliest",
-    ),
-    Submission(
-        "decode-drops-invalid-bytes",
-        A,
-        "mistake",
-        "solution",
-        (substitute("decode", 'errors="replace"', 'errors="ignore"'),),
-        zero=("test_decode",),
-        note="invalid UTF-8 dropped instead of replaced by U+FFFD",
-    ),
-    Submission(
         "decode-token-by-token",
         A,
         "mistake",
@@ -247,53 +314,6 @@ CATALOG = [
         ),
         zero=("test_decode",),
         note="a character split over two tokens comes out as two U+FFFD",
-    ),
-    Submission(
-        "embedding-gradient-overwritten",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "embedding",
-                "        one_hot = tl.eye(ctx.rows, dtype=grad_output.dtype)[ids.reshape(-1)]\n"
-                "        grad_weight = one_hot.T @ grad_output.reshape(-1, grad_output.shape[-1])",
-                "        grad_weight = tl.zeros(ctx.rows, grad_output.shape[-1])\n"
-                "        grad_weight[ids.reshape(-1)] = grad_output.reshape(-1, grad_output.shape[-1])",
-            ),
-        ),
-        zero=("test_embedding",),
-        note="grad[ids] = G: a row read several times keeps one of its gradients",
-    ),
-    Submission(
-        "sinusoidal-exponent-i",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "sinusoidal",
-                "frequency = 10000.0 ** (-np.arange(0, dim, 2) / dim)",
-                "frequency = 10000.0 ** (-np.arange((dim + 1) // 2) / dim)",
-            ),
-        ),
-        zero=("test_sinusoidal",),
-        note="10000^(i/D) for the pair i instead of 10000^(2i/D)",
-    ),
-    Submission(
-        "positions-from-one",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "embed",
-                "steps = tl.arange(ids.shape[1])",
-                "steps = tl.arange(1, ids.shape[1] + 1)",
-            ),
-        ),
-        zero=("test_embed",),
-        note="the first token reads position row 1 (off by one)",
     ),
     Submission(
         "library-tokenizer",
