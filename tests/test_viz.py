@@ -484,16 +484,12 @@ def test_replay_names_the_function_whose_backward_raised():
 
 
 def test_every_built_in_and_nn_function_states_its_local_rule():
-    import torchlight.nn
+    from test_engine_size import all_functions  # (the library's own: not a doctest's Cube)
+
     import torchlight.ops.convolution  # noqa: F401 - registers the nn Functions
     from torchlight.viz.view import local_rule
 
-    def subclasses(cls):
-        for sub in cls.__subclasses__():
-            yield sub
-            yield from subclasses(sub)
-
-    ours = {f for f in subclasses(tl.autograd.Function) if f.__module__.startswith("torchlight.")}
+    ours = all_functions()
     assert len(ours) >= 40
     for fn in ours:
         rule = local_rule(fn)
