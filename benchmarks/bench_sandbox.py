@@ -1,7 +1,8 @@
 """What the bubblewrap sandbox costs per notebook: the same work with and without it.
 
 For each assignment's solution, times (1) the hidden checks (``grader.grade``: one sandbox that
-runs the cells once and every item in its own fork) and (2) the feedback kernel run
+runs the cells once and every item in its own fork; the speed items left out, since only the
+sandbox can time them) and (2) the feedback kernel run
 (``run_notebook.py``: a kernel executing the notebook), once in bubblewrap and once as plain
 processes (``TORCHLIGHT_GRADER_UNSAFE_NO_SANDBOX``, close to how the grader ran before it had a
 sandbox). Prints seconds side by side and the ratio.
@@ -31,6 +32,7 @@ import nbformat
 
 from torchlight_grader import sandbox
 from torchlight_grader.checks.grader import Cell, grade
+from torchlight_grader.checks.registry import checks_for
 from torchlight_grader.sandbox import items
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +49,10 @@ ASSIGNMENTS = (
     "a7_gpt",
     "a8_inference",
 )
+#: The speed items' runners (a2c's kernels, a6's training): only a sandbox counts the CPU time of
+#: all a notebook's processes, so plain processes earn them nothing at once. Left out in both
+#: modes, so that both do the same work.
+TIMED_IN_THE_SANDBOX = {"speed", "bpe_speed"}
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 HIDDEN = re.compile(r"^### BEGIN HIDDEN TESTS.*?^### END HIDDEN TESTS\n?", re.M | re.S)
 
@@ -70,6 +76,8 @@ def solution(assignment: str) -> tuple[list[Cell], list[str], object]:
 
 def time_checks(assignment: str) -> float:
     cells, tests, _ = solution(assignment)
+    checks = checks_for(assignment)
+    tests = [t for t in tests if checks[t].spec().get("runner") not in TIMED_IN_THE_SANDBOX]
     start = time.perf_counter()
     verdicts = grade(assignment, cells, tests, seed=0)
     assert all(v.passed for v in verdicts.values()), {k: v.message for k, v in verdicts.items()}

@@ -1,7 +1,8 @@
 """Assignment a2c (fast kernels), the grader's side without a whole course: the grader-built
 library has none of torchlight's own Numba or CUDA kernels, the speed items' verdicts (one
 timing at two levels, full credit only with a prange loop, objmode scores nothing, a held
-measurement never passes), and what the structure check flags.
+measurement never passes), what the structure check flags, and a speed item graded without a
+sandbox.
 
 The catalog graded end to end through nbgrader is in tests/test_course.py; the protocol itself
 in tests/test_timing.py.
@@ -14,7 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jupytext
+import pytest
+
+from torchlight_grader import sandbox
 from torchlight_grader.checks import a2c_kernels, timing
+from torchlight_grader.checks.grader import Cell, grade
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -200,6 +206,33 @@ def test_the_broker_paces_a_speed_item_the_student_side_only_serves() -> None:
                              capture_output=True, text=True, timeout=300)  # fmt: skip
         assert run.returncode == 0, run.stdout + run.stderr
         assert json.loads(run.stdout.splitlines()[-1]) == said, run.stdout
+
+
+def test_without_a_sandbox_a_speed_item_ends_at_once_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Graded with the sandbox opted out (TORCHLIGHT_GRADER_UNSAFE_NO_SANDBOX), the broker is not
+    its PID namespace's first process and cannot count the CPU time of the notebook's processes,
+    so it times nothing. It used to leave the student side waiting for "go" until the item's
+    timeout: each speed item took 150 s and said "your code was stopped". Now the item ends when
+    the kernel is ready, and says why it earns nothing."""
+    source = jupytext.read(ROOT / "assignments" / "source" / "a2c_kernels" / "a2c_kernels.py")
+    cells = [
+        Cell("answer" if meta.get("solution") else "locked", meta.get("grade_id"), cell.source)
+        for cell in source.cells
+        if cell.cell_type == "code" and not (meta := cell.metadata.get("nbgrader", {})).get("grade")
+    ]
+    monkeypatch.setenv(sandbox.OPT_OUT, sandbox.OPT_OUT_VALUE)
+    sandbox.ensure_available.cache_clear()
+    try:
+        assert sandbox.ensure_available() == "unsafe"
+        (verdict,) = grade("a2c_kernels", cells, ["test_map_speed"], seed=0).values()
+    finally:
+        monkeypatch.undo()
+        sandbox.ensure_available.cache_clear()
+    assert sandbox.ensure_available() == "bwrap"  # the next test's grading is sandboxed again
+    assert not verdict.passed
+    assert "speed items are not timed without a sandbox" in verdict.message, verdict.message
 
 
 def test_findings_name_the_librarys_kernels_and_numpys_product_and_no_solution() -> None:
