@@ -370,6 +370,79 @@ NAIVE_MATMUL_MISTAKE = Submission(
     note="a serial triple loop without tiles: right, and no speed credit",
 )
 
+#: Answers that reach for what they were to write (or skip its work, or race), each in the one
+#: answer cell it replaces and changing nothing outside it (no patched builtin, module, clock or
+#: thread: those cheats stay alone below): graded two to a notebook, a tiled_matmul one beside a
+#: shared_matmul one (``catalog.together``).
+SKIPS_WORK_WHEN_LARGE = Submission(
+    "skips-work-when-large",
+    A,
+    "cheat",
+    "solution",
+    (replace("tiled_matmul", SKIPS_WORK),),
+    zero=SPEED,
+    note="fast on the timed sizes by computing half of the product: no speed credit",
+)
+
+CUDA_MISSING_SYNCTHREADS = Submission(
+    "cuda-missing-syncthreads",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "shared_matmul",
+            "        cuda.syncthreads()  # every thread done with the tiles before they are "
+            "overwritten\n",
+            "",
+        ),
+    ),
+    zero=CUDA,
+    note="no barrier before the next tiles overwrite these: the PTX shows it, and the "
+    "simulator, which runs each thread until it blocks, gets wrong numbers too",
+)
+
+LIBRARY_CUDA_MATMUL = Submission(
+    "library-cuda-matmul",
+    A,
+    "cheat",
+    "solution",
+    (replace("shared_matmul", LIBRARY_CUDA),),
+    zero=CUDA,
+    note="the library's own CUDA tiled matmul: not in the grader's library",
+)
+
+NUMPY_IN_CUDA_KERNEL = Submission(
+    "numpy-in-cuda-kernel",
+    A,
+    "cheat",
+    "solution",
+    (replace("shared_matmul", NUMPY_IN_CUDA),),
+    zero=CUDA,
+    note="np.dot inside the kernel: right in the simulator (Python), no GPU code",
+)
+
+LIBRARY_MATMUL_CHEAT = Submission(
+    "library-matmul",
+    A,
+    "cheat",
+    "solution",
+    (replace("tiled_matmul", LIBRARY_MATMUL),),
+    zero=("test_tiled_matmul", *SPEED),
+    note="the library's own matmul kernel: not in the grader's library",
+)
+
+OBJMODE_MATMUL_CHEAT = Submission(
+    "objmode-matmul",
+    A,
+    "cheat",
+    "solution",
+    (replace("tiled_matmul", OBJMODE_MATMUL),),
+    zero=("test_tiled_matmul", *SPEED),
+    note="numpy's @ from numba.objmode: seen in the compiled code, nothing for the item",
+)
+
+
 CATALOG = [
     Submission("solution", A, "solution", "solution"),
     Submission("release", A, "release", "release"),
@@ -384,50 +457,9 @@ CATALOG = [
     together(
         "right-without-the-technique", SERIAL_MAP, NAIVE_MATMUL_MISTAKE, CUDA_NO_SHARED_MEMORY
     ),
-    Submission(
-        "skips-work-when-large",
-        A,
-        "cheat",
-        "solution",
-        (replace("tiled_matmul", SKIPS_WORK),),
-        zero=SPEED,
-        note="fast on the timed sizes by computing half of the product: no speed credit",
-    ),
-    Submission(
-        "cuda-missing-syncthreads",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "shared_matmul",
-                "        cuda.syncthreads()  # every thread done with the tiles before they are "
-                "overwritten\n",
-                "",
-            ),
-        ),
-        zero=CUDA,
-        note="no barrier before the next tiles overwrite these: the PTX shows it, and the "
-        "simulator, which runs each thread until it blocks, gets wrong numbers too",
-    ),
-    Submission(
-        "library-cuda-matmul",
-        A,
-        "cheat",
-        "solution",
-        (replace("shared_matmul", LIBRARY_CUDA),),
-        zero=CUDA,
-        note="the library's own CUDA tiled matmul: not in the grader's library",
-    ),
-    Submission(
-        "numpy-in-cuda-kernel",
-        A,
-        "cheat",
-        "solution",
-        (replace("shared_matmul", NUMPY_IN_CUDA),),
-        zero=CUDA,
-        note="np.dot inside the kernel: right in the simulator (Python), no GPU code",
-    ),
+    together("right-until-it-counts", SKIPS_WORK_WHEN_LARGE, CUDA_MISSING_SYNCTHREADS),
+    together("reaches-for-the-library", LIBRARY_MATMUL_CHEAT, LIBRARY_CUDA_MATMUL),
+    together("numpy-inside-compiled-code", OBJMODE_MATMUL_CHEAT, NUMPY_IN_CUDA_KERNEL),
     Submission(
         "faked-clocks",
         A,
@@ -489,24 +521,6 @@ CATALOG = [
         zero=CUDA,
         note="numpy's @ inside the kernel, and the dis module replaced so that the sandbox's "
         "reading of the bytecode finds no instruction: the grader reads the bytecode itself",
-    ),
-    Submission(
-        "library-matmul",
-        A,
-        "cheat",
-        "solution",
-        (replace("tiled_matmul", LIBRARY_MATMUL),),
-        zero=("test_tiled_matmul", *SPEED),
-        note="the library's own matmul kernel: not in the grader's library",
-    ),
-    Submission(
-        "objmode-matmul",
-        A,
-        "cheat",
-        "solution",
-        (replace("tiled_matmul", OBJMODE_MATMUL),),
-        zero=("test_tiled_matmul", *SPEED),
-        note="numpy's @ from numba.objmode: seen in the compiled code, nothing for the item",
     ),
 ]
 

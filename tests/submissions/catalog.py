@@ -63,29 +63,34 @@ class Submission:
 
 
 def together(name: str, *members: Submission) -> Submission:
-    """One notebook carrying several planted mistakes of one assignment, each defined (and named
-    in the assignment's README) on its own: their edits in answer cells of their own, each
-    costing items of its own (the ``zero`` sets are disjoint). The course's suite then grades it
-    once instead of once per mistake (an a2c notebook costs about 30 s of CPU to grade). Every
-    member's items must still score zero and every other item full; what such a notebook can no
-    longer show is a mistake that also cost another member's item. ``tests/test_course.py``
-    builds each member alone and checks that their edits touch different cells."""
+    """One notebook carrying several planted mistakes (or cheats) of one assignment, each defined
+    (and named in the assignment's README) on its own: their edits in answer cells of their own,
+    each costing items of its own (the ``zero`` sets are disjoint). The course's suite then
+    grades it once instead of once per member (an a2c notebook costs about 30 s of CPU to
+    grade). Every member's items must still score zero and every other item full, and a cheat's
+    integrity finding (``FLAGGED``) must be there; what such a notebook can no longer show is a
+    member that also cost another member's item. ``tests/test_course.py`` builds each member
+    alone and checks that their edits touch different cells. Only a cheat that changes nothing
+    outside its own cell may share a notebook: one that patches a builtin, a module or a clock,
+    or starts a thread, could cost a neighbour's items for the wrong reason."""
     first = members[0]
     zeros = [item for m in members for item in m.zero]
     alike = all(
-        (m.assignment, m.base, m.kind) == (first.assignment, "solution", "mistake") for m in members
+        (m.assignment, m.base) == (first.assignment, "solution") and m.kind in ("mistake", "cheat")
+        for m in members
     )
     if len(members) < 2 or not alike or len(set(zeros)) != len(zeros):
         raise ValueError(
-            f"together({name!r}): expected two or more mistakes of one assignment on the solution, "
-            f"each costing items of its own; got {[(m.name, m.kind, m.zero) for m in members]}"
+            f"together({name!r}): expected two or more mistakes or cheats of one assignment on the "
+            "solution, each costing items of its own; got "
+            f"{[(m.name, m.kind, m.zero) for m in members]}"
         )
     if any(m.full or m.fools_kernel or m.files or m.members for m in members):
         raise ValueError(f"together({name!r}): only plain edits of answer cells can share one")
     return Submission(
         name,
         first.assignment,
-        "mistake",
+        "cheat" if any(m.kind == "cheat" for m in members) else "mistake",
         "solution",
         tuple(edit for m in members for edit in m.edits),
         zero=tuple(zeros),
