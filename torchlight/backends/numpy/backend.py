@@ -129,8 +129,7 @@ class NumpyBackend(FusedKernels):
         return tuple(s // a.itemsize for s in a.strides)
 
     def map(self, op: str, a: np.ndarray) -> np.ndarray:
-        result = _MAP[op](a)  # (speed: _array's test written out, as in zip)
-        return result if type(result) is np.ndarray else np.asarray(result)
+        return _array(_MAP[op](a))
 
     def zip(
         self, op: str, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
