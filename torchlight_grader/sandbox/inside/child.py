@@ -198,7 +198,7 @@ class _Broker:
         if not _COUNTS_CPU or self.paced["args"] is None:
             why = "no case" if self.paced["args"] is None else (
                 "speed items are not timed without a sandbox: the grader cannot count the CPU "
-                "time of every process of the notebook's own")  # fmt: skip
+                "time of all the notebook's processes")  # fmt: skip
             self.measured = {"pairs": [], "failed": why, "paced": True}
             _write(pacing["go"], b"e")  # the student side waits for "go": end it now, not at
             return  # the item's timeout (it said ready, so it reads this "e" as its own end)
