@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import nbformat
 import pytest
 from submissions import a1_functions
@@ -733,6 +734,56 @@ def test_resubmission_after_a_manual_grade_reports_the_stale_scores(
     assert page.locator(f"input.score#{WRITTEN}").input_value() == "", "the stale score is shown"
     context.close()
     assert not refused, refused
+
+
+def test_the_feedback_templates_compile_once_per_process_and_again_once_edited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nbgrader makes a new exporter for each generate_feedback: the page's templates are
+    compiled by the first (into feedback.COMPILED) and loaded from there by the next, which makes
+    the same page; a template edited in between is compiled again, and the page shows the edit."""
+    from traitlets.config import Config
+
+    from torchlight_grader.nbgrader import feedback
+
+    monkeypatch.setattr(feedback, "COMPILED", feedback.CompiledTemplates())
+    templates = tmp_path / "templates"
+    shutil.copytree(feedback.TEMPLATES, templates)
+    config = Config()
+    exporter = config.FeedbackExporter
+    exporter.template_name, exporter.template_file, exporter.node = (
+        "feedback", feedback.TEMPLATE_FILE, "")  # fmt: skip
+    exporter.extra_template_basedirs = [str(templates), str(feedback.nbgrader_templates())]
+    css = feedback.nbgrader_templates().parent / "static/node_modules/bootstrap/dist/css"
+    exporter.extra_template_paths = [str(css)]  # (as nbgrader's GenerateFeedback sets it)
+    exporter.filters = {"mathjax_script": "torchlight_grader.nbgrader.feedback.mathjax_script",
+                        "points": "torchlight_grader.nbgrader.canvas.number"}  # fmt: skip
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    info = {"score": 1.0, "max_score": 2.0, "late_penalty": 0.0, "notebook": "a1", "awaiting": 0,
+            "days_late": 0, "duedate": "", "extended_to": "", "state": "graded"}  # fmt: skip
+
+    def page() -> str:
+        return feedback.FeedbackExporter(config=config).from_notebook_node(
+            copy.deepcopy(nb), {"nbgrader": dict(info)}
+        )[0]
+
+    compiled: list[str] = []
+    compile_source = jinja2.Environment.compile
+
+    def counting(self: jinja2.Environment, source: Any, name: Any = None, *a: Any, **k: Any) -> Any:
+        compiled.append(name)
+        return compile_source(self, source, name, *a, **k)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    first = page()
+    assert feedback.TEMPLATE_FILE in compiled and len(feedback.COMPILED.code) == len(compiled) > 1
+    compiled.clear()
+    assert page() == first and compiled == [], f"compiled again: {compiled}"
+    ours = templates / "feedback" / feedback.TEMPLATE_FILE
+    ours.write_text(ours.read_text().replace("{% block body %}", "{% block body %}<!-- edited -->"))
+    edited = page()
+    assert compiled == [feedback.TEMPLATE_FILE], compiled
+    assert "<!-- edited -->" in edited and "<!-- edited -->" not in first
 
 
 def test_math_typeset_at_feedback_time_is_inert() -> None:
