@@ -4,7 +4,7 @@ scores nothing for what it did not write, and is flagged)."""
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, replace, substitute
+from submissions.catalog import Submission, replace, substitute, together
 
 A = "a1b_engine"
 
@@ -81,69 +81,105 @@ EVERY_NODE = """            node.accumulate_grad(d)
                 continue
 """
 
+#: Answers that call the library's sort and its central difference, each in its own answer
+#: cell and changing nothing outside it: graded together in one notebook, each flagged.
+LIBRARY_SORT_CHEAT = Submission(
+    "library-sort",
+    A,
+    "cheat",
+    "solution",
+    (replace("topological_sort", LIBRARY_SORT),),
+    zero=("test_topological_sort", "test_train"),  # training runs on the notebook's sort
+    fools_kernel=("test_topological_sort",),
+    note="hands the sort to torchlight.autograd.topological_sort",
+)
+
+LIBRARY_CENTRAL_DIFFERENCE_CHEAT = Submission(
+    "library-central-difference",
+    A,
+    "cheat",
+    "solution",
+    (replace("central_difference", LIBRARY_CENTRAL),),
+    zero=("test_central_difference",),
+    fools_kernel=("test_central_difference",),
+)
+
+#: Planted mistakes in answer cells of their own, each costing items of its own: graded together
+#: (``catalog.together``; the README names each one).
+GRADIENTS_OVERWRITTEN = Submission(
+    "gradients-overwritten",
+    A,
+    "mistake",
+    "solution",
+    (substitute("backpropagate", ACCUMULATE, "derivs[id(parent)] = share"),),
+    zero=("test_backpropagate",),
+    note="a tensor used twice keeps only the last share it received",
+)
+
+PRE_ORDER_SORT = Submission(
+    "pre-order",
+    A,
+    "mistake",
+    "solution",
+    (replace("topological_sort", PRE_ORDER),),
+    zero=("test_topological_sort",),
+    note="a tensor comes before a parent: it would be visited before all its users sent",
+)
+
+ONE_SIDED_DIFFERENCE = Submission(
+    "one-sided-difference",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "central_difference",
+            "return (float(f(*up)) - float(f(*down))) / (2.0 * epsilon)",
+            "return (float(f(*up)) - float(f(*vals))) / epsilon",
+        ),
+    ),
+    zero=("test_central_difference",),
+    note="(f(x + eps) - f(x)) / eps: off by O(eps)",
+)
+
+RECURSIVE_SORT = Submission(
+    "recursive-sort",
+    A,
+    "mistake",
+    "solution",
+    (replace("topological_sort", RECURSIVE),),
+    zero=("test_topological_sort",),
+    note="RecursionError on the 100,000-op chain",
+)
+
+GRADS_ON_NON_LEAVES = Submission(
+    "grads-on-non-leaves",
+    A,
+    "mistake",
+    "solution",
+    (substitute("backpropagate", LEAF_ONLY, EVERY_NODE),),
+    zero=("test_leaves_only",),
+    note="every tensor keeps a .grad, not only the leaves",
+)
+
 CATALOG = [
     Submission("solution", A, "solution", "solution"),
     Submission("release", A, "release", "release"),
-    Submission(
-        "gradients-overwritten",
-        A,
-        "mistake",
-        "solution",
-        (substitute("backpropagate", ACCUMULATE, "derivs[id(parent)] = share"),),
-        zero=("test_backpropagate",),
-        note="a tensor used twice keeps only the last share it received",
+    together(
+        "wrong-in-one-step",
+        GRADIENTS_OVERWRITTEN,
+        PRE_ORDER_SORT,
+        ONE_SIDED_DIFFERENCE,
     ),
-    Submission(
-        "pre-order",
-        A,
-        "mistake",
-        "solution",
-        (replace("topological_sort", PRE_ORDER),),
-        zero=("test_topological_sort",),
-        note="a tensor comes before a parent: it would be visited before all its users sent",
+    together(
+        "wrong-in-another-step",
+        RECURSIVE_SORT,
+        GRADS_ON_NON_LEAVES,
     ),
-    Submission(
-        "recursive-sort",
-        A,
-        "mistake",
-        "solution",
-        (replace("topological_sort", RECURSIVE),),
-        zero=("test_topological_sort",),
-        note="RecursionError on the 100,000-op chain",
-    ),
-    Submission(
-        "grads-on-non-leaves",
-        A,
-        "mistake",
-        "solution",
-        (substitute("backpropagate", LEAF_ONLY, EVERY_NODE),),
-        zero=("test_leaves_only",),
-        note="every tensor keeps a .grad, not only the leaves",
-    ),
-    Submission(
-        "one-sided-difference",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "central_difference",
-                "return (float(f(*up)) - float(f(*down))) / (2.0 * epsilon)",
-                "return (float(f(*up)) - float(f(*vals))) / epsilon",
-            ),
-        ),
-        zero=("test_central_difference",),
-        note="(f(x + eps) - f(x)) / eps: off by O(eps)",
-    ),
-    Submission(
-        "library-sort",
-        A,
-        "cheat",
-        "solution",
-        (replace("topological_sort", LIBRARY_SORT),),
-        zero=("test_topological_sort", "test_train"),  # training runs on the notebook's sort
-        fools_kernel=("test_topological_sort",),
-        note="hands the sort to torchlight.autograd.topological_sort",
+    together(
+        "reaches-for-the-library",
+        LIBRARY_SORT_CHEAT,
+        LIBRARY_CENTRAL_DIFFERENCE_CHEAT,
     ),
     Submission(
         "library-backward",
@@ -164,15 +200,6 @@ CATALOG = [
         zero=("test_backpropagate", "test_leaves_only", "test_train"),
         fools_kernel=("test_backpropagate", "test_leaves_only", "test_train"),
         note="the library's backpropagate through a name built at run time",
-    ),
-    Submission(
-        "library-central-difference",
-        A,
-        "cheat",
-        "solution",
-        (replace("central_difference", LIBRARY_CENTRAL),),
-        zero=("test_central_difference",),
-        fools_kernel=("test_central_difference",),
     ),
     Submission(
         "library-backward-in-training",

@@ -238,6 +238,42 @@ POSITIONS_FROM_ONE = Submission(
     note="the first token reads position row 1 (off by one)",
 )
 
+#: Answers that call the library's tokenizer, embedding or positions, each in its own answer
+#: cell and changing nothing outside it: graded together in one notebook, each flagged.
+LIBRARY_TOKENIZER_CHEAT = Submission(
+    "library-tokenizer",
+    A,
+    "cheat",
+    "solution",
+    (replace("train_merges", LIBRARY_TRAIN),),
+    zero=("test_train_merges", "test_train_speed", "test_train_fast"),
+    fools_kernel=("test_train_merges",),
+    note="BPETokenizer.train: the library's, not the student's (not in the grader's "
+    "library, so it times nothing either)",
+)
+
+LIBRARY_EMBEDDING_CHEAT = Submission(
+    "library-embedding",
+    A,
+    "cheat",
+    "solution",
+    (replace("embedding", LIBRARY_EMBEDDING),),
+    zero=("test_embedding",),
+    fools_kernel=("test_embedding",),
+    note="the forward is the library's F.embedding",
+)
+
+LIBRARY_SINUSOIDAL_CHEAT = Submission(
+    "library-sinusoidal",
+    A,
+    "cheat",
+    "solution",
+    (replace("sinusoidal", LIBRARY_SINUSOIDAL),),
+    zero=("test_sinusoidal",),
+    fools_kernel=("test_sinusoidal",),
+    note="the library's SinusoidalPositionalEncoding, named through getattr",
+)
+
 CATALOG = [
     Submission("solution", A, "solution", "solution"),
     Submission("release", A, "release", "release"),
@@ -315,36 +351,11 @@ CATALOG = [
         zero=("test_decode",),
         note="a character split over two tokens comes out as two U+FFFD",
     ),
-    Submission(
-        "library-tokenizer",
-        A,
-        "cheat",
-        "solution",
-        (replace("train_merges", LIBRARY_TRAIN),),
-        zero=("test_train_merges", "test_train_speed", "test_train_fast"),
-        fools_kernel=("test_train_merges",),
-        note="BPETokenizer.train: the library's, not the student's (not in the grader's "
-        "library, so it times nothing either)",
-    ),
-    Submission(
-        "library-embedding",
-        A,
-        "cheat",
-        "solution",
-        (replace("embedding", LIBRARY_EMBEDDING),),
-        zero=("test_embedding",),
-        fools_kernel=("test_embedding",),
-        note="the forward is the library's F.embedding",
-    ),
-    Submission(
-        "library-sinusoidal",
-        A,
-        "cheat",
-        "solution",
-        (replace("sinusoidal", LIBRARY_SINUSOIDAL),),
-        zero=("test_sinusoidal",),
-        fools_kernel=("test_sinusoidal",),
-        note="the library's SinusoidalPositionalEncoding, named through getattr",
+    together(
+        "reaches-for-the-library",
+        LIBRARY_TOKENIZER_CHEAT,
+        LIBRARY_EMBEDDING_CHEAT,
+        LIBRARY_SINUSOIDAL_CHEAT,
     ),
 ]
 

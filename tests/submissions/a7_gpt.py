@@ -5,7 +5,7 @@ AdamW, and a model that reads ahead."""
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, replace, substitute
+from submissions.catalog import Submission, replace, substitute, together
 
 A = "a7_gpt"
 
@@ -81,83 +81,86 @@ def train_gpt(ids, steps, seed):
     return Lookup()
 """
 
-CATALOG = [
-    Submission("solution", A, "solution", "solution"),
-    Submission("release", A, "release", "release"),
-    Submission(
-        "mask-off-by-one",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "attention",
-                "future = np.triu(np.ones((t, t), dtype=bool), k=1)",
-                "future = np.triu(np.ones((t, t), dtype=bool), k=2)",
-            ),
+#: Planted mistakes in answer cells of their own, each costing its own item: graded together
+#: (``catalog.together``; the README names each one).
+MASK_OFF_BY_ONE = Submission(
+    "mask-off-by-one",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "attention",
+            "future = np.triu(np.ones((t, t), dtype=bool), k=1)",
+            "future = np.triu(np.ones((t, t), dtype=bool), k=2)",
         ),
-        zero=("test_attention",),
-        note="each position also sees the next one",
     ),
-    Submission(
-        "post-norm",
-        A,
-        "mistake",
-        "solution",
-        (
-            replace(
-                "block",
-                """
+    zero=("test_attention",),
+    note="each position also sees the next one",
+)
+
+POST_NORM = Submission(
+    "post-norm",
+    A,
+    "mistake",
+    "solution",
+    (
+        replace(
+            "block",
+            """
 def block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_out, b_out, ln2_w, ln2_b, w_fc, b_fc, w_proj, b_proj, nhead):
     c = x.shape[-1]
     h = F.layer_norm(x + causal_self_attention(x, w_qkv, b_qkv, w_out, b_out, nhead), (c,), ln1_w, ln1_b, 1e-5)
     mlp = F.gelu(h @ w_fc.T + b_fc, approximate="tanh") @ w_proj.T + b_proj
     return F.layer_norm(h + mlp, (c,), ln2_w, ln2_b, 1e-5)
 """,
-            ),
         ),
-        zero=("test_block",),
-        note="the original transformer's post-norm: LN(x + f(x))",
     ),
-    Submission(
-        "weight-decay-in-the-gradient",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "adamw",
-                "    param = param * (1 - lr * weight_decay)\n",
-                "    grad = grad + weight_decay * param\n",
-            ),
+    zero=("test_block",),
+    note="the original transformer's post-norm: LN(x + f(x))",
+)
+
+WEIGHT_DECAY_IN_THE_GRADIENT = Submission(
+    "weight-decay-in-the-gradient",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "adamw",
+            "    param = param * (1 - lr * weight_decay)\n",
+            "    grad = grad + weight_decay * param\n",
         ),
-        zero=("test_adamw",),
-        note="Adam with L2 regularization, not AdamW's decoupled decay",
     ),
-    Submission(
-        "warm-up-off-by-a-step",
-        A,
-        "mistake",
-        "solution",
-        (
-            substitute(
-                "schedule",
-                "return max_lr * (step + 1) / warmup",
-                "return max_lr * step / warmup",
-            ),
+    zero=("test_adamw",),
+    note="Adam with L2 regularization, not AdamW's decoupled decay",
+)
+
+WARM_UP_OFF_BY_A_STEP = Submission(
+    "warm-up-off-by-a-step",
+    A,
+    "mistake",
+    "solution",
+    (
+        substitute(
+            "schedule",
+            "return max_lr * (step + 1) / warmup",
+            "return max_lr * step / warmup",
         ),
-        zero=("test_schedule",),
-        note="the first step has a learning rate of 0",
     ),
-    Submission(
-        "clip-per-parameter",
-        A,
-        "mistake",
-        "solution",
-        (
-            replace(
-                "clip",
-                """
+    zero=("test_schedule",),
+    note="the first step has a learning rate of 0",
+)
+
+CLIP_PER_PARAMETER = Submission(
+    "clip-per-parameter",
+    A,
+    "mistake",
+    "solution",
+    (
+        replace(
+            "clip",
+            """
 def clip_gradients(grads, max_norm):
     out = []
     for g in grads:
@@ -165,30 +168,51 @@ def clip_gradients(grads, max_norm):
         out.append(g * min(1.0, max_norm / (norm + 1e-6)))
     return out
 """,
-            ),
         ),
-        zero=("test_clip",),
-        note="each gradient clipped by its own norm: the update changes direction",
     ),
-    Submission(
-        "library-attention",
-        A,
-        "cheat",
-        "solution",
-        (replace("attention", LIBRARY_ATTENTION),),
-        zero=("test_attention",),
-        fools_kernel=("test_attention",),
-        note="F.scaled_dot_product_attention: the library's",
+    zero=("test_clip",),
+    note="each gradient clipped by its own norm: the update changes direction",
+)
+
+#: Answers that call the library's attention or optimizer, each in its own answer cell and
+#: changing nothing outside it: graded together in one notebook, each flagged.
+LIBRARY_ATTENTION_CHEAT = Submission(
+    "library-attention",
+    A,
+    "cheat",
+    "solution",
+    (replace("attention", LIBRARY_ATTENTION),),
+    zero=("test_attention",),
+    fools_kernel=("test_attention",),
+    note="F.scaled_dot_product_attention: the library's",
+)
+
+LIBRARY_ADAMW_CHEAT = Submission(
+    "library-adamw",
+    A,
+    "cheat",
+    "solution",
+    (replace("train", LIBRARY_ADAMW),),
+    zero=("test_train",),
+    fools_kernel=("test_train",),
+    note="the library's AdamW trains the model",
+)
+
+CATALOG = [
+    Submission("solution", A, "solution", "solution"),
+    Submission("release", A, "release", "release"),
+    together(
+        "wrong-in-one-part",
+        MASK_OFF_BY_ONE,
+        POST_NORM,
+        WEIGHT_DECAY_IN_THE_GRADIENT,
+        WARM_UP_OFF_BY_A_STEP,
+        CLIP_PER_PARAMETER,
     ),
-    Submission(
-        "library-adamw",
-        A,
-        "cheat",
-        "solution",
-        (replace("train", LIBRARY_ADAMW),),
-        zero=("test_train",),
-        fools_kernel=("test_train",),
-        note="the library's AdamW trains the model",
+    together(
+        "reaches-for-the-library",
+        LIBRARY_ATTENTION_CHEAT,
+        LIBRARY_ADAMW_CHEAT,
     ),
     Submission(
         "reads-validation",

@@ -90,7 +90,7 @@ def _attack(assignment: str, name: str, extra: str = "") -> Submission:
 
 def _library(catalog: list[Submission], name: str, assignment: str) -> Submission:
     """A catalog's library answer put on the release: nothing else of the notebook answered."""
-    sub = next(s for s in catalog if s.name == name)
+    sub = next(s for entry in catalog for s in (entry, *entry.members) if s.name == name)
     return Submission(f"attack-{name}", assignment, "cheat", "release", sub.edits)
 
 

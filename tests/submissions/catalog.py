@@ -72,7 +72,8 @@ def together(name: str, *members: Submission) -> Submission:
     member that also cost another member's item. ``tests/test_course.py`` builds each member
     alone and checks that their edits touch different cells. Only a cheat that changes nothing
     outside its own cell may share a notebook: one that patches a builtin, a module or a clock,
-    or starts a thread, could cost a neighbour's items for the wrong reason."""
+    or starts a thread, could cost a neighbour's items for the wrong reason. The notebook fools
+    the in-kernel tests its members fool (``fools_kernel``), each still checked."""
     first = members[0]
     zeros = [item for m in members for item in m.zero]
     alike = all(
@@ -85,7 +86,7 @@ def together(name: str, *members: Submission) -> Submission:
             "solution, each costing items of its own; got "
             f"{[(m.name, m.kind, m.zero) for m in members]}"
         )
-    if any(m.full or m.fools_kernel or m.files or m.members for m in members):
+    if any(m.full or m.files or m.members for m in members):
         raise ValueError(f"together({name!r}): only plain edits of answer cells can share one")
     return Submission(
         name,
@@ -94,6 +95,7 @@ def together(name: str, *members: Submission) -> Submission:
         "solution",
         tuple(edit for m in members for edit in m.edits),
         zero=tuple(zeros),
+        fools_kernel=tuple(item for m in members for item in m.fools_kernel),
         note="; ".join(f"{m.name} ({', '.join(m.zero)}): {m.note}" for m in members),
         members=members,
     )

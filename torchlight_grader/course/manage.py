@@ -143,7 +143,9 @@ def integrity_report(course: Path) -> Path:
     - ``instructor``: each change the instructor made to a cell since a release students
       handed in (``torchlight_grader.nbgrader.releases``), once, with how many submissions were
       made from the earlier release (the grade uses the current release);
-    - ``answers``: each test cell whose in-kernel score differs from its isolated grade.
+    - ``answers``: each test cell whose in-kernel score differs from its isolated grade, with
+      the in-kernel error where there was one (a speed item's "could not time fairly: ..." says
+      the machine was too busy for the notebook's own timing, not that the answer is wrong).
 
     Prints one summary line per section."""
     from torchlight_grader.nbgrader.spreadsheet import write_rows
@@ -169,6 +171,8 @@ def integrity_report(course: Path) -> Path:
                 verdict = "passed" if mark.get("passed") else "failed"
                 finding = (f"test cell {grade_id}: in-kernel score {mark.get('kernel_score')}, "
                            f"isolated check {verdict} (the isolated grade counts)")  # fmt: skip
+                if mark.get("kernel_error"):  # (its first line)
+                    finding += f"; in the kernel: {str(mark['kernel_error']).splitlines()[0]}"
                 rows["answers"].append([*where, finding])
     for (assignment, notebook, change), students in sorted(earlier.items()):
         rows["instructor"].append(

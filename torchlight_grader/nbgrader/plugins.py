@@ -188,6 +188,9 @@ class RestoreGradedCells(NbGraderPreprocessor):
             cell.pop("execution_count", None)
 
 
+#: How much of an in-kernel test's error a test cell's audit mark keeps (``kernel_error``).
+KERNEL_ERROR = 300
+
 #: An answer that reaches for the library's own Functions (flagged for review, never zeroed).
 BUILT_IN = re.compile(
     r"\bfunctions\s*\.\s*[A-Z]|from\s+torchlight\.(functions|ops)\b[\w.]*\s+import"
@@ -504,9 +507,21 @@ class IsolatedGrader(NbGraderPreprocessor):
         """Each test cell's only output becomes its verdict (what nbgrader then scores)."""
         for grade_id, cell in tests.items():
             verdict = verdicts[grade_id]
-            # What a plain in-kernel test would have scored, kept for the instructor's audit.
+            # What a plain in-kernel test would have scored, kept for the instructor's audit,
+            # with why it scored nothing there: the output that made nbgrader say 0 (an error,
+            # or text on stderr), cut short (the student's code wrote it).
             kernel_score, _ = determine_grade(cell, self.log)
-            cell.metadata["torchlight"] = {"kernel_score": kernel_score, "passed": verdict.passed}
+            mark = {"kernel_score": kernel_score, "passed": verdict.passed}
+            for out in cell.outputs:
+                if out.get("output_type") == "error":
+                    why = f"{out.get('ename')}: {out.get('evalue')}"
+                elif out.get("output_type") == "stream" and out.get("name") == "stderr":
+                    why = f"stderr: {out.get('text')}"
+                else:
+                    continue
+                mark["kernel_error"] = why[:KERNEL_ERROR]
+                break
+            cell.metadata["torchlight"] = mark
             if verdict.passed:
                 cell.outputs = [new_output("stream", name="stdout", text=f"{verdict.message}\n")]
             else:
