@@ -167,8 +167,12 @@ def test_one_training_timing_two_levels_a_cut_and_a_held_measurement() -> None:
     assert "needs a ratio of at most 3" in (middle["test_train_fast"] or "")
     slow = _speed_verdicts(_measurement(30.0))
     assert all("needs a ratio" in (v or "") for v in slow.values()), slow
-    cut = _speed_verdicts({"pairs": [], "failed": None, "cut": 24.5})
-    assert all("stopped after 24.5 s, 50x" in (v or "") for v in cut.values()), cut
+    cut = _speed_verdicts({"pairs": [], "failed": None, "cut": 24.5, "cut_times": 50.0})
+    assert all("stopped after 24.5 s of CPU time, 50x" in (v or "") for v in cut.values()), cut
+    late = _speed_verdicts({"pairs": [], "failed": None, "cut": 14.0, "cut_times": 28.2})
+    assert all("stopped after 14.0 s of CPU time, 28x" in (v or "") for v in late.values()), late
+    busy = _speed_verdicts({"pairs": [], "failed": None, "cut": None, "held": "too busy"})
+    assert all((v or "").startswith(f"{timing.HELD} too busy. ") for v in busy.values()), busy
     noisy = _measurement(1.0)
     noisy["pairs"] = [dict(p, reference=r) for p, r in  # type: ignore[call-overload]
                       zip(noisy["pairs"], [0.2, 1.0, 3.0], strict=True)]  # fmt: skip
@@ -190,6 +194,42 @@ def test_one_training_timing_two_levels_a_cut_and_a_held_measurement() -> None:
     assert "| `test_train_fast` | ratio <= 3 |" in stated
     assert "stopped at 50x" in stated
     assert (a6_tokens.SPEED.full, a6_tokens.SPEED.partial, a6_tokens.SPEED_CUT) == (3, 25, 50)
+
+
+def test_a_call_is_cut_on_cpu_time_and_the_whole_timing_bounded_on_the_wall_clock() -> None:
+    """In the sandbox's runner (run here, on a small corpus): a trainer that computes forever is
+    cut at 50x the reference's CPU time; one that sleeps runs into the wall-clock bound and is
+    held, not cut (it spent no CPU); at that bound, a call past the partial threshold in CPU
+    time is cut as slow, and one under it is held (the machine was too busy to tell)."""
+    import time
+
+    from torchlight_grader.checks import timing
+    from torchlight_grader.sandbox.inside import language
+
+    case = a6_tokens.speed_case(np.random.default_rng(0), 0)
+
+    def bpe_speed(trainer: object, **changed: float) -> dict[str, object]:
+        args = dict(zip(case.names or (), case.args, strict=True), chars=5_000, **changed)
+        return language.bpe_speed(trainer, {"args": list(args.values())})
+
+    def computes(text: str, vocab_size: int) -> None:
+        while True:
+            pass
+
+    def sleeps(text: str, vocab_size: int) -> None:
+        time.sleep(60)
+
+    cut = bpe_speed(computes)
+    assert cut["cut_times"] == pytest.approx(50.0) and cut["cut"] >= 1.0, cut  # type: ignore[operator]
+    assert "held" not in cut
+    napped = bpe_speed(sleeps, held_after=1.5)
+    assert napped["cut"] is None and "0.0 s of CPU time" in str(napped["held"]), napped
+    past = bpe_speed(computes, cut=10_000.0, partial=2.0, held_after=1.5)
+    assert past["cut_times"] > 2.0 and "held" not in past, past  # type: ignore[operator]
+    under = bpe_speed(computes, cut=10_000.0, partial=10_000.0, held_after=1.5)
+    assert under["cut"] is None and "the grading machine was too busy" in str(under["held"])
+    verdicts = _speed_verdicts(under)
+    assert all((v or "").startswith(timing.HELD) for v in verdicts.values()), verdicts
 
 
 def test_the_speed_corpora_are_fresh_and_the_reference_trainer_is_the_librarys() -> None:

@@ -22,8 +22,11 @@ sends back what came, as plain data.
   ``torchlight_grader/checks/timing.py`` (its source comes with the spec), on a fresh corpus of
   about 1 MB per pair: lines of the shipped Shakespeare drawn at random, its letters relabelled
   by a fresh permutation (so every pair learns other merges). Every call of the student's is
-  cut after ``cut`` times the reference's time on a first corpus: a naive trainer stops there
-  (``"cut"`` comes back), it does not run for minutes.
+  cut after ``cut`` times the reference's CPU time on a first corpus: a naive trainer stops
+  there (``"cut"`` comes back), it does not run for minutes. The whole measurement stops at
+  ``held_after`` seconds of wall time, before the item's timeout: a call that by then had
+  spent ``partial`` times the reference's CPU time is cut as slow (its CPU time comes back as
+  ``"cut"``); otherwise the machine was too busy to time it (``"held"`` comes back).
 """
 
 from __future__ import annotations
@@ -199,6 +202,10 @@ class _Cut(BaseException):
     in the student's code does not swallow it)."""
 
 
+class _Late(BaseException):
+    """Raised when the whole measurement ran past its wall-clock deadline (as :class:`_Cut`)."""
+
+
 def _as_merges(value: Any) -> list[tuple[int, int]] | None:
     """The student's merges as a new list of pairs of ints (nothing of theirs is compared)."""
     try:
@@ -215,7 +222,8 @@ def bpe_speed(obj: Any, case: dict[str, Any]) -> dict[str, Any]:
     import sys
     import types
 
-    seed, chars, vocab_size, pairs, attempts, cut, (spread, share), source = case["args"]
+    seed, chars, vocab_size, pairs, attempts, cut, partial, held_after, (spread, share), source = (
+        case["args"])  # fmt: skip
     runners = importlib.import_module(f"{__package__}.runners" if __package__ else "runners")
     protected = runners.PROTECTED  # bound before any cell of the notebook ran
     timing = types.ModuleType("torchlight_speed_protocol")
@@ -225,20 +233,31 @@ def bpe_speed(obj: Any, case: dict[str, Any]) -> dict[str, Any]:
     first = fresh_corpus(seed, -1, int(chars))
     start, start_cpu = wall(), cpu()
     reference_merges(first, int(vocab_size))
-    limit = max(float(cut) * (wall() - start), 1.0)
     spent = [cpu() - start_cpu]  # CPU seconds of every timed call: the grader checks the sum
+    # The cut counts CPU time (ITIMER_PROF: this process's, every thread's), as the reference's
+    # here: a busy machine slows both clocks' wall time, not what the cut compares.
+    limit = max(float(cut) * spent[0], 1.0)
 
-    def on_alarm(signum: int, frame: Any) -> None:
+    def on_cut(signum: int, frame: Any) -> None:
         raise _Cut
 
+    calling: list[float] = []  # the CPU clock when the student's current call began
+    late_call: list[float] = []  # the CPU time of the student's call the deadline stopped
+
+    def on_late(signum: int, frame: Any) -> None:
+        late_call.append(cpu() - calling[-1] if calling else 0.0)
+        raise _Late
+
     def student(text: str) -> Any:
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, limit)
+        previous = signal.signal(signal.SIGPROF, on_cut)
+        signal.setitimer(signal.ITIMER_PROF, limit)
+        calling.append(cpu())
         try:
             return _as_merges(obj(text, int(vocab_size)))
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, previous)
+            calling.pop()
 
     first_merges: list[Any] = []  # the student's merges on pair 0's corpus: checked in the grader
 
@@ -263,11 +282,27 @@ def bpe_speed(obj: Any, case: dict[str, Any]) -> dict[str, Any]:
         return measured
 
     fairness = timing.Fairness(max_spread=float(spread), min_share=float(share))
+    # The wall clock bounds the whole measurement, below the item's timeout: a loaded machine
+    # stretches a call's wall time, not its CPU time, so the cut above may come too late.
+    late = max(float(held_after) - (wall() - start), 1.0)
+    previous = signal.signal(signal.SIGALRM, on_late)
+    signal.setitimer(signal.ITIMER_REAL, late)
     try:
         measured = timing.time_fairly(measure, threads=1, attempts=int(attempts),
                                       fairness=fairness)  # fmt: skip
     except _Cut:
-        return {"pairs": [], "failed": None, "cut": limit}
+        return {"pairs": [], "failed": None, "cut": limit, "cut_times": limit / spent[0]}
+    except _Late:
+        used = late_call[0] if late_call else 0.0
+        if used >= float(partial) * spent[0]:  # already past partial credit, in CPU time
+            return {"pairs": [], "failed": None, "cut": used, "cut_times": used / spent[0]}
+        return {"pairs": [], "failed": None, "cut": None, "held": (
+            f"the timing ran past {float(held_after):g} s of wall time with your call at "
+            f"{used:.1f} s of CPU time ({used / max(spent[0], 1e-9):.1f}x the reference's): "
+            "the grading machine was too busy (or your code waited without computing)")}  # fmt: skip
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     return {**measured, "cut": None, "limit": limit, "reported_cpu": sum(spent),
             "calibration_cpu": spent[0],
             "first_merges": [list(p) for p in (first_merges[0] or [])] if first_merges else None}  # fmt: skip
