@@ -220,7 +220,8 @@ def test_a_call_is_cut_on_cpu_time_and_the_whole_timing_bounded_on_the_wall_cloc
         time.sleep(60)
 
     cut = bpe_speed(computes)
-    assert cut["cut_times"] == pytest.approx(50.0) and cut["cut"] >= 1.0, cut  # type: ignore[operator]
+    # (at 50x the reference's CPU time, or 1 s where that is less: then more than 50x)
+    assert cut["cut_times"] >= 50.0 - 1e-6 and cut["cut"] >= 1.0, cut  # type: ignore[operator]
     assert "held" not in cut
     napped = bpe_speed(sleeps, held_after=1.5)
     assert napped["cut"] is None and "0.0 s of CPU time" in str(napped["held"]), napped

@@ -285,20 +285,21 @@ def bpe_speed(obj: Any, case: dict[str, Any]) -> dict[str, Any]:
     # The wall clock bounds the whole measurement, below the item's timeout: a loaded machine
     # stretches a call's wall time, not its CPU time, so the cut above may come too late.
     late = max(float(held_after) - (wall() - start), 1.0)
+    reference = max(spent[0], 1e-6)  # the reference's CPU seconds on the first corpus
     previous = signal.signal(signal.SIGALRM, on_late)
     signal.setitimer(signal.ITIMER_REAL, late)
     try:
         measured = timing.time_fairly(measure, threads=1, attempts=int(attempts),
                                       fairness=fairness)  # fmt: skip
     except _Cut:
-        return {"pairs": [], "failed": None, "cut": limit, "cut_times": limit / spent[0]}
+        return {"pairs": [], "failed": None, "cut": limit, "cut_times": limit / reference}
     except _Late:
         used = late_call[0] if late_call else 0.0
-        if used >= float(partial) * spent[0]:  # already past partial credit, in CPU time
-            return {"pairs": [], "failed": None, "cut": used, "cut_times": used / spent[0]}
+        if used >= float(partial) * reference:  # already past partial credit, in CPU time
+            return {"pairs": [], "failed": None, "cut": used, "cut_times": used / reference}
         return {"pairs": [], "failed": None, "cut": None, "held": (
             f"the timing ran past {float(held_after):g} s of wall time with your call at "
-            f"{used:.1f} s of CPU time ({used / max(spent[0], 1e-9):.1f}x the reference's): "
+            f"{used:.1f} s of CPU time ({used / reference:.1f}x the reference's): "
             "the grading machine was too busy (or your code waited without computing)")}  # fmt: skip
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
