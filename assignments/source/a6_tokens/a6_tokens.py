@@ -78,8 +78,8 @@ print(WORD.findall("Hi there,  héllo 世界!\n"))
 #
 # Training is where a naive tokenizer loses, not encoding: recounting every pair of the **whole
 # corpus** after every merge reads a million tokens a hundred times (over 100x the reference,
-# no speed credit; each of your runs is stopped at 50x the reference's time). Counting over the
-# *distinct* pieces, weighted by how often each occurs (`words_of`), reads only the ~18,000
+# no speed credit; each of your runs is stopped at 50x the reference's CPU time). Counting over
+# the *distinct* pieces, weighted by how often each occurs (`words_of`), reads only the ~18,000
 # different pieces, but still all of them per merge (about 10x: `test_train_speed` only). Full
 # credit needs the reference's idea: count the pairs once, then after each merge **update** the
 # counts in the pieces that contain the merged pair, and only there (keep, for each pair, the set
