@@ -282,10 +282,8 @@ class TrainSpeedCheck(Check):
         and the merges of the first timed corpus, compared here with the grader's own."""
         held = received.get("held")
         if isinstance(held, str):
-            return timing.SpeedVerdict("untimed", None, (
-                f"{timing.HELD} {held[:300]}. This item scores nothing for now and is held for "
-                f"a re-run on a quieter machine (full credit at <= {SPEED.full:g}x, partial at "
-                f"<= {SPEED.partial:g}x)"))  # fmt: skip
+            return timing.held(held[:300], f" on a quieter machine (full credit at <= "
+                                           f"{SPEED.full:g}x, partial at <= {SPEED.partial:g}x)")  # fmt: skip
         cut = received.get("cut")
         if isinstance(cut, int | float):
             times = received.get("cut_times")

@@ -217,6 +217,13 @@ def time_fairly(
 
 
 # ------------------------------------------------------------------------------ judging
+def held(why: str, where: str = "") -> SpeedVerdict:
+    """The verdict on a measurement that cannot be graded from (``why``): the item scores
+    nothing for now and is held for a re-run (``where``: on what, and the thresholds)."""
+    return SpeedVerdict("untimed", None, (
+        f"{HELD} {why}. This item scores nothing for now and is held for a re-run{where}"))  # fmt: skip
+
+
 def ratios(measurement: dict[str, Any]) -> list[float]:
     """Student time over reference time, per pair (wall clock)."""
     return [float(p["student"]) / max(float(p["reference"]), 1e-9) for p in measurement["pairs"]]
@@ -252,12 +259,8 @@ def judge(
     why = unfair(measurement, threads, fairness)
     if why is not None:
         tries = measurement.get("attempts", 1)
-        return SpeedVerdict(
-            "untimed",
-            None,
-            f"{HELD} {why}, in all {tries} attempt(s). This item scores nothing for now and is "
-            f"held for a re-run on a quieter machine ({stated}); your kernel's results were right",
-        )
+        return held(f"{why}, in all {tries} attempt(s)",
+                    f" on a quieter machine ({stated}); your kernel's results were right")  # fmt: skip
     ratio = statistics.median(ratios(measurement))
     shown = (
         f"{what} took {ratio:.2f}x the reference kernel's time (median of {len(pairs)} "
@@ -305,9 +308,7 @@ def miscounted(
     the student's code ran (no speed credit). None when they agree."""
     counted, reported = received.get("counted_cpu"), received.get("reported_cpu")
     if not isinstance(counted, int | float):
-        return SpeedVerdict("untimed", None, (
-            f"{HELD} the sandbox could not count your process's CPU time from outside it. This "
-            "item scores nothing for now and is held for a re-run"))  # fmt: skip
+        return held("the sandbox could not count your process's CPU time from outside it")
     if isinstance(reported, int | float) and abs(counted - reported) <= max(slack, share * counted):
         return None
     shown = f"{reported:.2f} s" if isinstance(reported, int | float) else "nothing"
@@ -324,10 +325,8 @@ def drifted(pairs: list[dict[str, Any]], mine: Any, drift: float, reference: str
     theirs = sorted(float(p["reference_cpu"]) for p in pairs)[len(pairs) // 2]
     if not isinstance(mine, int | float) or mine <= 0 or 1 / drift <= theirs / mine <= drift:
         return None
-    return SpeedVerdict("untimed", None, (
-        f"{HELD} {reference} took {theirs:.3g} s of CPU time in your sandbox and {mine:.3g} s in "
-        f"the grader (at most {drift:g}x apart is fair). This item scores nothing for now and is "
-        "held for a re-run"))  # fmt: skip
+    return held(f"{reference} took {theirs:.3g} s of CPU time in your sandbox and {mine:.3g} s "
+                f"in the grader (at most {drift:g}x apart is fair)")  # fmt: skip
 
 
 def points(verdict: SpeedVerdict, level: str) -> bool:

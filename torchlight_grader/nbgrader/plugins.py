@@ -512,14 +512,14 @@ class IsolatedGrader(NbGraderPreprocessor):
             # or text on stderr), cut short (the student's code wrote it).
             kernel_score, _ = determine_grade(cell, self.log)
             mark = {"kernel_score": kernel_score, "passed": verdict.passed}
-            for out in cell.outputs:
-                if out.get("output_type") == "error":
-                    why = f"{out.get('ename')}: {out.get('evalue')}"
-                elif out.get("output_type") == "stream" and out.get("name") == "stderr":
-                    why = f"stderr: {out.get('text')}"
-                else:
+            for out in cell.outputs:  # (in determine_grade's order: it stops at the first)
+                kind = out.get("output_type")
+                if kind == "error":
+                    mark["kernel_error"] = f"{out.get('ename')}: {out.get('evalue')}"[:KERNEL_ERROR]
+                elif kind == "stream" and out.get("name") == "stderr":
+                    mark["kernel_error"] = f"stderr: {out.get('text')}"[:KERNEL_ERROR]
+                elif kind != "execute_result":  # (a result scores it, as partial credit)
                     continue
-                mark["kernel_error"] = why[:KERNEL_ERROR]
                 break
             cell.metadata["torchlight"] = mark
             if verdict.passed:
