@@ -167,10 +167,14 @@ def test_one_training_timing_two_levels_a_cut_and_a_held_measurement() -> None:
     assert "needs a ratio of at most 3" in (middle["test_train_fast"] or "")
     slow = _speed_verdicts(_measurement(30.0))
     assert all("needs a ratio" in (v or "") for v in slow.values()), slow
-    cut = _speed_verdicts({"pairs": [], "failed": None, "cut": 24.5, "cut_times": 50.0})
+    counted = {"reported_cpu": 25.0, "counted_cpu": 25.4}  # (a cut's clock is checked too)
+    cut = _speed_verdicts({"pairs": [], "failed": None, "cut": 24.5, "cut_times": 50.0, **counted})
     assert all("stopped after 24.5 s of CPU time, 50x" in (v or "") for v in cut.values()), cut
-    late = _speed_verdicts({"pairs": [], "failed": None, "cut": 14.0, "cut_times": 28.2})
+    late = _speed_verdicts({"pairs": [], "failed": None, "cut": 14.0, "cut_times": 28.2, **counted})
     assert all("stopped after 14.0 s of CPU time, 28x" in (v or "") for v in late.values()), late
+    forged = _speed_verdicts({"pairs": [], "failed": None, "cut": 1.0, "cut_times": 1000.0,
+                              "reported_cpu": 0.004, "counted_cpu": 1.9})  # fmt: skip
+    assert all("clocks were changed" in (v or "") for v in forged.values()), forged
     busy = _speed_verdicts({"pairs": [], "failed": None, "cut": None, "held": "too busy"})
     assert all((v or "").startswith(f"{timing.HELD} too busy. ") for v in busy.values()), busy
     noisy = _measurement(1.0)
@@ -200,11 +204,13 @@ def test_a_call_is_cut_on_cpu_time_and_the_whole_timing_bounded_on_the_wall_cloc
     """In the sandbox's runner (run here, on a small corpus): a trainer that computes forever is
     cut at 50x the reference's CPU time; one that sleeps runs into the wall-clock bound and is
     held, not cut (it spent no CPU); at that bound, a call past the partial threshold in CPU
-    time is cut as slow, and one under it is held (the machine was too busy to tell)."""
+    time is cut as slow, and one under it is held (the machine was too busy to tell); a cut
+    whose CPU clock was forged is named a forgery by the grader, not slowness."""
+    import itertools
     import time
 
     from torchlight_grader.checks import timing
-    from torchlight_grader.sandbox.inside import language
+    from torchlight_grader.sandbox.inside import language, runners
 
     case = a6_tokens.speed_case(np.random.default_rng(0), 0)
 
@@ -219,10 +225,31 @@ def test_a_call_is_cut_on_cpu_time_and_the_whole_timing_bounded_on_the_wall_cloc
     def sleeps(text: str, vocab_size: int) -> None:
         time.sleep(60)
 
-    cut = bpe_speed(computes)
+    def counted(trainer: object, **changed: float) -> dict[str, object]:
+        start = time.process_time()  # (the sandbox counts the CPU time around the whole run)
+        received = bpe_speed(trainer, **changed)
+        return {**received, "counted_cpu": time.process_time() - start}
+
+    cut = counted(computes)
     # (at 50x the reference's CPU time, or 1 s where that is less: then more than 50x)
     assert cut["cut_times"] >= 50.0 - 1e-6 and cut["cut"] >= 1.0, cut  # type: ignore[operator]
     assert "held" not in cut
+    verdicts = _speed_verdicts(cut)
+    assert all(
+        "x the reference trainer's on the same corpus" in (v or "") for v in verdicts.values()
+    )
+    # a forged CPU clock (a6's faked-clocks: a millisecond a call) makes the reference seem
+    # 1,000x faster, so a call is cut at the 1 s floor: the grader names the forgery, not speed
+    protected = runners.PROTECTED
+    ticks, real = itertools.count(1), protected["cpu"]
+    protected["cpu"] = lambda: next(ticks) / 1000
+    try:
+        forged = counted(computes)
+    finally:
+        protected["cpu"] = real
+    assert forged["cut"] == 1.0, forged
+    verdicts = _speed_verdicts(forged)
+    assert all("the grader's clocks were changed" in (v or "") for v in verdicts.values()), forged
     napped = bpe_speed(sleeps, held_after=1.5)
     assert napped["cut"] is None and "0.0 s of CPU time" in str(napped["held"]), napped
     past = bpe_speed(computes, cut=10_000.0, partial=2.0, held_after=1.5)

@@ -291,12 +291,17 @@ def bpe_speed(obj: Any, case: dict[str, Any]) -> dict[str, Any]:
     try:
         measured = timing.time_fairly(measure, threads=1, attempts=int(attempts),
                                       fairness=fairness)  # fmt: skip
+    # A cut's ratio rests on the reference's time by this runner's CPU clock, which the
+    # student's code can change (a forged clock makes the cut come early): the clock's count
+    # since the calibration began goes to the grader, which checks it against the sandbox's.
     except _Cut:
-        return {"pairs": [], "failed": None, "cut": limit, "cut_times": limit / reference}
+        return {"pairs": [], "failed": None, "cut": limit, "cut_times": limit / reference,
+                "reported_cpu": cpu() - start_cpu, "calibration_cpu": spent[0]}  # fmt: skip
     except _Late:
         used = late_call[0] if late_call else 0.0
         if used >= float(partial) * reference:  # already past partial credit, in CPU time
-            return {"pairs": [], "failed": None, "cut": used, "cut_times": used / reference}
+            return {"pairs": [], "failed": None, "cut": used, "cut_times": used / reference,
+                    "reported_cpu": cpu() - start_cpu, "calibration_cpu": spent[0]}  # fmt: skip
         return {"pairs": [], "failed": None, "cut": None, "held": (
             f"the timing ran past {float(held_after):g} s of wall time with your call at "
             f"{used:.1f} s of CPU time ({used / reference:.1f}x the reference's): "
