@@ -13,6 +13,7 @@ from submissions.catalog import (
     delete,
     delete_tests,
     fake_outputs,
+    grouped,
     metadata,
     prepend,
     replace,
@@ -390,3 +391,16 @@ for pid in (grandparent, parent):
         note="tries to kill the processes above it: the batch must still finish",
     ),
 ]
+
+#: Planted mistakes in answer cells of their own, each costing items of its own: the course suite
+#: grades each group as one notebook (``catalog.grouped``; the assignments' README names them).
+CATALOG = grouped(
+    CATALOG,
+    {
+        "wrong-in-one-derivative": (
+            "missing-grad-output",
+            "constant-factor",
+            "missing-exponent-gradient",
+        ),
+    },
+)

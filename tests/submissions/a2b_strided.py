@@ -3,7 +3,7 @@ its item, and answers that reach for the library's (or numpy's) index arithmetic
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, replace, substitute
+from submissions.catalog import Submission, grouped, replace, substitute
 
 A = "a2b_strided"
 
@@ -159,6 +159,25 @@ CATALOG = [
         note="np.unravel_index: numpy's, not the library's: full marks, flagged for review",
     ),
 ]
+
+#: Planted mistakes in answer cells of their own, each costing items of its own: the course suite
+#: grades each group as one notebook (``catalog.grouped``; the assignments' README names them).
+CATALOG = grouped(
+    CATALOG,
+    {
+        "wrong-in-the-index-arithmetic": (
+            "offset-ignored",
+            "column-major",
+            "aligned-on-the-left",
+            "size-one-not-zeroed",
+        ),
+        "wrong-in-one-loop": (
+            "map-reads-the-buffer-in-order",
+            "zip-without-broadcast-index",
+            "reduce-from-zero",
+        ),
+    },
+)
 
 #: Each cheat's finding in the integrity report.
 FLAGGED = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, replace, substitute
+from submissions.catalog import Submission, grouped, replace, substitute
 from torchlight_grader.checks.a3_networks import SGD_DAMPENING
 from torchlight_grader.checks.variants import LEARNER, draw
 
@@ -90,3 +90,16 @@ CATALOG = [
         note="a classmate's sgd_step (another variant's dampening written in): graded on its own",
     ),
 ]
+
+#: Planted mistakes in answer cells of their own, each costing items of its own: the course suite
+#: grades each group as one notebook (``catalog.grouped``; the assignments' README names them).
+CATALOG = grouped(
+    CATALOG,
+    {
+        "wrong-in-one-piece": (
+            "unstable-softmax",
+            "adam-without-bias-correction",
+            "bias-gradient-not-summed",
+        ),
+    },
+)

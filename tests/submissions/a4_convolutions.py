@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, substitute
+from submissions.catalog import Submission, grouped, substitute
 
 A = "a4_convolutions"
 
@@ -39,3 +39,12 @@ CATALOG = [
         zero=("test_avg_pool2d",),
     ),
 ]
+
+#: Planted mistakes in answer cells of their own, each costing items of its own: the course suite
+#: grades each group as one notebook (``catalog.grouped``; the assignments' README names them).
+CATALOG = grouped(
+    CATALOG,
+    {
+        "wrong-in-one-layer": ("conv2d-weight-gradient-misaligned", "pool-missing-division"),
+    },
+)

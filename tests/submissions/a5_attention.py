@@ -3,7 +3,7 @@ costing exactly its item."""
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, substitute
+from submissions.catalog import Submission, grouped, substitute
 
 A = "a5_attention"
 
@@ -71,3 +71,13 @@ CATALOG = [
         note="softmax(Q K^T) V without the 1/sqrt(E)",
     ),
 ]
+
+#: Planted mistakes in answer cells of their own, each costing items of its own: the course suite
+#: grades each group as one notebook (``catalog.grouped``; the assignments' README names them).
+CATALOG = grouped(
+    CATALOG,
+    {
+        "wrong-in-one-layer": ("batch-statistics-in-eval", "mask-after-softmax"),
+        "wrong-in-another-layer": ("batchnorm-missing-variance-term", "attention-scale-forgotten"),
+    },
+)

@@ -3,7 +3,7 @@ exactly its item, and an answer that hands the sampling to the library's own sam
 
 from __future__ import annotations
 
-from submissions.catalog import Submission, replace, substitute
+from submissions.catalog import Submission, grouped, replace, substitute
 
 A = "a8_inference"
 
@@ -197,6 +197,26 @@ CATALOG = [
         note="hands the recomputation to the library's checkpoint()",
     ),
 ]
+
+#: Planted mistakes in answer cells of their own, each costing items of its own: the course suite
+#: grades each group as one notebook (``catalog.grouped``; the assignments' README names them).
+CATALOG = grouped(
+    CATALOG,
+    {
+        "wrong-in-one-part": (
+            "position-offset-forgotten",
+            "top-p-one-too-few",
+            "quantize-per-tensor",
+            "loss-scale-never-lowered",
+            "checkpoint-saves-activations",
+        ),
+        "wrong-in-another-part": (
+            "position-after-append",
+            "temperature-after-softmax",
+            "quantize-round-toward-zero",
+        ),
+    },
+)
 
 #: What the integrity report says of the answers that reach for the library's sampler.
 FLAGGED = {

@@ -101,6 +101,25 @@ def together(name: str, *members: Submission) -> Submission:
     )
 
 
+def grouped(catalog: list[Submission], groups: dict[str, tuple[str, ...]]) -> list[Submission]:
+    """``catalog`` with each group's members (entries named in it, each still defined where it
+    stands) replaced by one notebook carrying them all (:func:`together`), where the first of
+    them stood."""
+    by_name = {s.name: s for s in catalog}
+    named = [m for members in groups.values() for m in members]
+    if len(set(named)) != len(named) or not set(named) <= by_name.keys():
+        raise ValueError(
+            f"grouped: each member must be one entry of the catalog, once; got {named}"
+        )
+    first = {members[0]: group for group, members in groups.items()}
+    return [
+        together(first[s.name], *[by_name[m] for m in groups[first[s.name]]]) if s.name in first
+        else s
+        for s in catalog
+        if s.name in first or s.name not in named
+    ]  # fmt: skip
+
+
 def cell_by_id(nb: Any, grade_id: str) -> Any:
     for cell in nb.cells:
         if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
