@@ -49,9 +49,13 @@ def _failing(namespace: dict[str, Any], seed: int) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "sub", [s for s in catalog.CATALOG if s.base == "solution"], ids=lambda s: s.name
+    "sub",
+    [m for s in catalog.CATALOG if s.base == "solution" for m in (s, *s.members)],
+    ids=lambda s: s.name,
 )
 def test_each_catalog_entry_costs_exactly_its_items(sub: Any) -> None:
+    """Every entry, and every member of a notebook of several (the course suite grades those
+    together), on its own: exactly its items fail, on three seeds."""
     namespace = _namespace(sub)
     for seed in (0, 1, 2):
         assert _failing(namespace, seed) == set(sub.zero), (sub.name, seed)
