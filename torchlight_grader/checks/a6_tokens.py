@@ -233,6 +233,8 @@ PROTOCOL = Path(timing.__file__).read_text(encoding="utf-8")
 CPU_SLACK = 1.5
 CPU_SHARE = 0.2
 REFERENCE_DRIFT = 2.0
+#: A call the kernel's timer cut after N s of CPU time: the runner's clock saw at least this x N.
+CUT_SEEN = 0.9
 
 
 def speed_case(rng: np.random.Generator, trial: int) -> Case:
@@ -286,8 +288,10 @@ class TrainSpeedCheck(Check):
                                            f"{SPEED.full:g}x, partial at <= {SPEED.partial:g}x)")  # fmt: skip
         cut = received.get("cut")
         if isinstance(cut, int | float):  # (its ratio rests on the sandbox's CPU clock: checked)
-            problem = self.forged_cut(received, float(cut)) or timing.miscounted(
-                received, slack=CPU_SLACK, share=CPU_SHARE, what=self.what)  # fmt: skip
+            # the kernel's timer stopped the call after ``cut`` s of CPU time: the runner's clock
+            # must have seen that much (``CUT_SEEN``: the timer's granularity) and the broker all
+            problem = timing.miscounted(received, slack=CPU_SLACK, share=CPU_SHARE,
+                                        what=self.what, least=CUT_SEEN * float(cut))  # fmt: skip
             if problem is not None:
                 return problem
             times = received.get("cut_times")
@@ -303,19 +307,6 @@ class TrainSpeedCheck(Check):
             return problem
         return timing.judge_wall_and_cpu(received, SPEED, threads=1, fairness=FAIRNESS,
                                          what=self.what)  # fmt: skip
-
-    def forged_cut(self, received: dict[str, Any], cut: float) -> timing.SpeedVerdict | None:
-        """A call cut after ``cut`` s of CPU time (the kernel's timer, which the student's code
-        cannot slow) was seen by the runner's CPU clock since the calibration began
-        (``reported_cpu``): a clock that saw less was changed, and the cut's ratio with it."""
-        reported = received.get("reported_cpu")
-        if isinstance(reported, int | float) and reported >= 0.9 * cut:
-            return None
-        shown = f"{reported:.2f} s" if isinstance(reported, int | float) else "nothing"
-        return timing.SpeedVerdict("wrong", None, (
-            f"{self.what} earns no speed credit: it was stopped after {cut:.1f} s of CPU time, "
-            f"but the grader's CPU clock in your sandbox saw {shown} in all: the grader's clocks "
-            "were changed while your code ran"))  # fmt: skip
 
     def tampered(self, received: dict[str, Any], expected: dict[str, Any]
                  ) -> timing.SpeedVerdict | None:  # fmt: skip

@@ -300,16 +300,19 @@ def judge_wall_and_cpu(
 
 
 def miscounted(
-    received: dict[str, Any], *, slack: float, share: float, what: str = "your kernel"
-) -> SpeedVerdict | None:
+    received: dict[str, Any], *, slack: float, share: float, what: str = "your kernel",
+    least: float = 0.0,
+) -> SpeedVerdict | None:  # fmt: skip
     """The sandbox's report against the CPU time its broker counted from outside the student's
     process (``counted_cpu``): none counted holds the item; a runner's CPU clock
-    (``reported_cpu``) more than ``slack`` seconds or ``share`` of it away was changed while
-    the student's code ran (no speed credit). None when they agree."""
+    (``reported_cpu``) more than ``slack`` seconds or ``share`` of it away, or below ``least``
+    (what the kernel's timer counted before it stopped a call), was changed while the student's
+    code ran (no speed credit). None when they agree."""
     counted, reported = received.get("counted_cpu"), received.get("reported_cpu")
     if not isinstance(counted, int | float):
         return held("the sandbox could not count your process's CPU time from outside it")
-    if isinstance(reported, int | float) and abs(counted - reported) <= max(slack, share * counted):
+    if (isinstance(reported, int | float) and reported >= least
+            and abs(counted - reported) <= max(slack, share * counted)):  # fmt: skip
         return None
     shown = f"{reported:.2f} s" if isinstance(reported, int | float) else "nothing"
     return SpeedVerdict("wrong", None, (

@@ -286,22 +286,25 @@ def bpe_speed(obj: Any, case: dict[str, Any]) -> dict[str, Any]:
     # stretches a call's wall time, not its CPU time, so the cut above may come too late.
     late = max(float(held_after) - (wall() - start), 1.0)
     reference = max(spent[0], 1e-6)  # the reference's CPU seconds on the first corpus
+
+    def cut_at(used: float) -> dict[str, Any]:
+        # The cut's ratio rests on the reference's time by this runner's CPU clock, which the
+        # student's code can change (a forged clock makes the cut come early): what the clock
+        # saw since the calibration began goes to the grader, checked against the sandbox's.
+        return {"pairs": [], "failed": None, "cut": used, "cut_times": used / reference,
+                "reported_cpu": cpu() - start_cpu}  # fmt: skip
+
     previous = signal.signal(signal.SIGALRM, on_late)
     signal.setitimer(signal.ITIMER_REAL, late)
     try:
         measured = timing.time_fairly(measure, threads=1, attempts=int(attempts),
                                       fairness=fairness)  # fmt: skip
-    # A cut's ratio rests on the reference's time by this runner's CPU clock, which the
-    # student's code can change (a forged clock makes the cut come early): the clock's count
-    # since the calibration began goes to the grader, which checks it against the sandbox's.
     except _Cut:
-        return {"pairs": [], "failed": None, "cut": limit, "cut_times": limit / reference,
-                "reported_cpu": cpu() - start_cpu, "calibration_cpu": spent[0]}  # fmt: skip
+        return cut_at(limit)
     except _Late:
         used = late_call[0] if late_call else 0.0
         if used >= float(partial) * reference:  # already past partial credit, in CPU time
-            return {"pairs": [], "failed": None, "cut": used, "cut_times": used / reference,
-                    "reported_cpu": cpu() - start_cpu, "calibration_cpu": spent[0]}  # fmt: skip
+            return cut_at(used)
         return {"pairs": [], "failed": None, "cut": None, "held": (
             f"the timing ran past {float(held_after):g} s of wall time with your call at "
             f"{used:.1f} s of CPU time ({used / reference:.1f}x the reference's): "
