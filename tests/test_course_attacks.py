@@ -5,7 +5,8 @@ One batch per deployment: an honest student graded before the attackers, the att
 same time as an unprivileged user this test creates (its sandboxes then come from user
 namespaces). The
 attackers get nothing, the honest grades are exact, and the course, the library, the grader and
-the Python environment are unchanged apart from nbgrader's own outputs.
+the Python environment are unchanged apart from nbgrader's own outputs. As root, the batch
+leaves out what the course suite already grades as root (``COURSE_SUITE_AS_ROOT``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import pytest
 from submissions import a1b_engine, a2b_strided, a2c_kernels, a8_inference
 from submissions.attacks import ATTACKS, DAEMON_MARK, HONEST, HOST_MARK, MARKERS, TEX_MARK
 from submissions.attacks_lm import LM_ATTACKS, LM_FLAGGED, LM_HONEST
-from submissions.catalog import build
+from submissions.catalog import Submission, build
 from submissions.pipeline import (
     max_points,
     notebooks,
@@ -62,6 +63,13 @@ MODULES = {a1b_engine.A: a1b_engine, a2b_strided.A: a2b_strided, a8_inference.A:
 #: and numpy's comparisons, a release that reads the hidden checks and prints a full score. Few
 #: students: each compiles ~20 kernels and times two of them (the budget below is a2c's only).
 KERNELS = a2c_kernels.ATTACKS
+#: What the root deployment leaves to the course suite (``tests/test_course.py``), which grades
+#: the whole catalog as root with the same checks: the honest a2c notebook (its ``solution``),
+#: the slow kernel behind forged clocks (its ``faked-clocks``: the broker times and compares
+#: outside the student's process, whoever the grading user is) and the library answers (each
+#: graded and flagged there). An a2c notebook costs about 50 s of CPU to grade. The
+#: unprivileged deployment, whose sandboxes come from user namespaces, grades every one.
+COURSE_SUITE_AS_ROOT = {"honest", "attack-fake-clocks", *(s.name for s in LIBRARY_USE)}
 OUTPUTS = {
     "autograded",
     "feedback",
@@ -81,6 +89,13 @@ FLAGS = (
     "--IsolatedGrader.notebook_timeout=60",
     "--IsolatedGrader.notebook_timeouts=a2c_kernels=300",  # numba compiles and times kernels
 )
+
+
+def carried(deployment: str, subs: list[Submission]) -> list[Submission]:
+    """``subs`` less what the course suite already grades as root, in the root deployment."""
+    if deployment == "root":
+        return [s for s in subs if s.name not in COURSE_SUITE_AS_ROOT]
+    return subs
 
 
 @dataclass
@@ -213,14 +228,14 @@ def _prepare(deployment: str, where: Path) -> Prepared:
         if prefix:
             for path in [folder, *folder.rglob("*")]:
                 os.lchown(path, uid, gid)
-    for sub in [*KERNELS, *LM_ATTACKS, *LM_HONEST]:  # a2c; a6, a7, a8: attackers, then honest
+    for sub in [*carried(deployment, KERNELS), *LM_ATTACKS, *LM_HONEST]:  # a2c; a6-a8
         sub_source, sub_release = notebooks(course, sub.assignment)
         submit(course, sub.student, sub.assignment, build(sub, sub_source, sub_release, paths))
         if prefix:
             folder = course / "submitted" / sub.student
             for path in [folder, *folder.rglob("*")]:
                 os.lchown(path, uid, gid)
-    for sub in LIBRARY_USE:
+    for sub in carried(deployment, LIBRARY_USE):
         sub_source, sub_release = notebooks(course, sub.assignment)
         submit(course, sub.student, sub.assignment, build(sub, sub_source, sub_release))
         if prefix:
@@ -288,14 +303,17 @@ def test_attackers_gain_nothing_and_honest_grades_are_exact(batch: Batch) -> Non
 
 
 def test_answers_calling_the_librarys_own_code_score_nothing_for_it_and_are_flagged(
-    batch: Batch,
+    batches: dict[str, Batch],
 ) -> None:
-    """a1b, a2b and a8: what the notebook grades is not in the hidden checks' library in either
-    deployment: the items that use the library's engine or index arithmetic score zero, the
-    others keep their points, and the integrity report names each (a name built at run time by
-    its effect)."""
+    """a1b, a2b and a8, graded as the unprivileged user (the course suite grades them as root:
+    ``test_course.py``'s ``test_grades_item_by_item`` and
+    ``test_answers_that_reach_for_the_librarys_own_code_are_flagged``): what the notebook grades
+    is not in the hidden checks' library: the items that use the library's engine or index
+    arithmetic score zero, the others keep their points, and the integrity report names each (a
+    name built at run time by its effect)."""
     import csv
 
+    batch = batches["unprivileged"]
     with open(batch.course / "integrity.csv", newline="", encoding="utf-8") as f:
         rows = [(r["student"], r["finding"]) for r in csv.DictReader(f)]
     for sub in LIBRARY_USE:
@@ -342,15 +360,18 @@ def test_language_model_attackers_gain_nothing_and_honest_grades_are_exact(batch
 def test_kernel_attackers_gain_nothing_and_the_honest_kernels_keep_every_point(
     batch: Batch,
 ) -> None:
-    """a2c: rewriting the clocks and numpy's comparisons earns a slow kernel no speed credit,
-    reading the hidden checks and printing a score earns nothing, the honest notebook gets full
-    marks (its speed items included), in both deployments."""
+    """a2c: reading the hidden checks and printing a score earns nothing, in both deployments;
+    as the unprivileged user, rewriting the clocks and numpy's comparisons earns a slow kernel no
+    speed credit and the honest notebook gets full marks, its speed items included (as root, the
+    course suite grades both: ``COURSE_SUITE_AS_ROOT``)."""
     points = max_points(notebooks(batch.course, a2c_kernels.A)[0])
-    got = {sub.name: batch.items.get((sub.student, a2c_kernels.A)) for sub in KERNELS}
-    expected = {sub.name: sub.expected(points) for sub in KERNELS}
+    kernels = carried(batch.deployment, KERNELS)
+    got = {sub.name: batch.items.get((sub.student, a2c_kernels.A)) for sub in kernels}
+    expected = {sub.name: sub.expected(points) for sub in kernels}
     assert got == expected, (batch.deployment, batch.output[-3000:])
-    assert sum(expected["honest"].values()) == 13
-    for sub in KERNELS:  # what the attacks tried in the feedback kernel: all blocked
+    if batch.deployment == "unprivileged":
+        assert sum(expected["honest"].values()) == 13
+    for sub in kernels:  # what the attacks tried in the feedback kernel: all blocked
         name = a2c_kernels.A
         printed = _printed(batch.course / "autograded" / sub.student / name / f"{name}.ipynb")
         assert "ESCAPED" not in printed, (batch.deployment, sub.student, printed[:2000])
