@@ -525,11 +525,6 @@ def check_sandbox_view() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     binds: set[str] = set()
     for dist in allowed_distributions(sites):
         base = os.path.realpath(str(dist.locate_file("")))
-        for entry in dist.files or []:
-            top = entry.parts[0]
-            if top in ("..", "__pycache__"):
-                continue
-            path = os.path.join(base, top)
-            if os.path.lexists(path):
-                binds.add(path)
+        tops = {entry.parts[0] for entry in dist.files or []} - {"..", "__pycache__"}
+        binds.update(path for top in tops if os.path.lexists(path := os.path.join(base, top)))
     return tuple(sites), tuple((path, path) for path in sorted(binds))
