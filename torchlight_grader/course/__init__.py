@@ -12,7 +12,21 @@ Below it: :mod:`torchlight_grader.nbgrader` (what nbgrader loads), :mod:`torchli
 (what is graded), :mod:`torchlight_grader.sandbox` (where student code runs).
 """
 
-from torchlight_grader.course.batch import skip_slow_imports
+import sys
+
+
+def skip_slow_imports() -> None:
+    """Do not import ``rfc3987_syntax``.
+
+    jsonschema imports it, when it is installed, only to check the ``iri`` string format, and it
+    builds a grammar at import time (0.8 s, a third of an nbgrader start-up). Neither nbformat's
+    notebook schema nor nbgrader ever asks for that format, so no check is lost.
+    ``torchlight_grader/sandbox/inside/run_notebook.py`` does the same inside the sandbox.
+    """
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
 
 # Before any module here imports nbformat or nbgrader: 0.8 s of every grading process's start.
+# (Defined here, not in .batch: ``python -m torchlight_grader.course.batch`` must not find its
+# own module imported by the package first, which runpy warns about in every grading log.)
 skip_slow_imports()

@@ -32,16 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-
-def skip_slow_imports() -> None:
-    """Do not import ``rfc3987_syntax``.
-
-    jsonschema imports it, when it is installed, only to check the ``iri`` string format, and it
-    builds a grammar at import time (0.8 s, a third of an nbgrader start-up). Neither nbformat's
-    notebook schema nor nbgrader ever asks for that format, so no check is lost.
-    ``torchlight_grader/sandbox/inside/run_notebook.py`` does the same inside the sandbox.
-    """
-    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+from torchlight_grader.course import skip_slow_imports
 
 
 def run(args: Sequence[str]) -> int:
