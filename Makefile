@@ -80,16 +80,18 @@ test: venv lint typecheck pytest
 
 # Two pytest processes at once, one per core of a 2-core machine: the suite that grades the whole
 # catalog through the real nbgrader (its shared fixture is a third of the run), the attacks, two
-# of the instructor's terms, the capstone's leaderboard, a2c's grading and the suites that drive
-# JupyterLab in Chromium (COURSE_TESTS), printed as they run; and all the others (the library's,
-# the grader's, the docs, the notebooks, the exchange, the class at scale), printed when they
-# end. Both run in a fresh temporary folder of this run, removed at the end, and both must pass.
+# of the instructor's terms, the capstone's leaderboard, a2c's grading, the self-learner's
+# homework and the suites that drive JupyterLab in Chromium (COURSE_TESTS), printed as they run;
+# and all the others (the library's, the grader's, the docs, the notebooks, the exchange, the
+# class at scale), printed when they end. Both run in a fresh temporary folder of this run,
+# removed at the end, and both must pass.
 # The split keeps the two about equally long (measured from `make test`'s durations): move a
 # suite when one side grows.
 # `make pytest SERIAL=1`: one process, every test in order.
 COURSE_TESTS := $(sort $(wildcard tests/test_browser.py tests/test_course.py \
 	tests/test_course_attacks.py tests/test_course_browser.py tests/test_course_capstone.py \
-	tests/test_course_term.py tests/test_course_term3.py tests/test_kernels_grading.py))
+	tests/test_course_term.py tests/test_course_term3.py tests/test_homework.py \
+	tests/test_kernels_grading.py))
 pytest: venv
 ifdef SERIAL
 	$(PY) -m pytest tests --durations=30
