@@ -27,6 +27,8 @@ def skip_slow_imports() -> None:
 
 
 # Before any module here imports nbformat or nbgrader: 0.8 s of every grading process's start.
-# (Defined here, not in .batch: ``python -m torchlight_grader.course.batch`` must not find its
-# own module imported by the package first, which runpy warns about in every grading log.)
+# Every entry point of the course's tools (``python -m torchlight_grader.course.X``, a Dask
+# worker's task) imports this package first, so this is the one call. (Here, not in .batch:
+# ``python -m torchlight_grader.course.batch`` must not find its own module imported by the
+# package first, which runpy warns about in every grading log.)
 skip_slow_imports()

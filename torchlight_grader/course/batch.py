@@ -32,8 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchlight_grader.course import skip_slow_imports
-
 
 def run(args: Sequence[str]) -> int:
     """``nbgrader ARGS`` in this process; its exit status (never raises)."""
@@ -201,7 +199,6 @@ class Worker:
 
 
 def main(argv: Sequence[str]) -> int:
-    skip_slow_imports()
     if argv[:1] == ["--serve"] and len(argv) == 2:
         return serve(argv[1])
     return run_all([_commands(f"[{text}]")[0] for text in argv])

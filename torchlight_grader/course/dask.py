@@ -101,7 +101,6 @@ def _child_main(parent: int, marker: str, tools: str) -> int:
     if os.getppid() != parent:
         return 75
     threading.Thread(target=watch, daemon=True).start()
-    batch.skip_slow_imports()
     return batch.serve(marker)
 
 

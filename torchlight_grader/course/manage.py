@@ -197,10 +197,7 @@ def grade(course: Path, assignment: str = "*", extra: list[str] | None = None) -
     After the steps the gradebook is checked against a snapshot taken before them: a change the
     grader did not make fails loudly, naming the student or the cell.
     """
-    from torchlight_grader.course import skip_slow_imports
     from torchlight_grader.course.batch import Worker
-
-    skip_slow_imports()
     from torchlight_grader.nbgrader.preflight import CourseConfigError, check_config
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
